@@ -1,0 +1,49 @@
+"""``python -m geoserver --cluster FILE --dc NAME``: run one DC's server."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .cli import Terminated, raise_on_signals, setup_logging
+from .cluster import ClusterFileError, load_cluster
+from .postoffice import SERVER, AbortError, Postoffice, RendezvousError
+from .server import GeoServer
+from .van import TransportError, Van
+
+log = logging.getLogger("netstorm.server")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m geoserver", description=__doc__)
+    parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
+    parser.add_argument("--dc", required=True, help="name of this server's DC")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        config = load_cluster(args.cluster)
+        dc = config.dc(args.dc)
+        van = Van(f"server {dc.name}", dc.host, dc.server_port)
+    except (ClusterFileError, TransportError) as exc:
+        log.error("%s", exc)
+        return 2
+    raise_on_signals()
+    try:
+        postoffice = Postoffice(van, config.scheduler_address, SERVER, dc.name)
+        postoffice.register(config.timeout_s)
+        log.info("server of %s is node %d at %s", dc.name, postoffice.me.id, van.address)
+        GeoServer(postoffice).serve()
+        return 0
+    except (RendezvousError, AbortError) as exc:
+        log.error("server of %s stops: %s", dc.name, exc)
+        return 1
+    except Terminated as exc:
+        log.warning("server of %s stopped by %s", dc.name, exc)
+        return 1
+    finally:
+        van.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""The cluster file: one human-written TOML file describing a whole netstorm cluster.
+
+Example (``docs/cluster.example.toml`` has the commented version)::
+
+    [scheduler]
+    host = "127.0.0.1"
+    port = 9000
+
+    [[dc]]
+    name = "eu"
+    host = "127.0.0.1"      # address the DC's server binds and workers use
+    server_port = 9100      # 0: any free port, reported to the scheduler
+    workers = 2
+
+    [[dc]]
+    name = "us"
+    host = "127.0.0.1"
+    server_port = 9101
+    workers = 2
+
+    [transport]
+    chunk_bytes = 1048576   # tensors larger than this travel as several chunks
+    timeout_s = 60          # how long any node waits for a peer before a clear error
+    heartbeat_s = 0.5       # how often every node tells the scheduler it is alive
+    dead_after_s = 10       # a node silent this long is declared dead: the run aborts
+
+    [wan]
+    policy = "star"         # star: one global server (HiPS)
+    hub = "eu"              # star centre; default: the first DC
+
+The file is read once, at the edge of each process, into the frozen :class:`ClusterConfig`
+that is passed down; nothing deeper reads files or the environment.
+"""
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+POLICIES = ("star",)
+
+
+class ClusterFileError(ValueError):
+    """The cluster file is unusable; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class DataCenter:
+    name: str
+    host: str
+    server_port: int
+    workers: int
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    scheduler_host: str
+    scheduler_port: int
+    dcs: tuple
+    chunk_bytes: int = 1 << 20
+    timeout_s: float = 60.0
+    heartbeat_s: float = 0.5
+    dead_after_s: float = 10.0
+    policy: str = "star"
+    hub: str = ""
+    source: str = field(default="<built>", compare=False)
+
+    @property
+    def scheduler_address(self) -> str:
+        return f"tcp://{self.scheduler_host}:{self.scheduler_port}"
+
+    @property
+    def num_workers(self) -> int:
+        return sum(dc.workers for dc in self.dcs)
+
+    @property
+    def hub_dc(self) -> str:
+        return self.hub or self.dcs[0].name
+
+    def dc(self, name: str) -> DataCenter:
+        for dc in self.dcs:
+            if dc.name == name:
+                return dc
+        raise ClusterFileError(f"{self.source}: no DC named {name!r}; DCs are "
+                               f"{[d.name for d in self.dcs]}")
+
+    def with_scheduler_port(self, port: int) -> "ClusterConfig":
+        return replace(self, scheduler_port=port)
+
+
+def _need(table: dict, key: str, kind, where: str):
+    if key not in table:
+        raise ClusterFileError(f"{where}: missing field {key!r}")
+    value = table[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise ClusterFileError(f"{where}: field {key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _port(value: int, where: str) -> int:
+    if not 0 <= value <= 65535:
+        raise ClusterFileError(f"{where}: port {value} is outside 0..65535")
+    return value
+
+
+def _host(value: str, where: str) -> str:
+    if value == "localhost":
+        return "127.0.0.1"
+    try:
+        ipaddress.ip_address(value)
+    except ValueError as exc:
+        raise ClusterFileError(f"{where}: host {value!r} is not an IP address") from exc
+    return value
+
+
+def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
+    """Validate a parsed cluster table; every problem names ``source`` and the field."""
+    sched = data.get("scheduler")
+    if not isinstance(sched, dict):
+        raise ClusterFileError(f"{source}: missing [scheduler] table")
+    where = f"{source} [scheduler]"
+    sched_host = _host(_need(sched, "host", str, where), where)
+    sched_port = _port(_need(sched, "port", int, where), where)
+    raw_dcs = data.get("dc")
+    if not isinstance(raw_dcs, list) or not raw_dcs:
+        raise ClusterFileError(f"{source}: no [[dc]] tables; a cluster needs at least one DC")
+    dcs, seen = [], set()
+    for i, raw in enumerate(raw_dcs):
+        where = f"{source} [[dc]] #{i + 1}"
+        name = _need(raw, "name", str, where)
+        if not name or not name.replace("-", "").replace("_", "").isalnum():
+            raise ClusterFileError(f"{where}: DC name {name!r} must be letters, digits, - or _")
+        if name in seen:
+            raise ClusterFileError(f"{where}: duplicate DC name {name!r}")
+        seen.add(name)
+        where = f"{source} DC {name!r}"
+        workers = _need(raw, "workers", int, where)
+        if workers < 1:
+            raise ClusterFileError(f"{where}: workers must be >= 1, got {workers}")
+        dcs.append(DataCenter(name=name, host=_host(_need(raw, "host", str, where), where),
+                              server_port=_port(_need(raw, "server_port", int, where), where),
+                              workers=workers))
+    bound = [(d.host, d.server_port) for d in dcs if d.server_port] + [(sched_host, sched_port)]
+    if len(set(bound)) != len(bound):
+        raise ClusterFileError(f"{source}: two processes are given the same host and port")
+    transport = data.get("transport", {})
+    where = f"{source} [transport]"
+    kwargs = {}
+    if "chunk_bytes" in transport:
+        kwargs["chunk_bytes"] = _need(transport, "chunk_bytes", int, where)
+        if kwargs["chunk_bytes"] < 1024:
+            raise ClusterFileError(f"{where}: chunk_bytes must be >= 1024")
+    for key in ("timeout_s", "heartbeat_s", "dead_after_s"):
+        if key in transport:
+            kwargs[key] = _need(transport, key, float, where)
+            if kwargs[key] <= 0:
+                raise ClusterFileError(f"{where}: {key} must be > 0")
+    wan = data.get("wan", {})
+    where = f"{source} [wan]"
+    if "policy" in wan:
+        kwargs["policy"] = _need(wan, "policy", str, where)
+        if kwargs["policy"] not in POLICIES:
+            raise ClusterFileError(f"{where}: unknown policy {kwargs['policy']!r}; "
+                                   f"known: {', '.join(POLICIES)}")
+    if "hub" in wan:
+        kwargs["hub"] = _need(wan, "hub", str, where)
+        if kwargs["hub"] not in seen:
+            raise ClusterFileError(f"{where}: hub {kwargs['hub']!r} is not a declared DC")
+    return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
+                         source=source, **kwargs)
+
+
+def load_cluster(path) -> ClusterConfig:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ClusterFileError(f"cannot read cluster file {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ClusterFileError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_cluster(data, source=str(path))
+
+
+def pseudo_cluster(dcs: int, workers_per_dc: int, scheduler_port: int,
+                   host: str = "127.0.0.1", **transport) -> ClusterConfig:
+    """A one-machine cluster: ``dcs`` DCs named dc0.. with servers on free ports."""
+    if dcs < 1 or workers_per_dc < 1:
+        raise ClusterFileError("need at least one DC and one worker per DC")
+    return ClusterConfig(scheduler_host=host, scheduler_port=scheduler_port,
+                         dcs=tuple(DataCenter(f"dc{i}", host, 0, workers_per_dc)
+                                   for i in range(dcs)), source="<pseudo>", **transport)
+
+
+def to_toml(config: ClusterConfig) -> str:
+    """Render ``config`` as a cluster file that :func:`load_cluster` reads back equal."""
+    lines = ["[scheduler]", f'host = "{config.scheduler_host}"',
+             f"port = {config.scheduler_port}", ""]
+    for dc in config.dcs:
+        lines += ["[[dc]]", f'name = "{dc.name}"', f'host = "{dc.host}"',
+                  f"server_port = {dc.server_port}", f"workers = {dc.workers}", ""]
+    lines += ["[transport]", f"chunk_bytes = {config.chunk_bytes}",
+              f"timeout_s = {config.timeout_s}", f"heartbeat_s = {config.heartbeat_s}",
+              f"dead_after_s = {config.dead_after_s}", "",
+              "[wan]", f'policy = "{config.policy}"']
+    if config.hub:
+        lines.append(f'hub = "{config.hub}"')
+    return "\n".join(lines) + "\n"

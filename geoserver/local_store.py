@@ -1,0 +1,220 @@
+"""The local-server role: one DC's keys, its workers' pushes and pulls, the weight replica.
+
+Pure logic like :mod:`aggregation`: replies leave through ``reply(worker_id, message)``, the
+DC's sum of a chunk leaves through ``contribute(key, chunk, rnd, array)`` and the complete
+WAN sum comes back through :meth:`KeyStore.deliver`.
+
+dist_sync semantics per key: round r is the r-th push of every worker; when all of this DC's
+workers pushed round r, its chunks go to the WAN; when every chunk's global sum is back the
+round is applied (optimizer step on the replica, or the sum becomes the value), and pulls
+waiting for round r are answered. Stored arrays are replaced, never modified in place, since
+earlier values may still sit in ZeroMQ's send queue.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .chunking import chunk_ranges
+from .optimizer_host import OptimizerHost, OptimizerSpecError
+from .wire import Flag, Kind, Message
+
+log = logging.getLogger(__name__)
+
+
+class RequestError(ValueError):
+    """A worker request that cannot be served; the text is sent back to the worker."""
+
+
+@dataclass
+class _Round:
+    local: list
+    pushed: set = field(default_factory=set)
+    total: object = None
+    chunks_done: int = 0
+
+
+@dataclass
+class _Key:
+    key: int
+    dtype: np.dtype
+    shape: tuple
+    chunks: list
+    value: object = None
+    init_gen: int = 0
+    applied: int = 0
+    rounds: dict = field(default_factory=dict)
+    pulls: list = field(default_factory=list)   # (worker, request, min_round)
+    inits: list = field(default_factory=list)   # (worker, request, generation)
+    next_push: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class KeyStore:
+    def __init__(self, dc: str, workers, chunk_bytes: int, reply, contribute, forward_init):
+        self.dc = dc
+        self.workers = set(workers)
+        self.chunk_bytes = chunk_bytes
+        self._reply = reply
+        self._contribute = contribute
+        self._forward_init = forward_init
+        self.keys: dict = {}
+        self.optimizer: OptimizerHost | None = None
+        self._spec = None
+
+    # ------------------------------------------------------------ helpers
+    def _entry(self, key: int, shape, dtype) -> _Key:
+        shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+        entry = self.keys.get(key)
+        if entry is None:
+            if any(s < 0 for s in shape):
+                raise RequestError(f"key {key}: negative dimension in shape {shape}")
+            size = int(np.prod(shape, dtype=np.int64))
+            entry = _Key(key, dtype, shape, chunk_ranges(size, dtype.itemsize, self.chunk_bytes))
+            self.keys[key] = entry
+        elif entry.shape != shape or entry.dtype != dtype:
+            raise RequestError(f"key {key} was initialized as {entry.shape} {entry.dtype}, "
+                               f"now declared as {shape} {dtype}")
+        return entry
+
+    def _known(self, key: int) -> _Key:
+        entry = self.keys.get(key)
+        if entry is None or entry.value is None and entry.init_gen == 0:
+            raise RequestError(f"key {key} has not been initialized (call init first)")
+        return entry
+
+    def _value_message(self, entry: _Key, request: int) -> Message:
+        frames = [entry.value[a:b] for a, b in entry.chunks]
+        return Message(Kind.VALUE, key=entry.key, seq=entry.applied, request=request,
+                       dtype=entry.dtype, frames=frames)
+
+    def _check_frames(self, entry: _Key, msg: Message):
+        if msg.dtype != entry.dtype:
+            raise RequestError(f"key {entry.key}: data is {msg.dtype}, key is {entry.dtype}")
+        arrays = msg.arrays()
+        if len(arrays) != len(entry.chunks) or any(
+                len(a) != b - s for a, (s, b) in zip(arrays, entry.chunks)):
+            raise RequestError(f"key {entry.key}: expected {len(entry.chunks)} chunks of sizes "
+                               f"{[b - a for a, b in entry.chunks]}, got "
+                               f"{[len(a) for a in arrays]}")
+        return arrays
+
+    # ------------------------------------------------------------ init
+    def on_init(self, msg: Message) -> None:
+        """INIT from a local worker (rank 0 carries the value) or from another DC's server."""
+        try:
+            shape, dtype = msg.meta["shape"], msg.meta["dtype"]
+        except KeyError as exc:
+            raise RequestError(f"INIT of key {msg.key} lacks {exc}") from exc
+        entry = self._entry(msg.key, shape, dtype)
+        generation = msg.seq
+        if msg.flags & Flag.HAS_VALUE:
+            (array,) = [np.concatenate(self._check_frames(entry, msg))] if len(
+                entry.chunks) > 1 else self._check_frames(entry, msg)
+            entry.value = np.array(array, copy=True)
+            entry.init_gen = max(entry.init_gen, generation)
+            if msg.sender in self.workers:
+                self._forward_init(entry, generation)
+        if msg.sender in self.workers:
+            entry.inits.append((msg.sender, msg.request, generation))
+        self._answer_inits(entry)
+
+    def _answer_inits(self, entry: _Key) -> None:
+        ready = [i for i in entry.inits if i[2] <= entry.init_gen]
+        entry.inits = [i for i in entry.inits if i[2] > entry.init_gen]
+        for worker, request, _ in ready:
+            self._reply(worker, Message(Kind.INIT_DONE, key=entry.key, request=request))
+
+    # ------------------------------------------------------------ push / pull
+    def on_push(self, msg: Message) -> None:
+        entry = self._known(msg.key)
+        expected = entry.next_push.get(msg.sender, entry.applied + 1)
+        if msg.seq != expected:
+            raise RequestError(f"key {msg.key}: push round {msg.seq} from node {msg.sender}, "
+                               f"expected round {expected}")
+        arrays = self._check_frames(entry, msg)
+        entry.next_push[msg.sender] = expected + 1
+        rnd = entry.rounds.setdefault(msg.seq, _Round(local=[None] * len(entry.chunks)))
+        rnd.pushed.add(msg.sender)
+        for c, array in enumerate(arrays):
+            if rnd.local[c] is None:
+                rnd.local[c] = array
+            elif len(rnd.pushed) == 2:
+                rnd.local[c] = rnd.local[c] + array     # first sum allocates
+            else:
+                np.add(rnd.local[c], array, out=rnd.local[c])
+        if msg.flags & Flag.WANT_VALUE:
+            entry.pulls.append((msg.sender, msg.request, msg.seq))
+        if rnd.pushed == self.workers:
+            for c, array in enumerate(rnd.local):
+                self._contribute(entry.key, c, msg.seq, array)
+
+    def on_pull(self, msg: Message) -> None:
+        entry = self._known(msg.key)
+        entry.pulls.append((msg.sender, msg.request, msg.seq))
+        self._answer_pulls(entry)
+
+    def _answer_pulls(self, entry: _Key) -> None:
+        if entry.value is None:
+            return
+        ready = [p for p in entry.pulls if p[2] <= entry.applied]
+        if not ready:
+            return
+        entry.pulls = [p for p in entry.pulls if p[2] > entry.applied]
+        for worker, request, _ in ready:
+            self._reply(worker, self._value_message(entry, request))
+
+    def deliver(self, key: int, chunk: int, rnd_no: int, total) -> None:
+        """The global sum of one chunk arrived (or was completed here)."""
+        entry = self.keys[key]
+        rnd = entry.rounds[rnd_no]
+        if rnd.total is None:
+            rnd.total = np.empty(entry.size, dtype=entry.dtype)
+        start, stop = entry.chunks[chunk]
+        rnd.total[start:stop] = total
+        rnd.chunks_done += 1
+        while entry.applied + 1 in entry.rounds and \
+                entry.rounds[entry.applied + 1].chunks_done == len(entry.chunks):
+            done = entry.rounds.pop(entry.applied + 1)
+            if self.optimizer is not None:
+                entry.value = self.optimizer.update(
+                    entry.key, done.total.reshape(entry.shape), entry.value.reshape(entry.shape))
+            else:
+                entry.value = done.total
+            entry.applied += 1
+        self._answer_pulls(entry)
+
+    # ------------------------------------------------------------ optimizer
+    def on_set_optimizer(self, msg: Message) -> None:
+        spec = msg.meta.get("spec")
+        if self.optimizer is not None and spec == self._spec:
+            self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))
+            return
+        try:
+            self.optimizer = OptimizerHost(spec)
+        except OptimizerSpecError as exc:
+            raise RequestError(str(exc)) from exc
+        self._spec = spec
+        log.info("%s: optimizer %s set by node %d", self.dc, self.optimizer.name, msg.sender)
+        self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))
+
+    def on_save_states(self, msg: Message) -> None:
+        if self.optimizer is None:
+            raise RequestError("no optimizer was set on the servers (set_optimizer)")
+        meta, frames = self.optimizer.dump_states()
+        self._reply(msg.sender, Message(Kind.STATES, request=msg.request, meta=meta,
+                                        dtype=np.uint8, frames=frames))
+
+    def on_load_states(self, msg: Message) -> None:
+        if self.optimizer is None:
+            raise RequestError("no optimizer was set on the servers (set_optimizer)")
+        try:
+            self.optimizer.load_states(msg.meta, msg.frames)
+        except (OptimizerSpecError, ValueError) as exc:
+            raise RequestError(f"cannot load optimizer states: {exc}") from exc
+        self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))

@@ -1,0 +1,147 @@
+"""Node bookkeeping (ps-lite's ``Postoffice``): who is in the cluster and how to reach them.
+
+The scheduler hands every node the same :class:`NodeTable` at rendezvous; ids and ranks come
+from there, never from arithmetic on well-known numbers.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from . import wire
+from .van import TransportError, Van
+
+SCHEDULER = "scheduler"
+SERVER = "server"
+WORKER = "worker"
+ROLES = (SCHEDULER, SERVER, WORKER)
+
+
+class RendezvousError(RuntimeError):
+    """Registration with the scheduler failed; the text says what was awaited."""
+
+
+class AbortError(RuntimeError):
+    """The scheduler aborted the cluster (a node died or misbehaved)."""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    id: int
+    role: str
+    dc: str
+    address: str
+    rank: int = -1        # workers: global rank
+    local_rank: int = -1  # workers: rank within the DC
+
+    def describe(self) -> str:
+        if self.role == WORKER:
+            return f"worker rank {self.rank} ({self.dc}/{self.local_rank}, node {self.id})"
+        if self.role == SERVER:
+            return f"server of {self.dc} (node {self.id})"
+        return f"scheduler (node {self.id})"
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "role": self.role, "dc": self.dc, "address": self.address,
+                "rank": self.rank, "local_rank": self.local_rank}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "NodeInfo":
+        return cls(id=int(data["id"]), role=str(data["role"]), dc=str(data["dc"]),
+                   address=str(data["address"]), rank=int(data["rank"]),
+                   local_rank=int(data["local_rank"]))
+
+
+class NodeTable:
+    """All nodes of a running cluster, as assigned by the scheduler."""
+
+    def __init__(self, nodes):
+        self.nodes = {n.id: n for n in nodes}
+        self.dcs = list(dict.fromkeys(n.dc for n in nodes if n.role == SERVER))
+
+    def __contains__(self, node_id) -> bool:
+        return node_id in self.nodes
+
+    def __getitem__(self, node_id) -> NodeInfo:
+        return self.nodes[node_id]
+
+    def describe(self, node_id) -> str:
+        node = self.nodes.get(node_id)
+        return node.describe() if node else f"unknown node {node_id}"
+
+    def scheduler(self) -> NodeInfo:
+        return next(n for n in self.nodes.values() if n.role == SCHEDULER)
+
+    def server_of(self, dc: str) -> NodeInfo:
+        for n in self.nodes.values():
+            if n.role == SERVER and n.dc == dc:
+                return n
+        raise KeyError(f"no server for DC {dc!r}")
+
+    def workers(self, dc: str | None = None) -> list:
+        found = [n for n in self.nodes.values()
+                 if n.role == WORKER and (dc is None or n.dc == dc)]
+        return sorted(found, key=lambda n: n.rank)
+
+    def to_json(self) -> list:
+        return [n.to_json() for n in self.nodes.values()]
+
+    @classmethod
+    def from_json(cls, data) -> "NodeTable":
+        return cls([NodeInfo.from_json(d) for d in data])
+
+
+class Postoffice:
+    """A node's view of the cluster: its Van, its id, and the node table."""
+
+    def __init__(self, van: Van, scheduler_address: str, role: str, dc: str):
+        self.van = van
+        self.role = role
+        self.dc = dc
+        self.scheduler_address = scheduler_address
+        self.table: NodeTable | None = None
+        self.me: NodeInfo | None = None
+        self.welcome_meta: dict = {}
+        van.connect(SCHEDULER, scheduler_address)
+
+    def register(self, timeout_s: float, local_index: int = -1) -> NodeInfo:
+        """Register with the scheduler and wait for the node table (WELCOME)."""
+        meta = {"role": self.role, "dc": self.dc, "address": self.van.address,
+                "host": socket.gethostname(), "pid": os.getpid(), "local_index": local_index}
+        self.van.send(SCHEDULER, wire.Message(wire.Kind.REGISTER, meta=meta))
+        while True:
+            msg = self.van.recv(timeout_s)
+            if msg is None:
+                raise RendezvousError(
+                    f"{self.role} in {self.dc}: waited {timeout_s:g}s for the scheduler at "
+                    f"{self.scheduler_address} to answer registration (is it running, and "
+                    f"have all other nodes registered?)")
+            if msg.kind == wire.Kind.WELCOME:
+                break
+            if msg.kind in (wire.Kind.ABORT, wire.Kind.ERROR):
+                raise RendezvousError(f"{self.role} in {self.dc}: scheduler refused "
+                                      f"registration: {msg.meta.get('reason', '?')}")
+        try:
+            self.table = NodeTable.from_json(msg.meta["nodes"])
+            self.me = self.table[int(msg.meta["you"])]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RendezvousError(f"{self.role} in {self.dc}: malformed node table "
+                                  f"from scheduler: {exc}") from exc
+        self.welcome_meta = msg.meta
+        self.van.node_id = self.me.id
+        return self.me
+
+    def send(self, node_id: int, msg: wire.Message) -> None:
+        """Send to a node of the table, connecting on first use."""
+        if not self.van.is_connected(node_id):
+            if self.table is None or node_id not in self.table:
+                raise TransportError(f"{self.van.name}: unknown node {node_id}")
+            self.van.connect(node_id, self.table[node_id].address)
+        self.van.send(node_id, msg)
+
+    def send_scheduler(self, msg: wire.Message) -> None:
+        self.van.send(SCHEDULER, msg)
+
+    def known_sender(self, msg: wire.Message) -> bool:
+        return self.table is not None and msg.sender in self.table

@@ -1,0 +1,134 @@
+"""One DC's server process: the local-server and global-server roles behind one socket.
+
+The two roles are separate objects (:class:`~geoserver.local_store.KeyStore` and
+:class:`~geoserver.aggregation.TreeExchange`) but share a process and a thread: the DC's sum
+of a chunk passes from one to the other as a reference, with no extra hop or copy, and the
+optimizer replica sits next to the sums it consumes. One loop, blocking on the socket with a
+timeout equal to the heartbeat interval; a malformed or unexpected message is logged and
+dropped, a bad request is answered with ERROR, and neither stops the server.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from . import wire
+from .aggregation import TreeExchange
+from .local_store import KeyStore, RequestError
+from .postoffice import SERVER, WORKER, AbortError, Postoffice
+from .tree import Policy
+from .wire import Kind, Message
+
+log = logging.getLogger("netstorm.server")
+
+WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
+                   Kind.LOAD_STATES}
+
+
+class GeoServer:
+    def __init__(self, postoffice: Postoffice):
+        self.po = postoffice
+        self.table = postoffice.table
+        self.dc = postoffice.me.dc
+        meta = postoffice.welcome_meta
+        self.heartbeat_s = float(meta["heartbeat_s"])
+        self.policy = Policy.from_json(meta["policy"], self.table.dcs)
+        self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
+        self.dc_of_server = {v: k for k, v in self.servers.items()}
+        self.local_workers = {n.id for n in self.table.workers(self.dc)}
+        self.store = KeyStore(self.dc, self.local_workers, int(meta["chunk_bytes"]),
+                              reply=self.po.send, contribute=self._contribute,
+                              forward_init=self._forward_init)
+        self.exchange = TreeExchange(self.dc, self.policy, send=self._send_chunk,
+                                     deliver=self.store.deliver)
+        self.stats = {"messages": 0, "bytes_in": 0, "dropped": 0}
+
+    # ------------------------------------------------------------ callbacks
+    def _contribute(self, key, chunk, rnd, array) -> None:
+        self.exchange.contribute(key, chunk, rnd, array)
+
+    def _send_chunk(self, dc, kind, key, chunk, rnd, array) -> None:
+        self.po.send(self.servers[dc], Message(kind, key=key, chunk=chunk, seq=rnd,
+                                               policy=self.policy.version, dtype=array.dtype,
+                                               frames=[array]))
+
+    def _forward_init(self, entry, generation) -> None:
+        meta = {"shape": list(entry.shape), "dtype": entry.dtype.str}
+        for dc, node in self.servers.items():
+            if dc != self.dc:
+                frames = [entry.value[a:b] for a, b in entry.chunks]
+                self.po.send(node, Message(Kind.INIT, key=entry.key, seq=generation,
+                                           flags=wire.Flag.HAS_VALUE, meta=meta,
+                                           dtype=entry.dtype, frames=frames))
+
+    # ------------------------------------------------------------ dispatch
+    def _from_worker(self, msg: Message) -> None:
+        handler = {Kind.INIT: self.store.on_init, Kind.PUSH: self.store.on_push,
+                   Kind.PULL: self.store.on_pull, Kind.SET_OPTIMIZER: self.store.on_set_optimizer,
+                   Kind.SAVE_STATES: self.store.on_save_states,
+                   Kind.LOAD_STATES: self.store.on_load_states}[msg.kind]
+        try:
+            handler(msg)
+        except (RequestError, wire.WireError) as exc:
+            log.warning("%s: rejected %s of key %d from %s: %s", self.dc, msg.kind.name,
+                        msg.key, self.table.describe(msg.sender), exc)
+            self.po.send(msg.sender, Message(Kind.ERROR, key=msg.key, request=msg.request,
+                                             meta={"reason": str(exc)}))
+
+    def _from_server(self, msg: Message) -> None:
+        source = self.dc_of_server[msg.sender]
+        if msg.kind == Kind.INIT:
+            try:
+                self.store.on_init(msg)
+            except (RequestError, wire.WireError) as exc:
+                log.error("%s: bad INIT of key %d from %s: %s", self.dc, msg.key, source, exc)
+            return
+        if msg.kind not in (Kind.CHUNK_UP, Kind.CHUNK_DOWN):
+            log.warning("%s: ignored %s from server of %s", self.dc, msg.kind.name, source)
+            return
+        if msg.policy != self.policy.version or len(msg.frames) != 1 or msg.dtype is None:
+            log.warning("%s: dropped %s of key %d from %s: policy %d (mine %d), %d frames",
+                        self.dc, msg.kind.name, msg.key, source, msg.policy,
+                        self.policy.version, len(msg.frames))
+            return
+        (array,) = msg.arrays()
+        if msg.kind == Kind.CHUNK_UP:
+            self.exchange.on_up(source, msg.key, msg.chunk, msg.seq, array)
+        else:
+            self.exchange.on_down(source, msg.key, msg.chunk, msg.seq, array)
+
+    def handle(self, msg: Message) -> bool:
+        """Process one message; False once the server should stop."""
+        self.stats["messages"] += 1
+        if msg.kind == Kind.SHUTDOWN and msg.sender == self.table.scheduler().id:
+            log.info("%s: shutdown requested; %s", self.dc, self.stats)
+            return False
+        if msg.kind == Kind.ABORT:
+            raise AbortError(msg.meta.get("reason", "the scheduler aborted the run"))
+        sender = self.table.nodes.get(msg.sender)
+        if sender is None:
+            self.stats["dropped"] += 1
+            log.warning("%s: dropped %s from unknown node %d", self.dc, msg.kind.name,
+                        msg.sender)
+        elif sender.role == WORKER and msg.sender in self.local_workers \
+                and msg.kind in WORKER_REQUESTS:
+            self._from_worker(msg)
+        elif sender.role == SERVER and msg.sender != self.po.me.id:
+            self._from_server(msg)
+        else:
+            self.stats["dropped"] += 1
+            log.warning("%s: dropped %s from %s: not expected from that node", self.dc,
+                        msg.kind.name, sender.describe())
+        return True
+
+    def serve(self) -> None:
+        """Run until SHUTDOWN; raise :class:`AbortError` if the scheduler aborts the run."""
+        next_beat = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_beat:
+                self.po.send_scheduler(Message(Kind.HEARTBEAT))
+                next_beat = now + self.heartbeat_s
+            msg = self.po.van.recv(max(0.0, next_beat - now))
+            if msg is not None and not self.handle(msg):
+                return

@@ -1,0 +1,162 @@
+"""Wire format: a small versioned binary header, a JSON meta frame, raw tensor frames.
+
+A message on the wire is a ZeroMQ multipart message::
+
+    frame 0   header   struct HEADER (36 bytes, little endian), see below
+    frame 1   meta     UTF-8 JSON object, or empty (control data: addresses, specs)
+    frame 2.. payload  raw tensor bytes in the dtype named by the header, sent zero-copy
+
+Nothing received is ever unpickled: the header is unpacked with :mod:`struct`, the meta frame
+is parsed as JSON and tensor frames are viewed with ``numpy.frombuffer``. :func:`decode`
+raises :class:`WireError` with the reason for anything malformed; callers log and drop it.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+MAGIC = b"NS"
+PROTOCOL_VERSION = 1
+# magic, protocol, kind, sender, flags, dtype, pad, policy, key, chunk, seq, request
+HEADER = struct.Struct("<2sBBHHBBIIIQQ")
+NO_NODE = 0xFFFF  # sender id before the scheduler assigned one
+
+
+class Kind(enum.IntEnum):
+    """What a message is. Control kinds carry meta only; data kinds carry tensor frames."""
+
+    REGISTER = 1        # node -> scheduler: role, dc, address
+    WELCOME = 2         # scheduler -> node: the node table, your id and ranks
+    BARRIER = 3         # worker -> scheduler
+    BARRIER_DONE = 4    # scheduler -> worker
+    HEARTBEAT = 5       # node -> scheduler
+    ABORT = 6           # scheduler -> all: a node died or misbehaved; reason in meta
+    BYE = 7             # worker -> scheduler: finished cleanly
+    SHUTDOWN = 8        # scheduler -> servers: all workers finished
+    INIT = 10           # worker -> local server: declare a key (rank 0 carries the value)
+    INIT_DONE = 11      # local server -> worker
+    PUSH = 12           # worker -> local server: gradient of one key (chunk frames)
+    PULL = 13           # worker -> local server: value of a key after round `seq`
+    VALUE = 14          # local server -> worker: the value of one key (chunk frames)
+    SET_OPTIMIZER = 15  # worker -> local server: JSON optimizer spec
+    OPTIMIZER_DONE = 16
+    SAVE_STATES = 17    # worker -> local server: request optimizer states
+    STATES = 18         # local server -> worker: optimizer states (raw bytes frame)
+    LOAD_STATES = 19    # worker -> local server: optimizer states to load
+    CHUNK_UP = 20       # global server -> parent on a tree: partial sum of one chunk
+    CHUNK_DOWN = 21     # global server -> child on a tree: the complete sum of one chunk
+    ERROR = 30          # server -> worker: the request was rejected; reason in meta
+
+
+class Flag(enum.IntFlag):
+    NONE = 0
+    WANT_VALUE = 1      # PUSH: reply with VALUE once the round is applied (pushpull)
+    HAS_VALUE = 2       # INIT: frames carry the initial value
+
+
+DTYPES = {
+    0: None,
+    1: np.dtype(np.float32),
+    2: np.dtype(np.float16),
+    3: np.dtype(np.float64),
+    4: np.dtype(np.int32),
+    5: np.dtype(np.int64),
+    6: np.dtype(np.uint8),
+    7: np.dtype(np.int8),
+}
+DTYPE_CODES = {dt: code for code, dt in DTYPES.items() if dt is not None}
+MAX_META_BYTES = 1 << 24
+
+
+class WireError(ValueError):
+    """A frame sequence that is not a valid message; the text says why."""
+
+
+def dtype_code(dtype) -> int:
+    try:
+        return DTYPE_CODES[np.dtype(dtype)]
+    except (KeyError, TypeError) as exc:
+        raise WireError(f"unsupported dtype {dtype!r}; supported: "
+                        f"{sorted(str(d) for d in DTYPE_CODES)}") from exc
+
+
+@dataclass
+class Message:
+    kind: Kind
+    sender: int = NO_NODE
+    key: int = 0
+    chunk: int = 0
+    seq: int = 0
+    request: int = 0
+    policy: int = 0
+    flags: Flag = Flag.NONE
+    dtype: Any = None
+    meta: dict = field(default_factory=dict)
+    frames: Sequence = ()
+
+    def arrays(self) -> list:
+        """The payload frames viewed as 1-D numpy arrays of ``dtype`` (zero-copy, read-only)."""
+        if self.dtype is None:
+            raise WireError(f"{self.kind.name} message carries no dtype")
+        return [np.frombuffer(f, dtype=self.dtype) for f in self.frames]
+
+
+def encode(msg: Message) -> list:
+    """Frames for ``msg``; tensor frames are passed through untouched (zero-copy)."""
+    code = 0 if msg.dtype is None else dtype_code(msg.dtype)
+    header = HEADER.pack(MAGIC, PROTOCOL_VERSION, int(msg.kind), msg.sender, int(msg.flags),
+                         code, 0, msg.policy, msg.key, msg.chunk, msg.seq, msg.request)
+    meta = json.dumps(msg.meta, separators=(",", ":")).encode() if msg.meta else b""
+    return [header, meta, *msg.frames]
+
+
+def _buffer(frame):
+    return frame.buffer if hasattr(frame, "buffer") else memoryview(frame)
+
+
+def decode(frames: Sequence) -> Message:
+    """Parse a received multipart message; raise :class:`WireError` saying what is wrong."""
+    if len(frames) < 2:
+        raise WireError(f"expected at least 2 frames (header, meta), got {len(frames)}")
+    header = _buffer(frames[0])
+    if len(header) != HEADER.size:
+        raise WireError(f"header is {len(header)} bytes, expected {HEADER.size}")
+    (magic, proto, kind, sender, flags, code, _pad, policy, key, chunk, seq,
+     request) = HEADER.unpack(header)
+    if magic != MAGIC:
+        raise WireError(f"bad magic {bytes(magic)!r}")
+    if proto != PROTOCOL_VERSION:
+        raise WireError(f"protocol version {proto}, this node speaks {PROTOCOL_VERSION}")
+    try:
+        kind = Kind(kind)
+    except ValueError as exc:
+        raise WireError(f"unknown message kind {kind}") from exc
+    if code not in DTYPES:
+        raise WireError(f"unknown dtype code {code}")
+    dtype = DTYPES[code]
+    meta_buf = _buffer(frames[1])
+    meta: dict = {}
+    if len(meta_buf):
+        if len(meta_buf) > MAX_META_BYTES:
+            raise WireError(f"meta frame of {len(meta_buf)} bytes exceeds {MAX_META_BYTES}")
+        try:
+            meta = json.loads(bytes(meta_buf).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise WireError(f"meta frame is not JSON: {exc}") from exc
+        if not isinstance(meta, dict):
+            raise WireError("meta frame is not a JSON object")
+    payload = [_buffer(f) for f in frames[2:]]
+    if payload and dtype is None:
+        raise WireError(f"{kind.name} has {len(payload)} tensor frames but no dtype")
+    if dtype is not None:
+        for i, buf in enumerate(payload):
+            if len(buf) % dtype.itemsize:
+                raise WireError(f"frame {i + 2} has {len(buf)} bytes, not a multiple of "
+                                f"{dtype} itemsize {dtype.itemsize}")
+    return Message(kind=kind, sender=sender, key=key, chunk=chunk, seq=seq, request=request,
+                   policy=policy, flags=Flag(flags), dtype=dtype, meta=meta, frames=payload)

@@ -1,0 +1,267 @@
+"""A worker's side of the protocol (ps-lite's ``Customer``): requests, replies, heartbeats.
+
+Needs no mxnet: it moves numpy arrays. Any thread may issue requests; one background thread
+receives replies and routes them to the waiting request by id, and sends heartbeats. Every
+wait is bounded by ``timeout_s`` and ends with an error naming what was awaited from whom;
+an ABORT from the scheduler fails every pending and future request with its reason.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .chunking import chunk_ranges
+from .postoffice import WORKER, NodeInfo, Postoffice
+from .van import Van
+from .wire import Flag, Kind, Message
+
+log = logging.getLogger("netstorm.worker")
+
+
+class KVStoreError(RuntimeError):
+    """A request failed: rejected by the server, timed out, or the cluster was aborted."""
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Where a worker finds its cluster; read once from the environment at the plug-in's edge."""
+
+    scheduler: str
+    dc: str
+    host: str = "127.0.0.1"
+    local_index: int = -1
+    timeout_s: float = 60.0
+
+    ENV = {"scheduler": "NETSTORM_SCHEDULER", "dc": "NETSTORM_DC", "host": "NETSTORM_HOST",
+           "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S"}
+
+    @classmethod
+    def from_env(cls, environ) -> "WorkerSettings":
+        missing = [v for k, v in cls.ENV.items() if k in ("scheduler", "dc") and v not in environ]
+        if missing:
+            raise KVStoreError(f"{', '.join(missing)} not set: start workers with "
+                               f"'python scripts/launch.py ... -- CMD' (see README), or set "
+                               f"them to the scheduler address (tcp://host:port) and DC name")
+        kwargs = {}
+        try:
+            for field_name, var in cls.ENV.items():
+                if var in environ:
+                    kind = cls.__dataclass_fields__[field_name].type
+                    kwargs[field_name] = {"int": int, "float": float}.get(kind, str)(
+                        environ[var])
+        except ValueError as exc:
+            raise KVStoreError(f"bad netstorm environment variable: {exc}") from exc
+        return cls(**kwargs)
+
+
+class _Pending:
+    __slots__ = ("event", "reply", "what")
+
+    def __init__(self, what: str):
+        self.event = threading.Event()
+        self.reply: Message | None = None
+        self.what = what
+
+
+@dataclass
+class KeyInfo:
+    key: int
+    shape: tuple
+    dtype: np.dtype
+    chunks: list
+    pushes: int = 0
+    inits: int = 0
+
+
+class WorkerClient:
+    def __init__(self, settings: WorkerSettings):
+        self.settings = settings
+        self.van = Van(f"worker {settings.dc}", settings.host, 0)
+        self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
+        try:
+            self.me: NodeInfo = self.po.register(settings.timeout_s, settings.local_index)
+        except Exception:
+            self.van.close()
+            raise
+        meta = self.po.welcome_meta
+        self.timeout_s = float(meta["timeout_s"])
+        self.heartbeat_s = float(meta["heartbeat_s"])
+        self.chunk_bytes = int(meta["chunk_bytes"])
+        self.server = self.po.table.server_of(self.me.dc)
+        self.num_workers = len(self.po.table.workers())
+        self.keys: dict = {}
+        self._pending: dict = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._barriers = itertools.count(1)
+        self._aborted: str | None = None
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._io_loop, name="netstorm-io", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ plumbing
+    def _io_loop(self) -> None:
+        next_beat = 0.0
+        while not self._closed.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                self.po.send_scheduler(Message(Kind.HEARTBEAT))
+                next_beat = now + self.heartbeat_s
+            msg = self.van.recv(max(0.0, next_beat - now))
+            if msg is None:
+                continue
+            if msg.kind == Kind.ABORT:
+                self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
+                continue
+            if msg.kind == Kind.BARRIER_DONE:
+                token = ("barrier", msg.seq)
+            else:
+                token = msg.request
+            with self._lock:
+                pending = self._pending.pop(token, None)
+            if pending is None:
+                log.warning("worker %d: dropped unexpected %s (request %s) from %s",
+                            self.me.rank, msg.kind.name, token,
+                            self.po.table.describe(msg.sender))
+                continue
+            pending.reply = msg
+            pending.event.set()
+
+    def _fail_all(self, reason: str) -> None:
+        with self._lock:
+            self._aborted = reason
+            pending, self._pending = list(self._pending.values()), {}
+        for p in pending:
+            p.event.set()
+
+    def _submit(self, msg: Message, what: str, to_scheduler: bool = False, token=None):
+        pending = _Pending(what)
+        with self._lock:
+            if self._aborted:
+                raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
+            if token is None:
+                token = msg.request = next(self._ids)
+            self._pending[token] = pending
+        if to_scheduler:
+            self.po.send_scheduler(msg)
+        else:
+            self.po.send(self.server.id, msg)
+        return pending
+
+    def _wait(self, pending: _Pending, expect: Kind) -> Message:
+        if not pending.event.wait(self.timeout_s):
+            raise KVStoreError(f"worker rank {self.me.rank}: waited {self.timeout_s:g}s for "
+                               f"{pending.what}; no answer (timeout_s in the cluster file)")
+        reply = pending.reply
+        if reply is None:
+            raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted} "
+                               f"(while waiting for {pending.what})")
+        if reply.kind == Kind.ERROR:
+            raise KVStoreError(f"{self.server.describe()} rejected {pending.what}: "
+                               f"{reply.meta.get('reason', '?')}")
+        if reply.kind != expect:
+            raise KVStoreError(f"worker rank {self.me.rank}: got {reply.kind.name} for "
+                               f"{pending.what}, expected {expect.name}")
+        return reply
+
+    def _frames(self, info: KeyInfo, array: np.ndarray) -> list:
+        flat = np.ascontiguousarray(array, dtype=info.dtype).reshape(-1)
+        return [flat[a:b] for a, b in info.chunks]
+
+    def _value(self, info: KeyInfo, reply: Message) -> np.ndarray:
+        arrays = reply.arrays()
+        flat = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+        return flat.reshape(info.shape)
+
+    # ------------------------------------------------------------ API
+    def declare(self, key: int, shape, dtype) -> KeyInfo:
+        shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+        info = self.keys.get(key)
+        if info is None:
+            size = int(np.prod(shape, dtype=np.int64))
+            info = KeyInfo(key, shape, dtype, chunk_ranges(size, dtype.itemsize,
+                                                           self.chunk_bytes))
+            self.keys[key] = info
+        elif (info.shape, info.dtype) != (shape, dtype):
+            raise KVStoreError(f"key {key} was initialized as {info.shape} {info.dtype}, "
+                               f"not {shape} {dtype}")
+        return info
+
+    def init(self, key: int, value: np.ndarray) -> None:
+        """Declare ``key``; rank 0's value becomes the initial value everywhere. Blocks until
+        this DC's server holds the value of this init."""
+        info = self.declare(key, value.shape, value.dtype)
+        info.inits += 1
+        carry = self.me.rank == 0
+        msg = Message(Kind.INIT, key=key, seq=info.inits,
+                      flags=Flag.HAS_VALUE if carry else Flag.NONE,
+                      meta={"shape": list(info.shape), "dtype": info.dtype.str},
+                      dtype=info.dtype, frames=self._frames(info, value) if carry else [])
+        self._wait(self._submit(msg, f"init of key {key} from {self.server.describe()}"),
+                   Kind.INIT_DONE)
+
+    def start_push(self, key: int, grad: np.ndarray, want_value: bool):
+        """Send round n+1 of ``key``; returns a handle for :meth:`finish` (if want_value)."""
+        info = self.keys.get(key)
+        if info is None:
+            raise KVStoreError(f"key {key} has not been initialized (call init first)")
+        if grad.shape != info.shape and grad.size != int(np.prod(info.shape)):
+            raise KVStoreError(f"key {key}: pushed shape {grad.shape}, key is {info.shape}")
+        info.pushes += 1
+        msg = Message(Kind.PUSH, key=key, seq=info.pushes,
+                      flags=Flag.WANT_VALUE if want_value else Flag.NONE, dtype=info.dtype,
+                      frames=self._frames(info, grad))
+        what = f"value of key {key} after round {info.pushes} from {self.server.describe()}"
+        if want_value:
+            return self._submit(msg, what)
+        self.po.send(self.server.id, msg)
+        return None
+
+    def start_pull(self, key: int):
+        info = self.keys.get(key)
+        if info is None:
+            raise KVStoreError(f"key {key} has not been initialized (call init first)")
+        msg = Message(Kind.PULL, key=key, seq=info.pushes)
+        return self._submit(msg, f"value of key {key} after round {info.pushes} from "
+                                 f"{self.server.describe()}")
+
+    def finish(self, key: int, handle) -> np.ndarray:
+        """Wait for the VALUE answering a push (want_value) or a pull."""
+        return self._value(self.keys[key], self._wait(handle, Kind.VALUE))
+
+    def set_optimizer(self, spec: dict) -> None:
+        self._wait(self._submit(Message(Kind.SET_OPTIMIZER, meta={"spec": spec}),
+                                f"optimizer acknowledgement from {self.server.describe()}"),
+                   Kind.OPTIMIZER_DONE)
+
+    def save_states(self) -> Message:
+        return self._wait(self._submit(Message(Kind.SAVE_STATES),
+                                       f"optimizer states from {self.server.describe()}"),
+                          Kind.STATES)
+
+    def load_states(self, meta: dict, frames) -> None:
+        msg = Message(Kind.LOAD_STATES, meta=meta, dtype=np.uint8, frames=frames)
+        self._wait(self._submit(msg, f"optimizer-state acknowledgement from "
+                                     f"{self.server.describe()}"), Kind.OPTIMIZER_DONE)
+
+    def barrier(self) -> None:
+        seq = next(self._barriers)
+        pending = self._submit(Message(Kind.BARRIER, seq=seq),
+                               f"barrier {seq} (all {self.num_workers} workers) from the "
+                               f"scheduler", to_scheduler=True, token=("barrier", seq))
+        self._wait(pending, Kind.BARRIER_DONE)
+
+    def close(self, clean: bool = True, reason: str = "") -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._thread.join(timeout=2 * self.heartbeat_s + 1)
+        try:
+            self.po.send_scheduler(Message(Kind.BYE, meta={"clean": clean, "reason": reason}))
+        finally:
+            self.van.close()

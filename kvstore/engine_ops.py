@@ -1,0 +1,118 @@
+"""MXNet engine operators that make push/pull asynchronous.
+
+``mx.nd.Custom`` returns at once; MXNet runs the operator on its own thread when the inputs
+are ready (the gradient after backward) and makes every reader of the output wait for it.
+So Trainer's per-parameter ``pushpull`` calls all go out while backward is still running, and
+the next forward waits only for the weights it reads. Each key has a one-element *token*
+array passed as an auxiliary (mutable) state, so the engine runs one key's operations in
+the order they were issued; different keys run concurrently.
+"""
+from __future__ import annotations
+
+import weakref
+
+import mxnet as mx
+import numpy as np
+
+# Operators are instantiated by MXNet from a name and string parameters, so they find their
+# client through this table, keyed by a token the store puts in the parameters.
+_CLIENTS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def attach(token: str, client) -> None:
+    _CLIENTS[token] = client
+
+
+def _client(token: str):
+    client = _CLIENTS.get(token)
+    if client is None:
+        raise RuntimeError(f"netstorm store {token} is closed")
+    return client
+
+
+def _write(out, req, value: np.ndarray) -> None:
+    if req != "null":
+        out[:] = value
+
+
+class _PushPull(mx.operator.CustomOp):
+    def __init__(self, client, key, want_value):
+        super().__init__()
+        self.client, self.key, self.want_value = client, key, want_value
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        handle = self.client.start_push(self.key, in_data[0].asnumpy(), self.want_value)
+        if self.want_value:
+            _write(out_data[0], req[0], self.client.finish(self.key, handle))
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        raise NotImplementedError("netstorm operators have no gradient")
+
+
+class _Pull(mx.operator.CustomOp):
+    def __init__(self, client, key):
+        super().__init__()
+        self.client, self.key = client, key
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        handle = self.client.start_pull(self.key)
+        _write(out_data[0], req[0], self.client.finish(self.key, handle))
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        raise NotImplementedError("netstorm operators have no gradient")
+
+
+@mx.operator.register("netstorm_pushpull")
+class PushPullProp(mx.operator.CustomOpProp):
+    """Push ``data`` as the next round of ``key``; output the value after that round
+    (``want_value=1``) or a dummy scalar (push only)."""
+
+    def __init__(self, store, key, want_value):
+        super().__init__(need_top_grad=False)
+        self.store, self.key, self.want_value = store, int(key), want_value == "1"
+
+    def list_arguments(self):
+        return ["data"]
+
+    def list_outputs(self):
+        return ["value"]
+
+    def list_auxiliary_states(self):
+        return ["token"]
+
+    def infer_shape(self, in_shape):
+        out = in_shape[0] if self.want_value else [1]
+        return [in_shape[0]], [out], [[1]]
+
+    def infer_type(self, in_type):
+        return [in_type[0]], [in_type[0]], [np.float32]
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _PushPull(_client(self.store), self.key, self.want_value)
+
+
+@mx.operator.register("netstorm_pull")
+class PullProp(mx.operator.CustomOpProp):
+    """Output the value of ``key`` after this worker's latest push; ``like`` gives the shape."""
+
+    def __init__(self, store, key):
+        super().__init__(need_top_grad=False)
+        self.store, self.key = store, int(key)
+
+    def list_arguments(self):
+        return ["like"]
+
+    def list_outputs(self):
+        return ["value"]
+
+    def list_auxiliary_states(self):
+        return ["token"]
+
+    def infer_shape(self, in_shape):
+        return [in_shape[0]], [in_shape[0]], [[1]]
+
+    def infer_type(self, in_type):
+        return [in_type[0]], [in_type[0]], [np.float32]
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _Pull(_client(self.store), self.key)

@@ -1,0 +1,223 @@
+"""``NetStorm``: the MXNet KVStore API mapped onto netstorm's worker client.
+
+Thin by design: argument normalisation here, protocol in :mod:`geoserver.worker_client`,
+asynchrony in :mod:`kvstore.engine_ops`.
+
+``type`` is ``'dist_sync_netstorm'``: it contains ``'dist'`` and ``'_sync'`` on purpose, so
+gluon.Trainer and Module treat netstorm exactly as ``dist_sync`` (Module multiplies the batch
+size by ``num_workers`` for ``rescale_grad``; Trainer updates on the kvstore by default and
+refuses to reset a distributed store).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import uuid
+
+import mxnet as mx
+from mxnet.kvstore import KVStoreBase
+
+from geoserver.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
+from geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
+
+from . import engine_ops
+
+COMPRESSION_TYPES = ("none",)
+MAX_KEY = 2 ** 32 - 1
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _group(keys, values, name: str):
+    """Normalise (key, value) arguments to [(key, [NDArray, ...]), ...] like MXNet does."""
+    if isinstance(keys, (list, tuple)):
+        if not isinstance(values, (list, tuple)) or len(values) != len(keys):
+            raise ValueError(f"{name}: {len(keys)} keys need a list of {len(keys)} values")
+        return [(k, _as_list(v)) for k, v in zip(keys, values)]
+    return [(keys, _as_list(values))]
+
+
+def _check_dense(arrays, what: str) -> None:
+    for a in arrays:
+        if not isinstance(a, mx.nd.NDArray):
+            raise TypeError(f"{what}: expected mxnet NDArray, got {type(a).__name__}")
+        if a.stype != "default":
+            raise ValueError(f"{what}: netstorm supports dense arrays only, got {a.stype}")
+
+
+@KVStoreBase.register
+class NetStorm(KVStoreBase):
+    """Hierarchical WAN parameter server with dist_sync semantics (``kvstore='netstorm'``)."""
+
+    def __init__(self, settings: WorkerSettings | None = None):
+        settings = settings or WorkerSettings.from_env(os.environ)
+        self._client = WorkerClient(settings)
+        self._token = uuid.uuid4().hex
+        engine_ops.attach(self._token, self._client)
+        self._ids: dict = {}
+        self._key_kind = None
+        self._tokens: dict = {}
+        self._updater = None
+        self._failed = False
+        self._previous_hook = sys.excepthook
+        sys.excepthook = self._excepthook
+        atexit.register(self.close)
+
+    # ------------------------------------------------------------ identity
+    @property
+    def type(self):
+        return "dist_sync_netstorm"
+
+    @property
+    def rank(self):
+        return self._client.me.rank
+
+    @property
+    def local_rank(self):
+        """Rank of this worker within its DC."""
+        return self._client.me.local_rank
+
+    @property
+    def num_workers(self):
+        return self._client.num_workers
+
+    @property
+    def dc(self):
+        return self._client.me.dc
+
+    @staticmethod
+    def is_capable(capability):
+        return capability.lower() == KVStoreBase.OPTIMIZER
+
+    # ------------------------------------------------------------ keys
+    def _key_id(self, key, create: bool = False) -> int:
+        kind = "str" if isinstance(key, str) else "int"
+        if kind == "int" and not (isinstance(key, int) and 0 <= key <= MAX_KEY):
+            raise ValueError(f"netstorm keys are str or int in 0..{MAX_KEY}, got {key!r}")
+        if self._key_kind not in (None, kind):
+            raise ValueError(f"netstorm keys must all be str or all int; got {key!r} after "
+                             f"{self._key_kind} keys")
+        self._key_kind = kind
+        if kind == "int":
+            return key
+        if key not in self._ids:
+            if not create:
+                raise KVStoreError(f"key {key!r} has not been initialized (call init first)")
+            self._ids[key] = len(self._ids)   # str keys number in init order, as in MXNet
+        return self._ids[key]
+
+    def _token_of(self, key_id: int):
+        token = self._tokens.get(key_id)
+        if token is None:
+            token = self._tokens[key_id] = mx.nd.zeros((1,))
+        return token
+
+    # ------------------------------------------------------------ data path
+    def init(self, key, value):
+        for k, vals in _group(key, value, "init"):
+            _check_dense(vals, f"init of key {k!r}")
+            self._client.init(self._key_id(k, create=True), vals[0].asnumpy())
+
+    def broadcast(self, key, value, out, priority=0):
+        self.init(key, value)
+        self.pull(key, out=out, priority=priority)
+
+    def _summed(self, vals):
+        return vals[0] if len(vals) == 1 else mx.nd.add_n(*vals)
+
+    def push(self, key, value, priority=0):
+        for k, vals in _group(key, value, "push"):
+            _check_dense(vals, f"push of key {k!r}")
+            kid = self._key_id(k)
+            mx.nd.Custom(self._summed(vals), self._token_of(kid), op_type="netstorm_pushpull",
+                         store=self._token, key=str(kid), want_value="0")
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        if out is None:
+            raise ValueError("pull needs out=")
+        for k, outs in _group(key, out, "pull"):
+            _check_dense(outs, f"pull of key {k!r}")
+            kid = self._key_id(k)
+            value = mx.nd.Custom(outs[0], self._token_of(kid), op_type="netstorm_pull",
+                                 store=self._token, key=str(kid))
+            for o in outs:
+                value.copyto(o)
+
+    def pushpull(self, key, value, out=None, priority=0):
+        groups = _group(key, value, "pushpull")
+        outs = [vals for _, vals in groups] if out is None else \
+            [o for _, o in _group(key, out, "pushpull out")]
+        for (k, vals), targets in zip(groups, outs):
+            _check_dense(vals + targets, f"pushpull of key {k!r}")
+            kid = self._key_id(k)
+            result = mx.nd.Custom(self._summed(vals), self._token_of(kid),
+                                  op_type="netstorm_pushpull", store=self._token, key=str(kid),
+                                  want_value="1")
+            for o in targets:
+                result.copyto(o)
+
+    def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
+        raise NotImplementedError("netstorm does not support sparse arrays (row_sparse_pull)")
+
+    def barrier(self):
+        mx.nd.waitall()
+        self._client.barrier()
+
+    # ------------------------------------------------------------ options
+    def set_gradient_compression(self, compression_params):
+        kind = (compression_params or {}).get("type", "none")
+        if kind not in COMPRESSION_TYPES:
+            raise ValueError(f"netstorm does not support gradient compression type {kind!r}; "
+                             f"supported: {', '.join(COMPRESSION_TYPES)}")
+
+    def set_optimizer(self, optimizer):
+        self._client.set_optimizer(optimizer_spec(optimizer))
+        self._updater = mx.optimizer.get_updater(optimizer)
+
+    def save_optimizer_states(self, fname, dump_optimizer=False):
+        if self._updater is None:
+            raise KVStoreError("save_optimizer_states: no optimizer set (set_optimizer)")
+        mx.nd.waitall()
+        reply = self._client.save_states()
+        states, counts, num_update = states_from_wire(reply.meta, reply.frames,
+                                                      lambda a: mx.nd.array(a, dtype=a.dtype))
+        self._updater.states = states
+        self._updater.states_synced = dict.fromkeys(states, True)
+        optimizer = self._updater.optimizer
+        optimizer._all_index_update_counts = {0: counts}
+        optimizer._index_update_count = counts
+        optimizer.num_update = num_update
+        with open(fname, "wb") as f:
+            f.write(self._updater.get_states(dump_optimizer))
+
+    def load_optimizer_states(self, fname):
+        if self._updater is None:
+            raise KVStoreError("load_optimizer_states: no optimizer set (set_optimizer)")
+        mx.nd.waitall()
+        with open(fname, "rb") as f:   # the user's own file, in MXNet's format
+            self._updater.set_states(f.read())
+        optimizer = self._updater.optimizer
+        self._client.set_optimizer(optimizer_spec(optimizer))
+        meta, frames = states_to_wire(self._updater.states, optimizer._index_update_count,
+                                      optimizer.num_update)
+        self._client.load_states(meta, frames)
+
+    # ------------------------------------------------------------ lifecycle
+    def _excepthook(self, etype, value, tb):
+        self._failed = True
+        self._previous_hook(etype, value, tb)
+        self.close(clean=False, reason=f"{etype.__name__}: {value}")
+
+    def close(self, clean: bool | None = None, reason: str = ""):
+        """Tell the scheduler this worker is done (or failed) and close its sockets."""
+        if clean is None:
+            clean = not self._failed
+        if clean:
+            try:
+                mx.nd.waitall()
+            except mx.base.MXNetError:
+                clean = False
+        self._client.close(clean=clean, reason=reason)

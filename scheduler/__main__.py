@@ -1,0 +1,40 @@
+"""``python -m scheduler --cluster FILE``: run the scheduler of a netstorm cluster."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from geoserver.cli import Terminated, raise_on_signals, setup_logging
+from geoserver.cluster import ClusterFileError, load_cluster
+from geoserver.van import TransportError, Van
+
+from .rendezvous import Scheduler
+
+log = logging.getLogger("netstorm.scheduler")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scheduler", description=__doc__)
+    parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        config = load_cluster(args.cluster)
+        van = Van("scheduler", config.scheduler_host, config.scheduler_port)
+    except (ClusterFileError, TransportError) as exc:
+        log.error("%s", exc)
+        return 2
+    raise_on_signals()
+    try:
+        return Scheduler(config, van).run()
+    except Terminated as exc:
+        log.warning("stopped by %s", exc)
+        return 1
+    finally:
+        van.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""The scheduler process: rendezvous, ids and ranks, barriers, liveness, the WAN policy.
+
+One thread, one loop: it blocks on its socket with a timeout no longer than the heartbeat
+interval, so it wakes to check liveness without busy-waiting.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from geoserver import wire
+from geoserver.cluster import ClusterConfig
+from geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
+from geoserver.van import Van
+
+from .policy import star_policy
+
+log = logging.getLogger("netstorm.scheduler")
+SCHEDULER_ID = 0
+
+
+class ClusterAborted(RuntimeError):
+    """The run cannot continue; the text names the node and what was awaited."""
+
+
+class Scheduler:
+    def __init__(self, config: ClusterConfig, van: Van):
+        self.config = config
+        self.van = van
+        self.van.node_id = SCHEDULER_ID
+        self.table: NodeTable | None = None
+        self.last_seen: dict = {}
+        self.finished: set = set()
+        self.barriers: dict = {}
+
+    # ---------------------------------------------------------------- rendezvous
+    def _expected(self) -> dict:
+        want = {}
+        for dc in self.config.dcs:
+            want[(SERVER, dc.name)] = 1
+            want[(WORKER, dc.name)] = dc.workers
+        return want
+
+    def _missing(self, registered) -> list:
+        missing = []
+        for (role, dc), count in self._expected().items():
+            have = sum(1 for r in registered if (r["role"], r["dc"]) == (role, dc))
+            if have < count:
+                missing.append(f"{count - have} {role}(s) of {dc}")
+        return missing
+
+    def _reject(self, meta: dict, reason: str) -> None:
+        log.error("rejected registration %s: %s", meta, reason)
+        address = meta.get("address")
+        if isinstance(address, str) and address.startswith("tcp://"):
+            self.van.connect(address, address)
+            self.van.send(address, wire.Message(wire.Kind.ERROR, meta={"reason": reason}))
+
+    def _check_registration(self, meta: dict, registered: list) -> str:
+        role, dc = meta.get("role"), meta.get("dc")
+        if role not in (SERVER, WORKER):
+            return f"unknown role {role!r}"
+        if not isinstance(dc, str) or (SERVER, dc) not in self._expected():
+            return f"unknown DC {dc!r}; the cluster has {[d.name for d in self.config.dcs]}"
+        if not isinstance(meta.get("address"), str):
+            return "registration carries no address"
+        same = [r for r in registered if (r["role"], r["dc"]) == (role, dc)]
+        if len(same) >= self._expected()[(role, dc)]:
+            return f"{dc} already has all its {role}s registered"
+        index = meta.get("local_index", -1)
+        if not isinstance(index, int):
+            return "local_index must be an integer"
+        if index >= 0 and any(r.get("local_index") == index for r in same):
+            return f"{dc} already has a {role} with local index {index}"
+        return ""
+
+    def rendezvous(self) -> NodeTable:
+        """Wait for every expected node, assign ids and ranks, send each the node table."""
+        registered: list = []
+        deadline = time.monotonic() + self.config.timeout_s
+        while self._missing(registered):
+            msg = self.van.recv(max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                reason = (f"waited {self.config.timeout_s:g}s for registration; still missing: "
+                          + ", ".join(self._missing(registered)))
+                self._abort_nodes(registered, reason)
+                raise ClusterAborted(reason)
+            if msg.kind != wire.Kind.REGISTER:
+                log.warning("ignored %s from unregistered node %d during rendezvous",
+                            msg.kind.name, msg.sender)
+                continue
+            problem = self._check_registration(msg.meta, registered)
+            if problem:
+                self._reject(msg.meta, problem)
+                continue
+            registered.append(dict(msg.meta))
+            log.info("registered %s of %s at %s (pid %s on %s)", msg.meta["role"],
+                     msg.meta["dc"], msg.meta["address"], msg.meta.get("pid"),
+                     msg.meta.get("host"))
+        self.table = self._assign(registered)
+        policy = star_policy(self.table.dcs, self.config.hub_dc)
+        now = time.monotonic()
+        for node in self.table.nodes.values():
+            if node.role == SCHEDULER:
+                continue
+            self.van.connect(node.id, node.address)
+            self.van.send(node.id, wire.Message(wire.Kind.WELCOME, meta={
+                "nodes": self.table.to_json(), "you": node.id, "policy": policy.to_json(),
+                "chunk_bytes": self.config.chunk_bytes, "timeout_s": self.config.timeout_s,
+                "heartbeat_s": self.config.heartbeat_s}))
+            self.last_seen[node.id] = now
+        log.info("cluster complete: %d DCs, %d workers; policy %s rooted at %s",
+                 len(self.table.dcs), len(self.table.workers()), "star", self.config.hub_dc)
+        return self.table
+
+    def _assign(self, registered: list) -> NodeTable:
+        order = {dc.name: i for i, dc in enumerate(self.config.dcs)}
+        nodes = [NodeInfo(SCHEDULER_ID, SCHEDULER, "", self.van.address)]
+        servers = sorted((r for r in registered if r["role"] == SERVER),
+                         key=lambda r: order[r["dc"]])
+        for r in servers:
+            nodes.append(NodeInfo(len(nodes), SERVER, r["dc"], r["address"]))
+        rank = 0
+        for dc in self.config.dcs:
+            mine = [r for r in registered if r["role"] == WORKER and r["dc"] == dc.name]
+            # explicit local indices first, in order; then the rest in registration order
+            mine.sort(key=lambda r: (r["local_index"] < 0, max(r["local_index"], 0)))
+            for local_rank, r in enumerate(mine):
+                nodes.append(NodeInfo(len(nodes), WORKER, r["dc"], r["address"], rank,
+                                      local_rank))
+                rank += 1
+        return NodeTable(nodes)
+
+    def _abort_nodes(self, targets, reason: str) -> None:
+        for target in targets:
+            peer = target.id if isinstance(target, NodeInfo) else target["address"]
+            address = target.address if isinstance(target, NodeInfo) else target["address"]
+            self.van.connect(peer, address)
+            self.van.send(peer, wire.Message(wire.Kind.ABORT, meta={"reason": reason}))
+
+    # ---------------------------------------------------------------- running
+    def _node_alive(self, node_id: int) -> None:
+        self.last_seen[node_id] = time.monotonic()
+
+    def _check_liveness(self) -> None:
+        now = time.monotonic()
+        for node_id, seen in self.last_seen.items():
+            if node_id in self.finished:
+                continue
+            if now - seen > self.config.dead_after_s:
+                raise ClusterAborted(f"{self.table.describe(node_id)} sent nothing for "
+                                     f"{now - seen:.1f}s (dead_after_s="
+                                     f"{self.config.dead_after_s:g}); it is presumed dead")
+
+    def _on_barrier(self, msg: wire.Message) -> None:
+        waiting = self.barriers.setdefault(msg.seq, set())
+        waiting.add(msg.sender)
+        if len(waiting) == len(self.table.workers()):
+            for node in self.table.workers():
+                self.van.send(node.id, wire.Message(wire.Kind.BARRIER_DONE, seq=msg.seq))
+            del self.barriers[msg.seq]
+
+    def _on_bye(self, msg: wire.Message) -> None:
+        node = self.table[msg.sender]
+        if not msg.meta.get("clean", True):
+            raise ClusterAborted(f"{node.describe()} failed: "
+                                 f"{msg.meta.get('reason', 'no reason given')}")
+        log.info("%s finished", node.describe())
+        self.finished.add(msg.sender)
+
+    def serve(self) -> None:
+        """Run until every worker said BYE; raise :class:`ClusterAborted` on a failure."""
+        workers = {n.id for n in self.table.workers()}
+        while not workers <= self.finished:
+            msg = self.van.recv(self.config.heartbeat_s)
+            if msg is not None:
+                if msg.sender not in self.table:
+                    log.warning("dropped %s from unknown node %d", msg.kind.name, msg.sender)
+                    continue
+                self._node_alive(msg.sender)
+                if msg.kind == wire.Kind.BARRIER:
+                    self._on_barrier(msg)
+                elif msg.kind == wire.Kind.BYE:
+                    self._on_bye(msg)
+                elif msg.kind == wire.Kind.ABORT:
+                    raise ClusterAborted(f"{self.table.describe(msg.sender)} aborted: "
+                                         f"{msg.meta.get('reason', '?')}")
+                elif msg.kind != wire.Kind.HEARTBEAT:
+                    log.warning("ignored unexpected %s from %s", msg.kind.name,
+                                self.table.describe(msg.sender))
+            self._check_liveness()
+
+    def run(self) -> int:
+        try:
+            self.rendezvous()
+            self.serve()
+        except ClusterAborted as exc:
+            log.error("aborting the cluster: %s", exc)
+            if self.table is not None:
+                others = [n for n in self.table.nodes.values()
+                          if n.role != SCHEDULER and n.id not in self.finished]
+                self._abort_nodes(others, str(exc))
+            return 1
+        for node in self.table.nodes.values():
+            if node.role == SERVER:
+                self.van.send(node.id, wire.Message(wire.Kind.SHUTDOWN))
+        log.info("all workers finished; servers told to shut down")
+        return 0
