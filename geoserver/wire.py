@@ -2,7 +2,7 @@
 
 A message on the wire is a ZeroMQ multipart message::
 
-    frame 0   header   struct HEADER (36 bytes, little endian), see below
+    frame 0   header   struct HEADER (38 bytes, little endian), see below
     frame 1   meta     UTF-8 JSON object, or empty (control data: addresses, specs)
     frame 2.. payload  raw tensor bytes in the dtype named by the header, sent zero-copy
 

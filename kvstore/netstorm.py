@@ -16,6 +16,7 @@ import sys
 import uuid
 
 import mxnet as mx
+import numpy as np
 from mxnet.kvstore import KVStoreBase
 
 from geoserver.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
@@ -109,6 +110,19 @@ class NetStorm(KVStoreBase):
             self._ids[key] = len(self._ids)   # str keys number in init order, as in MXNet
         return self._ids[key]
 
+    def _declared(self, key, arrays) -> int:
+        """Key id of an initialized key whose shape matches ``arrays`` (checked here, at the
+        call, so bad input raises in the caller's thread rather than in the engine)."""
+        kid = self._key_id(key)
+        info = self._client.keys.get(kid)
+        if info is None:
+            raise KVStoreError(f"key {key!r} has not been initialized (call init first)")
+        for a in arrays:
+            if tuple(a.shape) != info.shape or np.dtype(a.dtype) != info.dtype:
+                raise ValueError(f"key {key!r} is {info.shape} {info.dtype}; got an array "
+                                 f"of {tuple(a.shape)} {np.dtype(a.dtype)}")
+        return kid
+
     def _token_of(self, key_id: int):
         token = self._tokens.get(key_id)
         if token is None:
@@ -131,7 +145,7 @@ class NetStorm(KVStoreBase):
     def push(self, key, value, priority=0):
         for k, vals in _group(key, value, "push"):
             _check_dense(vals, f"push of key {k!r}")
-            kid = self._key_id(k)
+            kid = self._declared(k, vals)
             mx.nd.Custom(self._summed(vals), self._token_of(kid), op_type="netstorm_pushpull",
                          store=self._token, key=str(kid), want_value="0")
 
@@ -140,7 +154,7 @@ class NetStorm(KVStoreBase):
             raise ValueError("pull needs out=")
         for k, outs in _group(key, out, "pull"):
             _check_dense(outs, f"pull of key {k!r}")
-            kid = self._key_id(k)
+            kid = self._declared(k, outs)
             value = mx.nd.Custom(outs[0], self._token_of(kid), op_type="netstorm_pull",
                                  store=self._token, key=str(kid))
             for o in outs:
@@ -152,7 +166,7 @@ class NetStorm(KVStoreBase):
             [o for _, o in _group(key, out, "pushpull out")]
         for (k, vals), targets in zip(groups, outs):
             _check_dense(vals + targets, f"pushpull of key {k!r}")
-            kid = self._key_id(k)
+            kid = self._declared(k, vals + targets)
             result = mx.nd.Custom(self._summed(vals), self._token_of(kid),
                                   op_type="netstorm_pushpull", store=self._token, key=str(kid),
                                   want_value="1")

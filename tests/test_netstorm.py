@@ -1,0 +1,86 @@
+"""The 'netstorm' kvstore against dist_sync semantics, in multi-process clusters on loopback."""
+import numpy as np
+import pytest
+
+from conftest import launch, worker_cmd
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_method_has_dist_sync_semantics(no_leftovers):
+    # small chunks so the large key travels as ~260 chunks; 2 DCs x 2 workers
+    run = launch(["--dcs", 2, "--workers-per-dc", 2, "--chunk-bytes", 4096],
+                 worker_cmd("api_worker.py"), no_leftovers)
+    assert run.code == 0, run.output[-5000:]
+    for rank in range(4):
+        assert f"worker {rank} all checks passed" in run.output
+    assert "FAILED" not in run.output
+
+
+def _trainer_reference(num_workers, steps):
+    import mxnet as mx
+    from mxnet import autograd, gluon
+
+    import trainer_worker as tw
+    net = tw.build_net([mx.cpu(0)])
+    for p in net.collect_params().values():
+        p.grad_req = "add"
+    trainer = gluon.Trainer(net.collect_params(), "sgd", tw.optimizer_params(), kvstore=None)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    for step in range(steps):
+        net.collect_params().zero_grad()
+        for rank in range(num_workers):          # dist_sync sums every worker's gradient
+            x, y = tw.batches(rank, step)
+            with autograd.record():
+                loss = loss_fn(net(mx.nd.array(x)), mx.nd.array(y))
+            loss.backward()
+        trainer.step(tw.BATCH)
+    return {k: v.data().asnumpy() for k, v in net._collect_params_with_prefix().items()}
+
+
+def _load(path):
+    import mxnet as mx
+
+    import trainer_worker as tw
+    net = tw.build_net([mx.cpu(0)])
+    net.load_parameters(str(path))
+    return {k: v.data().asnumpy() for k, v in net._collect_params_with_prefix().items()}
+
+
+@pytest.mark.parametrize("update_on_kvstore,devices", [("true", 1), ("false", 2)])
+def test_trainer_matches_single_process_reference(no_leftovers, update_on_kvstore, devices):
+    steps = 6
+    run = launch(["--dcs", 2, "--workers-per-dc", 2],
+                 worker_cmd("trainer_worker.py", no_leftovers, "--update-on-kvstore",
+                            update_on_kvstore, "--devices", devices, "--steps", steps,
+                            "--check-states"), no_leftovers)
+    assert run.code == 0, run.output[-5000:]
+    assert run.output.count("states check ok") == 4
+    reference = _trainer_reference(4, steps)
+    results = [_load(no_leftovers / f"rank{r}.params") for r in range(4)]
+    for name, want in reference.items():
+        for r, got in enumerate(results):
+            np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"rank {r} {name}")
+            # every worker holds bit-identical weights: same summed bytes everywhere
+            assert np.array_equal(got[name], results[0][name]), (r, name)
+        assert not np.allclose(want, _trainer_reference(4, 0)[name]), "weights never moved"
+
+
+def test_module_matches_single_process_reference(no_leftovers):
+    import module_worker as mw
+    steps, workers = 5, 3
+    run = launch(["--dcs", 3, "--workers-per-dc", 1],
+                 worker_cmd("module_worker.py", no_leftovers, "--steps", steps), no_leftovers)
+    assert run.code == 0, run.output[-5000:]
+    mod = mw.make_module(mw.BATCH * workers, None)
+    for s in range(steps):
+        xs, ys = zip(*[mw.batches(r, s) for r in range(workers)])
+        mw.step(mod, np.concatenate(xs), np.concatenate(ys))
+    reference = {k: v.asnumpy() for k, v in mod.get_params()[0].items()}
+    for r in range(workers):
+        got = np.load(no_leftovers / f"rank{r}.npz")
+        for name, want in reference.items():
+            np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"rank {r} {name}")
+            assert not np.allclose(want, mw.initial_params()[name].asnumpy())
