@@ -27,6 +27,29 @@ class _Partial:
     heard: set = field(default_factory=set)
 
 
+class RoundSet:
+    """Which rounds of each (key, chunk) happened, in O(rounds in flight) memory: every round
+    up to a watermark, plus the few beyond it."""
+
+    def __init__(self):
+        self._upto: dict = {}
+        self._ahead: dict = {}
+
+    def __contains__(self, ident) -> bool:
+        key, chunk, rnd = ident
+        return rnd <= self._upto.get((key, chunk), 0) or rnd in self._ahead.get((key, chunk), ())
+
+    def add(self, ident) -> None:
+        key, chunk, rnd = ident
+        ahead = self._ahead.setdefault((key, chunk), set())
+        ahead.add(rnd)
+        upto = self._upto.get((key, chunk), 0)
+        while upto + 1 in ahead:
+            upto += 1
+            ahead.discard(upto)
+        self._upto[(key, chunk)] = upto
+
+
 class TreeExchange:
     def __init__(self, dc: str, policy: Policy, send, deliver):
         self.dc = dc
@@ -34,11 +57,13 @@ class TreeExchange:
         self._send = send
         self._deliver = deliver
         self._partials: dict = {}
+        self._aggregated = RoundSet()   # chunks whose sum this DC completed (sent up or down)
+        self._delivered = RoundSet()    # chunks whose total this DC received
 
     def _add(self, ident, source: str, array) -> None:
         tree = self.policy.tree_for(ident[0], ident[1])
         part = self._partials.setdefault(ident, _Partial())
-        if source in part.heard:
+        if source in part.heard or ident in self._aggregated:
             log.warning("%s: dropped duplicate contribution from %s to chunk %s",
                         self.dc, source, ident)
             return
@@ -54,6 +79,7 @@ class TreeExchange:
         if len(part.heard) < 1 + len(children):
             return
         del self._partials[ident]
+        self._aggregated.add(ident)
         key, chunk, rnd = ident
         parent = tree.parent[self.dc]
         if parent is None:
@@ -62,6 +88,10 @@ class TreeExchange:
             self._send(parent, Kind.CHUNK_UP, key, chunk, rnd, part.acc)
 
     def _finish(self, tree, ident, total) -> None:
+        if ident in self._delivered:
+            log.warning("%s: dropped duplicate total of chunk %s", self.dc, ident)
+            return
+        self._delivered.add(ident)
         key, chunk, rnd = ident
         for child in tree.children(self.dc):
             self._send(child, Kind.CHUNK_DOWN, key, chunk, rnd, total)

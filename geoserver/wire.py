@@ -115,8 +115,10 @@ def encode(msg: Message) -> list:
     return [header, meta, *msg.frames]
 
 
-def _buffer(frame):
-    return frame.buffer if hasattr(frame, "buffer") else memoryview(frame)
+def _buffer(frame) -> memoryview:
+    """A flat byte view of a received zmq.Frame (or any contiguous buffer, for tests)."""
+    view = frame.buffer if hasattr(frame, "buffer") else memoryview(frame)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 def decode(frames: Sequence) -> Message:

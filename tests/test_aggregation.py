@@ -1,0 +1,107 @@
+"""TreeExchange: aggregate-forward over random trees, messages delivered in random order."""
+import random
+
+import numpy as np
+import pytest
+
+from geoserver.aggregation import TreeExchange
+from geoserver.tree import Policy, Tree
+from geoserver.wire import Kind
+from scheduler.policy import star_policy
+
+
+def random_tree(dcs, rng):
+    order = dcs[:]
+    rng.shuffle(order)
+    parent = {order[0]: None}
+    for i, dc in enumerate(order[1:], 1):
+        parent[dc] = order[rng.randrange(i)]
+    return Tree(order[0], parent)
+
+
+def simulate(policy, dcs, contributions, rng):
+    """Run one exchange per DC; return what each DC got delivered and the message count."""
+    inbox, delivered = [], {dc: {} for dc in dcs}
+
+    def make(dc):
+        def send(target, kind, key, chunk, rnd, array):
+            inbox.append((dc, target, kind, key, chunk, rnd, np.array(array)))
+
+        def deliver(key, chunk, rnd, total):
+            assert (key, chunk, rnd) not in delivered[dc], "delivered twice"
+            delivered[dc][(key, chunk, rnd)] = np.array(total)
+        return TreeExchange(dc, policy, send, deliver)
+    ex = {dc: make(dc) for dc in dcs}
+    events = [("own", dc, ident, arr) for (dc, ident), arr in contributions.items()]
+    rng.shuffle(events)
+    for _, dc, (key, chunk, rnd), arr in events:
+        ex[dc].contribute(key, chunk, rnd, arr)
+    sent = 0
+    while inbox:
+        source, target, kind, key, chunk, rnd, arr = inbox.pop(rng.randrange(len(inbox)))
+        sent += 1
+        handler = ex[target].on_up if kind == Kind.CHUNK_UP else ex[target].on_down
+        handler(source, key, chunk, rnd, arr)
+    assert all(e.in_flight == 0 for e in ex.values())
+    return delivered, sent
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_trees_give_every_dc_the_bit_identical_exact_sum(seed):
+    rng = random.Random(seed)
+    dcs = [f"dc{i}" for i in range(rng.randint(1, 7))]
+    trees = tuple(random_tree(dcs, rng) for _ in range(rng.randint(1, 3)))
+    policy = Policy(1, 0, trees)
+    np_rng = np.random.RandomState(seed)
+    idents = [(k, c, r) for k in range(3) for c in range(2) for r in (1, 2)]
+    contributions = {(dc, ident): np_rng.randint(-50, 50, size=17).astype(np.float32)
+                     for dc in dcs for ident in idents}
+    delivered, sent = simulate(policy, dcs, contributions, rng)
+    for ident in idents:
+        want = sum(contributions[(dc, ident)] for dc in dcs)
+        for dc in dcs:
+            assert np.array_equal(delivered[dc][ident], want)
+            assert delivered[dc][ident].tobytes() == delivered[dcs[0]][ident].tobytes()
+    # each chunk crosses every tree edge exactly twice (up and down)
+    assert sent == len(idents) * 2 * (len(dcs) - 1)
+
+
+def test_inputs_are_never_modified():
+    dcs = ["a", "b", "c"]
+    own = {dc: np.full(4, i + 1.0, dtype=np.float32) for i, dc in enumerate(dcs)}
+    copies = {dc: a.copy() for dc, a in own.items()}
+    contributions = {(dc, (0, 0, 1)): a for dc, a in own.items()}
+    simulate(star_policy(dcs, "a"), dcs, contributions, random.Random(0))
+    for dc in dcs:
+        assert np.array_equal(own[dc], copies[dc])
+
+
+def test_messages_from_wrong_neighbours_are_dropped(caplog):
+    policy = star_policy(["a", "b", "c"], "a")
+    sent, got = [], []
+    ex = TreeExchange("b", policy, lambda *m: sent.append(m), lambda *d: got.append(d))
+    ex.on_up("c", 0, 0, 1, np.ones(2))        # c is not b's child
+    ex.on_down("c", 0, 0, 1, np.ones(2))      # c is not b's parent
+    assert not sent and not got
+    assert "not a child" in caplog.text and "not the parent" in caplog.text
+    ex.contribute(0, 0, 1, np.ones(2))
+    ex.contribute(0, 0, 1, np.ones(2))        # duplicate own contribution
+    assert len(sent) == 1 and "duplicate" in caplog.text
+
+
+def test_duplicate_totals_are_not_delivered_twice(caplog):
+    policy = star_policy(["a", "b"], "a")
+    got = []
+    ex = TreeExchange("b", policy, lambda *m: None, lambda *d: got.append(d))
+    ex.on_down("a", 0, 0, 1, np.ones(2))
+    ex.on_down("a", 0, 0, 1, np.ones(2))
+    assert len(got) == 1 and "duplicate total" in caplog.text
+
+
+def test_round_set_tracks_out_of_order_rounds():
+    from geoserver.aggregation import RoundSet
+    s = RoundSet()
+    s.add((0, 0, 2))
+    assert (0, 0, 2) in s and (0, 0, 1) not in s
+    s.add((0, 0, 1))
+    assert (0, 0, 1) in s and (0, 0, 2) in s and (0, 0, 3) not in s and (0, 1, 1) not in s

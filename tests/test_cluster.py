@@ -1,0 +1,85 @@
+import pytest
+
+from geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster, \
+    to_toml
+
+GOOD = """
+[scheduler]
+host = "127.0.0.1"
+port = 9000
+[[dc]]
+name = "eu"
+host = "127.0.0.1"
+server_port = 9100
+workers = 2
+[[dc]]
+name = "us-east"
+host = "localhost"
+server_port = 0
+workers = 1
+[transport]
+chunk_bytes = 65536
+timeout_s = 5
+[wan]
+policy = "star"
+hub = "us-east"
+"""
+
+
+def test_good_file_parses(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD)
+    c = load_cluster(path)
+    assert [d.name for d in c.dcs] == ["eu", "us-east"]
+    assert c.num_workers == 3 and c.chunk_bytes == 65536 and c.timeout_s == 5.0
+    assert c.dcs[1].host == "127.0.0.1" and c.hub_dc == "us-east"
+    assert c.scheduler_address == "tcp://127.0.0.1:9000"
+
+
+def test_to_toml_roundtrips(tmp_path):
+    c = pseudo_cluster(3, 2, 9123, chunk_bytes=4096, timeout_s=7.5)
+    path = tmp_path / "c.toml"
+    path.write_text(to_toml(c))
+    assert load_cluster(path) == c
+
+
+def _replace(old, new):
+    return GOOD.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("text,message", [
+    (GOOD.split("[[dc]]")[0], "no [[dc]] tables"),
+    (_replace('name = "us-east"', 'name = "eu"').replace('hub = "us-east"', ""),
+     "duplicate DC name 'eu'"),
+    (_replace('name = "eu"\n', ""), "missing field 'name'"),
+    (_replace("workers = 2", "workers = 0"), "workers must be >= 1"),
+    (_replace("workers = 2", 'workers = "two"'), "must be int"),
+    (_replace("server_port = 9100", "server_port = 70000"), "outside 0..65535"),
+    (_replace('host = "127.0.0.1"\nport', 'host = "example.com"\nport'), "not an IP address"),
+    (_replace("server_port = 9100", "server_port = 9000"), "same host and port"),
+    (_replace('hub = "us-east"', 'hub = "mars"'), "hub 'mars' is not a declared DC"),
+    (_replace('policy = "star"', 'policy = "ring"'), "unknown policy 'ring'"),
+    (_replace("chunk_bytes = 65536", "chunk_bytes = 10"), "chunk_bytes must be >= 1024"),
+    ("[[dc]]\nname='x'", "missing [scheduler] table"),
+    ("this is = not toml =", "not valid TOML"),
+])
+def test_bad_files_are_rejected_naming_file_and_field(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ClusterFileError, match=message.replace("[", r"\[").replace(
+            "]", r"\]")) as info:
+        load_cluster(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_is_clear():
+    with pytest.raises(ClusterFileError, match="cannot read cluster file"):
+        load_cluster("/nonexistent/cluster.toml")
+
+
+def test_unknown_dc_lookup_names_the_choices():
+    c = parse_cluster({"scheduler": {"host": "127.0.0.1", "port": 1},
+                       "dc": [{"name": "a", "host": "127.0.0.1", "server_port": 0,
+                               "workers": 1}]})
+    with pytest.raises(ClusterFileError, match=r"no DC named 'b'; DCs are \['a'\]"):
+        c.dc("b")

@@ -1,0 +1,144 @@
+"""scripts/launch.py: failure propagation, clean-up, Ctrl-C, the example, bad cluster files."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, launch, leftovers, worker_cmd
+
+pytestmark = pytest.mark.slow
+
+
+def test_example_trains_to_accuracy(no_leftovers):
+    run = launch(["--dcs", 2, "--workers-per-dc", 2],
+                 [sys.executable, str(REPO / "examples" / "train_gluon.py")], no_leftovers)
+    assert run.code == 0, run.output[-4000:]
+    summaries = [l for l in run.output.splitlines() if "summary rank=" in l]
+    assert len(summaries) == 4
+    accuracies = {l.split("accuracy=")[1].split()[0] for l in summaries}
+    assert len(accuracies) == 1, "workers disagree: weights diverged"
+    assert float(accuracies.pop()) >= 0.95
+    # every line carries its process's role
+    assert all(l.startswith("[") for l in run.output.splitlines() if l.strip())
+
+
+def test_worker_failure_stops_cluster_and_fails(no_leftovers):
+    started = time.monotonic()
+    run = launch(["--dcs", 2, "--workers-per-dc", 1, "--timeout", 60],
+                 worker_cmd("fault_worker.py", "exit-rank1", 1000), no_leftovers)
+    assert run.code == 3, run.output[-3000:]
+    assert "worker dc1/0 exited with code 3; stopping the cluster" in run.output
+    assert time.monotonic() - started < 40          # not the 60 s timeout
+
+
+def test_worker_killed_is_reported(no_leftovers):
+    run = launch(["--dcs", 2, "--workers-per-dc", 1],
+                 worker_cmd("fault_worker.py", "die-rank1", 1000), no_leftovers)
+    assert run.code != 0
+    assert "worker dc1/0 was killed by SIGKILL" in run.output
+
+
+def test_ctrl_c_tears_everything_down(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    argv = [sys.executable, str(REPO / "scripts" / "launch.py"), "--dcs", "2",
+            "--workers-per-dc", "2", "--", *worker_cmd("fault_worker.py", "sleep")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            cwd=REPO)
+    seen = b""
+    while seen.count(b"ready") < 4:
+        line = proc.stdout.readline()
+        assert line, seen.decode()
+        seen += line
+    assert len(leftovers(str(tmp_path))) >= 7          # launcher, scheduler, 2 servers, 4 workers
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert b"interrupted" in out
+    time.sleep(0.5)
+    assert leftovers(str(tmp_path)) == []
+
+
+def test_peer_that_never_registers_times_out_clearly(no_leftovers):
+    cluster = no_leftovers / "cluster.toml"
+    cluster.write_text(f"""
+[scheduler]
+host = "127.0.0.1"
+port = {_free_port()}
+[[dc]]
+name = "eu"
+host = "127.0.0.1"
+server_port = 0
+workers = 1
+[[dc]]
+name = "us"
+host = "127.0.0.1"
+server_port = 0
+workers = 2
+[transport]
+timeout_s = 3
+""")
+    started = time.monotonic()
+    # start only eu's processes (and the scheduler): us never registers
+    run = launch(["--cluster", cluster, "--dc", "eu", "--scheduler"],
+                 worker_cmd("fault_worker.py", "loop"), no_leftovers)
+    assert run.code != 0
+    assert "still missing: 1 server(s) of us, 2 worker(s) of us" in run.output
+    assert time.monotonic() - started < 30
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_port_in_use_is_a_clear_error(no_leftovers):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cluster = no_leftovers / "cluster.toml"
+        cluster.write_text(f"""
+[scheduler]
+host = "127.0.0.1"
+port = {_free_port()}
+[[dc]]
+name = "eu"
+host = "127.0.0.1"
+server_port = {port}
+workers = 1
+[transport]
+timeout_s = 5
+""")
+        run = launch(["--cluster", cluster], worker_cmd("fault_worker.py", "loop"),
+                     no_leftovers)
+    assert run.code != 0
+    assert f"server eu: cannot bind tcp://127.0.0.1:{port}: address already in use" \
+        in run.output
+
+
+@pytest.mark.parametrize("body,message", [
+    ("[scheduler]\nhost = \"127.0.0.1\"\nport = 1\n", "no [[dc]] tables"),
+    ("[scheduler]\nhost = \"127.0.0.1\"\nport = 1\n"
+     "[[dc]]\nname = \"a\"\nhost = \"127.0.0.1\"\nserver_port = 0\nworkers = 1\n"
+     "[[dc]]\nname = \"a\"\nhost = \"127.0.0.1\"\nserver_port = 0\nworkers = 1\n",
+     "duplicate DC name 'a'"),
+])
+def test_bad_cluster_file_exits_2_with_reason(tmp_path, body, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(body)
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "launch.py"), "--cluster",
+                           str(path), "--", "true"], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 2
+    assert message in proc.stderr and str(path) in proc.stderr
+
+
+def test_launch_without_command_is_a_usage_error():
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "launch.py"), "--dcs", "1"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and "worker command" in proc.stderr

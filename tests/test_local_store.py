@@ -1,0 +1,111 @@
+"""KeyStore: one DC's rounds, pulls and errors, driven without sockets."""
+import numpy as np
+import pytest
+
+from geoserver.local_store import KeyStore, RequestError
+from geoserver.wire import Flag, Kind, Message
+
+W1, W2 = 11, 12
+
+
+class Harness:
+    def __init__(self, chunk_bytes=16):
+        self.replies, self.contributed, self.forwarded = [], [], []
+        self.store = KeyStore("dc0", [W1, W2], chunk_bytes,
+                              reply=lambda w, m: self.replies.append((w, m)),
+                              contribute=lambda *c: self.contributed.append(c),
+                              forward_init=lambda e, g: self.forwarded.append((e.key, g)))
+
+    def init(self, worker, key, value=None, shape=(10,), gen=1):
+        frames = []
+        if value is not None:
+            entry_chunks = [(a, min(a + 4, value.size)) for a in range(0, value.size, 4)]
+            frames = [value.ravel()[a:b] for a, b in entry_chunks]
+        self.store.on_init(Message(Kind.INIT, sender=worker, key=key, seq=gen, request=1,
+                                   flags=Flag.HAS_VALUE if value is not None else Flag.NONE,
+                                   meta={"shape": list(shape), "dtype": "<f4"},
+                                   dtype=np.float32, frames=frames))
+
+    def push(self, worker, key, rnd, value, want=True, request=2):
+        frames = [value[a:a + 4] for a in range(0, value.size, 4)]
+        self.store.on_push(Message(Kind.PUSH, sender=worker, key=key, seq=rnd, request=request,
+                                   flags=Flag.WANT_VALUE if want else Flag.NONE,
+                                   dtype=np.float32, frames=frames))
+
+    def complete_round(self):
+        """Play the WAN: the DC's own sum comes straight back as the global total."""
+        for key, chunk, rnd, array in self.contributed:
+            self.store.deliver(key, chunk, rnd, np.array(array))
+        self.contributed.clear()
+
+
+def value_of(message):
+    return np.concatenate(message.arrays())
+
+
+def test_round_contributes_once_all_local_workers_pushed_and_answers_pulls():
+    h = Harness()
+    h.init(W1, 0, np.arange(10, dtype=np.float32))
+    h.init(W2, 0)
+    assert [m.kind for _, m in h.replies] == [Kind.INIT_DONE, Kind.INIT_DONE]
+    assert h.forwarded == [(0, 1)]          # rank 0's DC sends the value to the others
+    h.replies.clear()
+    h.push(W1, 0, 1, np.ones(10, np.float32))
+    assert not h.contributed                # waiting for W2
+    h.push(W2, 0, 1, np.full(10, 2, np.float32))
+    assert len(h.contributed) == 3          # 10 floats in chunks of 4
+    assert np.array_equal(np.concatenate([c[3] for c in h.contributed]), np.full(10, 3))
+    assert not h.replies                    # value not applied before the global sum
+    h.complete_round()
+    assert {w for w, _ in h.replies} == {W1, W2}
+    assert all(np.array_equal(value_of(m), np.full(10, 3)) for _, m in h.replies)
+
+
+def test_init_waits_for_rank0_value_and_pull_sees_latest_round():
+    h = Harness()
+    h.init(W2, 0)                           # not rank 0: no value yet
+    assert not h.replies
+    h.init(W1, 0, np.full(10, 5, np.float32))
+    assert sorted(w for w, _ in h.replies) == [W1, W2]
+    h.replies.clear()
+    h.store.on_pull(Message(Kind.PULL, sender=W1, key=0, seq=0, request=9))
+    assert np.array_equal(value_of(h.replies[0][1]), np.full(10, 5))
+    h.push(W1, 0, 1, np.ones(10, np.float32), want=False)
+    h.store.on_pull(Message(Kind.PULL, sender=W1, key=0, seq=1, request=10))
+    assert len(h.replies) == 1              # pull for round 1 waits
+    h.push(W2, 0, 1, np.ones(10, np.float32), want=False)
+    h.complete_round()
+    assert h.replies[-1][1].request == 10 and np.array_equal(value_of(h.replies[-1][1]),
+                                                             np.full(10, 2))
+
+
+def test_inputs_received_are_not_modified():
+    h = Harness()
+    h.init(W1, 0, np.zeros(10, np.float32))
+    h.init(W2, 0)
+    a, b = np.ones(10, np.float32), np.ones(10, np.float32)
+    h.push(W1, 0, 1, a)
+    h.push(W2, 0, 1, b)
+    h.complete_round()
+    assert (a == 1).all() and (b == 1).all()
+
+
+@pytest.mark.parametrize("action,message", [
+    (lambda h: h.push(W1, 5, 1, np.ones(10, np.float32)), "not been initialized"),
+    (lambda h: h.push(W1, 0, 2, np.ones(10, np.float32)), "expected round 1"),
+    (lambda h: h.push(W1, 0, 1, np.ones(9, np.float32)), "expected 3 chunks"),
+    (lambda h: h.init(W1, 0, shape=(5, 2)), "initialized as (10,)"),
+    (lambda h: h.store.on_save_states(Message(Kind.SAVE_STATES, sender=W1)),
+     "no optimizer was set"),
+    (lambda h: h.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=W1,
+                                                meta={"spec": {"name": "nope"}})),
+     "cannot build optimizer"),
+])
+def test_bad_requests_raise_request_error_and_change_nothing(action, message):
+    h = Harness()
+    h.init(W1, 0, np.zeros(10, np.float32))
+    with pytest.raises(RequestError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        action(h)
+    h.push(W1, 0, 1, np.ones(10, np.float32))     # the store still works
+    h.push(W2, 0, 1, np.ones(10, np.float32))
+    assert len(h.contributed) == 3

@@ -1,0 +1,135 @@
+"""The scheduler: registration checks, liveness (dead worker or server -> clear abort)."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, WORKERS
+from geoserver import wire
+from geoserver.cluster import pseudo_cluster, to_toml
+from geoserver.van import Van
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ManualCluster:
+    """Scheduler, servers and workers started one by one, without the launcher, so the test
+    can kill any of them and watch what the others do (as on real hosts)."""
+
+    def __init__(self, tmp_path, dcs=2, workers_per_dc=1, **transport):
+        self.config = pseudo_cluster(dcs, workers_per_dc, _free_port(), **transport)
+        self.file = tmp_path / "cluster.toml"
+        self.file.write_text(to_toml(self.config))
+        self.env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
+        self.procs = {}
+
+    def start(self, name, argv, **env):
+        self.procs[name] = subprocess.Popen(argv, env=dict(self.env, **env), cwd=REPO,
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def start_all(self, mode="loop", rounds=100000):
+        py = sys.executable
+        self.start("scheduler", [py, "-m", "scheduler", "--cluster", str(self.file)])
+        for dc in self.config.dcs:
+            self.start(f"server {dc.name}",
+                       [py, "-m", "geoserver", "--cluster", str(self.file), "--dc", dc.name])
+            for i in range(dc.workers):
+                self.start(f"worker {dc.name}/{i}",
+                           [py, str(WORKERS / "fault_worker.py"), mode, str(rounds)],
+                           NETSTORM_SCHEDULER=self.config.scheduler_address,
+                           NETSTORM_DC=dc.name, NETSTORM_LOCAL_INDEX=str(i))
+
+    def wait(self, name, timeout):
+        proc = self.procs[name]
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out.decode()
+
+    def close(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture
+def manual(tmp_path):
+    clusters = []
+
+    def make(**kw):
+        clusters.append(ManualCluster(tmp_path, **kw))
+        return clusters[-1]
+    yield make
+    for c in clusters:
+        c.close()
+
+
+@pytest.mark.parametrize("victim", ["worker dc1/0", "server dc1"])
+def test_dead_node_aborts_everyone_with_its_name(manual, victim):
+    cluster = manual(dead_after_s=2.0, heartbeat_s=0.2, timeout_s=60.0)
+    cluster.start_all()
+    time.sleep(6)                         # registration done, rounds running
+    assert cluster.procs["worker dc0/0"].poll() is None
+    cluster.procs[victim].send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    code, out = cluster.wait("worker dc0/0", timeout=30)
+    assert code != 0
+    assert "presumed dead" in out, out[-3000:]
+    dead = "worker rank 1 (dc1/0" if victim.startswith("worker") else "server of dc1"
+    assert dead in out
+    assert time.monotonic() - killed_at < 15       # dead_after_s + slack, not timeout_s
+    for name in ("scheduler", "server dc0"):
+        code, _ = cluster.wait(name, timeout=10)
+        assert code == 1
+
+
+def test_scheduler_rejects_bad_registrations(manual, tmp_path):
+    cluster = manual(dcs=1, timeout_s=4.0)
+    cluster.start("scheduler", [sys.executable, "-m", "scheduler", "--cluster",
+                                str(cluster.file)])
+    van = Van("test", "127.0.0.1", 0)
+    try:
+        van.connect("s", cluster.config.scheduler_address)
+        for meta, reason in [({"role": "worker", "dc": "mars", "address": van.address},
+                              "unknown DC 'mars'"),
+                             ({"role": "pilot", "dc": "dc0", "address": van.address},
+                              "unknown role 'pilot'")]:
+            van.send("s", wire.Message(wire.Kind.REGISTER, meta=meta))
+            reply = van.recv(10)
+            assert reply is not None and reply.kind == wire.Kind.ERROR
+            assert reason in reply.meta["reason"]
+    finally:
+        van.close()
+    code, out = cluster.wait("scheduler", timeout=20)
+    assert code == 1
+    assert "still missing: 1 server(s) of dc0, 1 worker(s) of dc0" in out
+
+
+def test_worker_without_scheduler_times_out_naming_it(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO), NETSTORM_DC="dc0",
+               NETSTORM_SCHEDULER=f"tcp://127.0.0.1:{_free_port()}", NETSTORM_TIMEOUT_S="2")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(WORKERS / "fault_worker.py"), "loop"], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode != 0
+    assert "waited 2s for the scheduler at tcp://127.0.0.1:" in proc.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_worker_without_environment_gets_clear_error():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NETSTORM_")}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, "-c", "import mxnet as mx, kvstore; "
+                           "mx.kv.create('netstorm')"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "NETSTORM_SCHEDULER, NETSTORM_DC not set" in proc.stderr

@@ -1,0 +1,62 @@
+import socket
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from geoserver import wire
+from geoserver.van import TransportError, Van
+
+
+@pytest.fixture
+def pair():
+    a, b = Van("a", "127.0.0.1", 0), Van("b", "127.0.0.1", 0)
+    a.connect("b", b.address)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_send_and_receive_tensor_frames(pair):
+    a, b = pair
+    a.node_id = 5
+    data = np.arange(100000, dtype=np.float32)
+    a.send("b", wire.Message(wire.Kind.PUSH, key=1, dtype=data.dtype, frames=[data]))
+    msg = b.recv(5)
+    assert msg.sender == 5 and np.array_equal(msg.arrays()[0], data)
+
+
+def test_recv_times_out_with_none(pair):
+    _, b = pair
+    started = time.monotonic()
+    assert b.recv(0.2) is None
+    assert 0.15 < time.monotonic() - started < 2
+
+
+def test_malformed_frames_are_dropped_and_counted(pair, caplog):
+    _, b = pair
+    raw = zmq.Context.instance().socket(zmq.DEALER)
+    raw.connect(b.address)
+    raw.send_multipart([b"junk"])
+    raw.send_multipart(wire.encode(wire.Message(wire.Kind.HEARTBEAT)))
+    msg = b.recv(5)
+    raw.close(linger=0)
+    assert msg.kind == wire.Kind.HEARTBEAT and b.dropped == 1
+    assert "dropped malformed message" in caplog.text
+
+
+def test_port_in_use_is_a_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(TransportError, match=f"node x: cannot bind tcp://127.0.0.1:{port}: "
+                                                 "address already in use"):
+            Van("node x", "127.0.0.1", port)
+
+
+def test_send_to_unknown_peer_is_a_clear_error(pair):
+    a, _ = pair
+    with pytest.raises(TransportError, match="no connection to peer 'zz'"):
+        a.send("zz", wire.Message(wire.Kind.HEARTBEAT))

@@ -1,0 +1,68 @@
+import json
+
+import numpy as np
+import pytest
+
+from geoserver import wire
+from geoserver.wire import Flag, Kind, Message, WireError
+
+
+def test_roundtrip_keeps_every_field_and_tensor_bytes():
+    a = np.arange(10, dtype=np.float16)
+    msg = Message(Kind.PUSH, sender=7, key=3, chunk=2, seq=11, request=5, policy=4,
+                  flags=Flag.WANT_VALUE, dtype=a.dtype, meta={"x": [1, 2]}, frames=[a, a[:3]])
+    got = wire.decode(wire.encode(msg))
+    assert (got.kind, got.sender, got.key, got.chunk, got.seq, got.request, got.policy) == \
+        (Kind.PUSH, 7, 3, 2, 11, 5, 4)
+    assert got.flags == Flag.WANT_VALUE and got.dtype == np.float16 and got.meta == {"x": [1, 2]}
+    arrays = got.arrays()
+    assert np.array_equal(arrays[0], a) and np.array_equal(arrays[1], a[:3])
+
+
+def test_tensor_frames_are_passed_through_without_copy():
+    a = np.ones(1000, dtype=np.float32)
+    frames = wire.encode(Message(Kind.PUSH, dtype=a.dtype, frames=[a]))
+    assert frames[2] is a
+
+
+def test_header_is_small_and_versioned():
+    header = wire.encode(Message(Kind.HEARTBEAT))[0]
+    assert len(header) == wire.HEADER.size < 64
+    assert header[:2] == wire.MAGIC and header[2] == wire.PROTOCOL_VERSION
+
+
+def _good():
+    return wire.encode(Message(Kind.PULL, key=1))
+
+
+@pytest.mark.parametrize("mutate,reason", [
+    (lambda f: f[:1], "expected at least 2 frames"),
+    (lambda f: [b"XX" + f[0][2:], f[1]], "bad magic"),
+    (lambda f: [f[0][:2] + bytes([9]) + f[0][3:], f[1]], "protocol version 9"),
+    (lambda f: [f[0][:3] + bytes([200]) + f[0][4:], f[1]], "unknown message kind 200"),
+    (lambda f: [f[0][:-1], f[1]], "header is"),
+    (lambda f: [f[0], b"\xff\xfe"], "not JSON"),
+    (lambda f: [f[0], json.dumps([1]).encode()], "not a JSON object"),
+    (lambda f: [f[0], b"", b"1234"], "no dtype"),
+])
+def test_malformed_messages_are_rejected_with_a_reason(mutate, reason):
+    with pytest.raises(WireError, match=reason):
+        wire.decode(mutate(_good()))
+
+
+def test_frame_not_a_multiple_of_dtype_is_rejected():
+    frames = wire.encode(Message(Kind.PUSH, dtype=np.float32, frames=[b"abcde"]))
+    with pytest.raises(WireError, match="not a multiple"):
+        wire.decode(frames)
+
+
+def test_unsupported_dtype_is_a_clear_error():
+    with pytest.raises(WireError, match="unsupported dtype"):
+        wire.encode(Message(Kind.PUSH, dtype=np.complex64, frames=[]))
+
+
+def test_nothing_is_unpickled():
+    import pickle
+    payload = pickle.dumps({"evil": 1})
+    with pytest.raises(WireError):
+        wire.decode([_good()[0], payload])

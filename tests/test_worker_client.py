@@ -1,0 +1,21 @@
+import pytest
+
+from geoserver.worker_client import KVStoreError, WorkerSettings
+
+
+def test_settings_from_environment():
+    s = WorkerSettings.from_env({"NETSTORM_SCHEDULER": "tcp://10.0.0.1:9000",
+                                 "NETSTORM_DC": "eu", "NETSTORM_LOCAL_INDEX": "3",
+                                 "NETSTORM_TIMEOUT_S": "2.5", "NETSTORM_HOST": "10.0.0.2"})
+    assert s == WorkerSettings("tcp://10.0.0.1:9000", "eu", "10.0.0.2", 3, 2.5)
+
+
+def test_missing_settings_name_the_variables_and_the_launcher():
+    with pytest.raises(KVStoreError, match="NETSTORM_SCHEDULER, NETSTORM_DC not set.*launch.py"):
+        WorkerSettings.from_env({})
+
+
+def test_malformed_settings_are_clear():
+    with pytest.raises(KVStoreError, match="bad netstorm environment variable"):
+        WorkerSettings.from_env({"NETSTORM_SCHEDULER": "tcp://x:1", "NETSTORM_DC": "eu",
+                                 "NETSTORM_LOCAL_INDEX": "first"})
