@@ -106,15 +106,19 @@ class Postoffice:
         van.connect(SCHEDULER, scheduler_address)
 
     def register(self, timeout_s: float, local_index: int = -1) -> NodeInfo:
-        """Register with the scheduler and wait for the node table (WELCOME)."""
+        """Register with the scheduler and wait for the node table (WELCOME).
+
+        The scheduler gives up after ``timeout_s`` and tells every registered node who is
+        missing; a node waits twice as long so that answer, not its own timeout, ends it.
+        """
         meta = {"role": self.role, "dc": self.dc, "address": self.van.address,
                 "host": socket.gethostname(), "pid": os.getpid(), "local_index": local_index}
         self.van.send(SCHEDULER, wire.Message(wire.Kind.REGISTER, meta=meta))
         while True:
-            msg = self.van.recv(timeout_s)
+            msg = self.van.recv(2 * timeout_s)
             if msg is None:
                 raise RendezvousError(
-                    f"{self.role} in {self.dc}: waited {timeout_s:g}s for the scheduler at "
+                    f"{self.role} in {self.dc}: waited {2 * timeout_s:g}s for the scheduler at "
                     f"{self.scheduler_address} to answer registration (is it running, and "
                     f"have all other nodes registered?)")
             if msg.kind == wire.Kind.WELCOME:

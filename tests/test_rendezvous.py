@@ -116,7 +116,7 @@ def test_scheduler_rejects_bad_registrations(manual, tmp_path):
 
 def test_worker_without_scheduler_times_out_naming_it(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO), NETSTORM_DC="dc0",
-               NETSTORM_SCHEDULER=f"tcp://127.0.0.1:{_free_port()}", NETSTORM_TIMEOUT_S="2")
+               NETSTORM_SCHEDULER=f"tcp://127.0.0.1:{_free_port()}", NETSTORM_TIMEOUT_S="1")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, str(WORKERS / "fault_worker.py"), "loop"], env=env,
                           capture_output=True, text=True, timeout=60, cwd=REPO)
