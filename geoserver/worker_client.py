@@ -234,6 +234,17 @@ class WorkerClient:
         """Wait for the VALUE answering a push (want_value) or a pull."""
         return self._value(self.keys[key], self._wait(handle, Kind.VALUE))
 
+    def finish_into(self, key: int, handle, target: np.ndarray) -> None:
+        """Like :meth:`finish`, writing the value's chunks straight into flat ``target``."""
+        info = self.keys[key]
+        reply = self._wait(handle, Kind.VALUE)
+        arrays = reply.arrays()
+        if len(arrays) != len(info.chunks):
+            raise KVStoreError(f"value of key {key} came in {len(arrays)} chunks, "
+                               f"expected {len(info.chunks)}")
+        for (start, stop), chunk in zip(info.chunks, arrays):
+            target[start:stop] = chunk
+
     def set_optimizer(self, spec: dict) -> None:
         self._wait(self._submit(Message(Kind.SET_OPTIMIZER, meta={"spec": spec}),
                                 f"optimizer acknowledgement from {self.server.describe()}"),

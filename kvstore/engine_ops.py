@@ -9,10 +9,12 @@ the order they were issued; different keys run concurrently.
 """
 from __future__ import annotations
 
+import ctypes
 import weakref
 
 import mxnet as mx
 import numpy as np
+from mxnet.base import _LIB, check_call
 
 # Operators are instantiated by MXNet from a name and string parameters, so they find their
 # client through this table, keyed by a token the store puts in the parameters.
@@ -30,9 +32,19 @@ def _client(token: str):
     return client
 
 
-def _write(out, req, value: np.ndarray) -> None:
-    if req != "null":
-        out[:] = value
+def _view(array) -> np.ndarray:
+    """Zero-copy flat numpy view of a CPU NDArray's memory. Only valid while the engine
+    holds the array for this operator, i.e. inside ``forward``."""
+    if array.context.device_type != "cpu":
+        return array.asnumpy().reshape(-1)
+    size = int(np.prod(array.shape))
+    if size == 0:
+        return np.empty(0, dtype=array.dtype)
+    ptr = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(ptr)))
+    dtype = np.dtype(array.dtype)
+    buf = (ctypes.c_char * (size * dtype.itemsize)).from_address(ptr.value)
+    return np.frombuffer(buf, dtype=dtype)
 
 
 class _PushPull(mx.operator.CustomOp):
@@ -41,9 +53,13 @@ class _PushPull(mx.operator.CustomOp):
         self.client, self.key, self.want_value = client, key, want_value
 
     def forward(self, is_train, req, in_data, out_data, aux):
-        handle = self.client.start_push(self.key, in_data[0].asnumpy(), self.want_value)
-        if self.want_value:
-            _write(out_data[0], req[0], self.client.finish(self.key, handle))
+        if not self.want_value:     # the send may outlive forward: send a copy
+            self.client.start_push(self.key, in_data[0].asnumpy(), False)
+            return
+        # zero-copy: the reply proves the server received every frame, so the gradient's
+        # memory is no longer needed when forward returns, even if output aliases input
+        handle = self.client.start_push(self.key, _view(in_data[0]), True)
+        self.client.finish_into(self.key, handle, _view(out_data[0]))
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         raise NotImplementedError("netstorm operators have no gradient")
@@ -56,7 +72,7 @@ class _Pull(mx.operator.CustomOp):
 
     def forward(self, is_train, req, in_data, out_data, aux):
         handle = self.client.start_pull(self.key)
-        _write(out_data[0], req[0], self.client.finish(self.key, handle))
+        self.client.finish_into(self.key, handle, _view(out_data[0]))
 
     def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
         raise NotImplementedError("netstorm operators have no gradient")

@@ -167,11 +167,11 @@ class NetStorm(KVStoreBase):
         for (k, vals), targets in zip(groups, outs):
             _check_dense(vals + targets, f"pushpull of key {k!r}")
             kid = self._declared(k, vals + targets)
-            result = mx.nd.Custom(self._summed(vals), self._token_of(kid),
-                                  op_type="netstorm_pushpull", store=self._token, key=str(kid),
-                                  want_value="1")
-            for o in targets:
-                result.copyto(o)
+            # the operator writes the first target directly (it may alias the gradient)
+            mx.nd.Custom(self._summed(vals), self._token_of(kid), op_type="netstorm_pushpull",
+                         store=self._token, key=str(kid), want_value="1", out=targets[0])
+            for o in targets[1:]:
+                targets[0].copyto(o)
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
         raise NotImplementedError("netstorm does not support sparse arrays (row_sparse_pull)")
