@@ -72,6 +72,13 @@ kv.pushpull(0, vals)
 check("pushpull in place [0]", vals[0], 3 * TOTAL)
 check("pushpull in place [1]", vals[1], 3 * TOTAL)
 
+# pushpull in place with one array: the operator's output aliases its input
+single = mx.nd.full(shape, R + 1)
+kv.pushpull(0, single)
+check("pushpull in place, one array", single, TOTAL)
+kv.pushpull(0, [single])
+check("pushpull in place, list of one", single, N * TOTAL)
+
 # lists of keys
 kv.init([1, 2], [mx.nd.zeros((5,)), mx.nd.zeros((2, 2))])
 o1, o2 = mx.nd.zeros((5,)), mx.nd.zeros((2, 2))
