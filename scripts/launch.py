@@ -14,6 +14,7 @@ launcher call per host.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import signal
@@ -82,6 +83,19 @@ class Launcher:
         self.procs.append(proc)
         return proc
 
+    interrupted_code = 130
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, _tb):
+        """Always stop every process; a Ctrl-C (or SIGTERM) is reported and swallowed, and
+        the caller then returns :attr:`interrupted_code`."""
+        if exc_type is KeyboardInterrupt:
+            self._emit("launch", f"interrupted ({exc or 'SIGINT'}); stopping the cluster")
+        self.stop_all()
+        return exc_type is KeyboardInterrupt
+
     def stop_all(self) -> None:
         """SIGTERM every live process group, SIGKILL what remains after a grace period."""
         live = [p for p in self.procs if p.popen.poll() is None]
@@ -130,6 +144,23 @@ class Launcher:
         return 0
 
 
+@contextlib.contextmanager
+def interrupts_raise():
+    """Within the block, SIGINT and SIGTERM raise KeyboardInterrupt (so clean-up runs)."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for s in previous:
+        signal.signal(s, interrupted)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def _signal_group(popen, sig) -> None:
     try:
         os.killpg(popen.pid, sig)
@@ -160,17 +191,11 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
         base = child_env({})
-        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
-        def interrupted(signum, _frame):
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-
-        for s in previous:
-            signal.signal(s, interrupted)
-        try:
+        with interrupts_raise(), launcher:
             if with_scheduler:
                 launcher.start("scheduler", "scheduler",
-                               [python, "-m", "scheduler", "--cluster", str(cluster_file)], base)
+                               [python, "-m", "scheduler", "--cluster", str(cluster_file)], base,
+                               wrap_dc(config.hub_dc))
             for dc in chosen:
                 launcher.start(f"server {dc.name}", "server",
                                [python, "-m", "geoserver", "--cluster", str(cluster_file),
@@ -190,13 +215,39 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
                                      f"{sum(dc.workers for dc in chosen)} worker(s), "
                                      f"{time.monotonic() - started:.1f}s")
             return code
-        except KeyboardInterrupt as exc:
-            launcher._emit("launch", f"interrupted ({exc or 'SIGINT'}); stopping the cluster")
-            return 130
-        finally:
-            launcher.stop_all()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+    return launcher.interrupted_code
+
+
+def run_pslite_cluster(server_dcs: list, worker_dcs: list, workers_per_dc: int, command: list,
+                       address=lambda dc: "127.0.0.1", wrap_dc=None, out=None,
+                       python=sys.executable, extra_env=None) -> int:
+    """Stock MXNet ``dist_sync`` (ps-lite), the baseline: a scheduler and one server in each
+    of ``server_dcs`` (the scheduler beside the first), ``workers_per_dc`` workers in each of
+    ``worker_dcs``. Only these processes set DMLC_ROLE; importing mxnet with it set turns a
+    process into a ps-lite node (MXNet's own tools/launch.py is broken on Python 3.11)."""
+    launcher = Launcher(out)
+    wrap_dc = wrap_dc or (lambda _dc: [])
+    root_dc = server_dcs[0]
+    common = {"DMLC_PS_ROOT_URI": address(root_dc), "DMLC_PS_ROOT_PORT": str(free_port()),
+              "DMLC_NUM_SERVER": str(len(server_dcs)),
+              "DMLC_NUM_WORKER": str(len(worker_dcs) * workers_per_dc), "PS_VERBOSE": "0",
+              **(extra_env or {})}
+    node = [python, "-c", "import mxnet"]     # the import runs the ps-lite node, then exits
+    with interrupts_raise(), launcher:
+        launcher.start("ps scheduler", "scheduler", node,
+                       child_env({**common, "DMLC_ROLE": "scheduler",
+                                  "DMLC_NODE_HOST": address(root_dc)}), wrap_dc(root_dc))
+        for dc in server_dcs:
+            launcher.start(f"ps server {dc}", "server", node,
+                           child_env({**common, "DMLC_ROLE": "server",
+                                      "DMLC_NODE_HOST": address(dc)}), wrap_dc(dc))
+        for dc in worker_dcs:
+            for i in range(workers_per_dc):
+                launcher.start(f"worker {dc}/{i}", "worker", command,
+                               child_env({**common, "DMLC_ROLE": "worker",
+                                          "DMLC_NODE_HOST": address(dc)}), wrap_dc(dc))
+        return launcher.wait(len(worker_dcs) * workers_per_dc)
+    return launcher.interrupted_code
 
 
 def parse_args(argv):

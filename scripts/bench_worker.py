@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The worker of scripts/bench.py: one per worker process, for every system alike.
+
+    bench_worker.py --kvstore dist_sync|netstorm --model resnet18_v1 --mode comm|train
+                    --iters N --out DIR
+
+comm:  every parameter of the model gets a gradient-shaped array of known values
+       ((rank + 1) * (iteration % 5 + 1), small integers, so fp32 sums are exact) and is
+       synchronized with ``kv.pushpull`` — the call gluon.Trainer makes — once per parameter;
+       the iteration ends when every result is written. Every result is checked against the
+       exact expected sum.
+train: synthetic data, real forward/backward and ``Trainer.step``; at the end every rank
+       writes a checksum of its weights, which must agree across ranks.
+
+Writes DIR/rank{R}.json with per-iteration seconds (the first is warm-up) and the checks.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--kvstore", required=True)
+    p.add_argument("--model", default="resnet18_v1")
+    p.add_argument("--mode", choices=["comm", "train"], default="comm")
+    p.add_argument("--iters", type=int, default=5, help="measured iterations (+1 warm-up)")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--image-size", type=int, default=64, help="train mode input size")
+    p.add_argument("--out", required=True)
+    return p.parse_args()
+
+
+def build(model: str):
+    net = gluon.model_zoo.vision.get_model(model, pretrained=False, classes=1000)
+    net.initialize(mx.init.Xavier(magnitude=2), force_reinit=True)
+    size = 299 if model.startswith("inception") else 224
+    net(mx.nd.zeros((1, 3, size, size)))       # resolve deferred shapes, as for real images
+    return net
+
+
+def comm(kv, net, iters):
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    shapes = [p.shape for p in params]
+    for i, shape in enumerate(shapes):
+        kv.init(i, mx.nd.zeros(shape))
+    grads = [mx.nd.zeros(s) for s in shapes]
+    outs = [mx.nd.zeros(s) for s in shapes]
+    n = kv.num_workers
+    times, correct = [], True
+    for it in range(iters + 1):
+        factor = it % 5 + 1
+        for g in grads:
+            g[:] = (kv.rank + 1) * factor
+        mx.nd.waitall()
+        start = time.perf_counter()
+        for i in range(len(shapes)):
+            kv.pushpull(i, grads[i], out=outs[i], priority=-i)
+        mx.nd.waitall()
+        times.append(time.perf_counter() - start)
+        want = n * (n + 1) / 2 * factor
+        correct &= all(bool((o.asnumpy() == want).all()) for o in outs)
+        log(kv, it, iters, times[-1])
+    return times, {"exact_sums": correct}
+
+
+def train(kv, net, args):
+    rng = np.random.RandomState(kv.rank)
+    trainer = gluon.Trainer(net.collect_params(), "sgd",
+                            {"learning_rate": 0.01, "momentum": 0.9}, kvstore=kv)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    x = mx.nd.array(rng.rand(args.batch_size, 3, args.image_size, args.image_size))
+    y = mx.nd.array(rng.randint(0, 1000, args.batch_size))
+    times = []
+    for it in range(args.iters + 1):
+        mx.nd.waitall()
+        start = time.perf_counter()
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(args.batch_size)
+        mx.nd.waitall()
+        times.append(time.perf_counter() - start)
+        log(kv, it, args.iters, times[-1])
+    digest = hashlib.sha256()
+    for name in sorted(net.collect_params()):
+        digest.update(net.collect_params()[name].data().asnumpy().tobytes())
+    return times, {"weights_sha256": digest.hexdigest()}
+
+
+def log(kv, it, iters, seconds):
+    if kv.rank == 0:
+        tag = "warm-up" if it == 0 else f"{it}/{iters}"
+        print(f"iter {tag} {seconds:.3f}s", flush=True)
+
+
+def main():
+    args = parse_args()
+    if args.kvstore == "netstorm":
+        import kvstore  # noqa: F401
+    kv = mx.kv.create(args.kvstore)
+    net = build(args.model)
+    nbytes = sum(4 * int(np.prod(p.shape)) for p in net.collect_params().values()
+                 if p.grad_req != "null")
+    if args.mode == "comm":
+        times, checks = comm(kv, net, args.iters)
+    else:
+        times, checks = train(kv, net, args)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"rank{kv.rank}.json"), "w") as f:
+        json.dump({"rank": kv.rank, "num_workers": kv.num_workers, "iter_s": times,
+                   "model_bytes": nbytes, **checks}, f)
+    (kv.barrier if hasattr(kv, "barrier") else kv._barrier)()
+    print(f"rank {kv.rank} done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
