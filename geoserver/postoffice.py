@@ -103,6 +103,9 @@ class Postoffice:
         self.table: NodeTable | None = None
         self.me: NodeInfo | None = None
         self.welcome_meta: dict = {}
+        # messages that beat the WELCOME here (a peer may get its WELCOME first and send
+        # at once); the node handles them as soon as it knows the table
+        self.early: list = []
         van.connect(SCHEDULER, scheduler_address)
 
     def register(self, timeout_s: float, local_index: int = -1) -> NodeInfo:
@@ -126,6 +129,7 @@ class Postoffice:
             if msg.kind in (wire.Kind.ABORT, wire.Kind.ERROR):
                 raise RendezvousError(f"{self.role} in {self.dc}: scheduler refused "
                                       f"registration: {msg.meta.get('reason', '?')}")
+            self.early.append(msg)
         try:
             self.table = NodeTable.from_json(msg.meta["nodes"])
             self.me = self.table[int(msg.meta["you"])]
@@ -135,6 +139,11 @@ class Postoffice:
         self.welcome_meta = msg.meta
         self.van.node_id = self.me.id
         return self.me
+
+    def take_early(self) -> list:
+        """The messages that arrived before the WELCOME, oldest first (once)."""
+        early, self.early = self.early, []
+        return early
 
     def send(self, node_id: int, msg: wire.Message) -> None:
         """Send to a node of the table, connecting on first use."""

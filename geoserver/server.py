@@ -123,6 +123,9 @@ class GeoServer:
 
     def serve(self) -> None:
         """Run until SHUTDOWN; raise :class:`AbortError` if the scheduler aborts the run."""
+        for msg in self.po.take_early():
+            if not self.handle(msg):
+                return
         next_beat = 0.0
         while True:
             now = time.monotonic()

@@ -106,6 +106,8 @@ class WorkerClient:
 
     # ------------------------------------------------------------ plumbing
     def _io_loop(self) -> None:
+        for msg in self.po.take_early():
+            self._dispatch(msg)
         next_beat = 0.0
         while not self._closed.is_set():
             now = time.monotonic()
@@ -113,24 +115,23 @@ class WorkerClient:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT))
                 next_beat = now + self.heartbeat_s
             msg = self.van.recv(max(0.0, next_beat - now))
-            if msg is None:
-                continue
-            if msg.kind == Kind.ABORT:
-                self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
-                continue
-            if msg.kind == Kind.BARRIER_DONE:
-                token = ("barrier", msg.seq)
-            else:
-                token = msg.request
-            with self._lock:
-                pending = self._pending.pop(token, None)
-            if pending is None:
-                log.warning("worker %d: dropped unexpected %s (request %s) from %s",
-                            self.me.rank, msg.kind.name, token,
-                            self.po.table.describe(msg.sender))
-                continue
-            pending.reply = msg
-            pending.event.set()
+            if msg is not None:
+                self._dispatch(msg)
+
+    def _dispatch(self, msg: Message) -> None:
+        """Hand a reply to the request waiting for it (I/O thread only)."""
+        if msg.kind == Kind.ABORT:
+            self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
+            return
+        token = ("barrier", msg.seq) if msg.kind == Kind.BARRIER_DONE else msg.request
+        with self._lock:
+            pending = self._pending.pop(token, None)
+        if pending is None:
+            log.warning("worker %d: dropped unexpected %s (request %s) from %s", self.me.rank,
+                        msg.kind.name, token, self.po.table.describe(msg.sender))
+            return
+        pending.reply = msg
+        pending.event.set()
 
     def _fail_all(self, reason: str) -> None:
         with self._lock:
