@@ -24,14 +24,14 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from geoserver.cluster import (ClusterConfig, ClusterFileError, load_cluster,  # noqa: E402
-                               pseudo_cluster, to_toml)
+from geoserver.cluster import (ClusterConfig, ClusterFileError, DataCenter,  # noqa: E402
+                               load_cluster, pseudo_cluster, to_toml)
 
 STOP_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 15.0
@@ -256,6 +256,10 @@ def parse_args(argv):
     shape = parser.add_mutually_exclusive_group(required=True)
     shape.add_argument("--dcs", type=int, help="number of DCs (pseudo-distributed)")
     shape.add_argument("--cluster", help="cluster file (TOML) for full control")
+    shape.add_argument("--wan", help="topology (built-in name or file): run every DC in its "
+                                     "own network namespace of an emulated WAN (needs root)")
+    parser.add_argument("--bandwidth-scale", type=float, default=1.0,
+                        help="with --wan: multiply every link rate")
     parser.add_argument("--workers-per-dc", type=int, default=1)
     parser.add_argument("--chunk-bytes", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=None,
@@ -274,6 +278,29 @@ def parse_args(argv):
     return args
 
 
+def run_on_wan(args, transport: dict) -> int:
+    """Bring up the emulated WAN, run the cluster with each DC in its namespace (scheduler in
+    the first DC), tear the WAN down whatever happens."""
+    import wan as wanlib
+    from scheduler.topology import TopologyError, load_topology
+    try:
+        topology = load_topology(args.wan).scaled(args.bandwidth_scale)
+    except TopologyError as exc:
+        print(f"launch: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with wanlib.EmulatedWan(topology) as wan:
+            first = topology.dcs[0]
+            config = ClusterConfig(
+                scheduler_host=wan.dc_address(first), scheduler_port=free_port(),
+                dcs=tuple(DataCenter(dc, wan.dc_address(dc), 0, args.workers_per_dc)
+                          for dc in topology.dcs), source=f"<wan {topology.name}>", **transport)
+            return run_cluster(config, args.command, wrap_dc=wan.exec_prefix)
+    except wanlib.WanUnavailable as exc:
+        print(f"launch: {exc}", file=sys.stderr)
+        return 2
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     transport = {}
@@ -285,8 +312,9 @@ def main(argv=None) -> int:
         if args.cluster:
             config = load_cluster(args.cluster)
             if transport:
-                from dataclasses import replace
                 config = replace(config, **transport)
+        elif args.wan:
+            return run_on_wan(args, transport)
         else:
             config = pseudo_cluster(args.dcs, args.workers_per_dc, free_port(), **transport)
         for name in args.dc or []:

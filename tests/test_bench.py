@@ -1,0 +1,87 @@
+"""scripts/bench.py: result merging and the table, plus an end-to-end run on an emulated WAN."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, WORKERS
+
+sys.path.insert(0, str(REPO / "scripts"))
+import bench  # noqa: E402
+import wan as wanlib  # noqa: E402
+
+
+def _write(tmp_path, rank, times, **extra):
+    (tmp_path / f"rank{rank}.json").write_text(json.dumps(
+        {"rank": rank, "num_workers": 2, "iter_s": times, "model_bytes": 100, **extra}))
+
+
+def test_collect_takes_the_slowest_worker_per_iteration_and_drops_warmup(tmp_path):
+    _write(tmp_path, 0, [9.0, 1.0, 3.0, 2.0], exact_sums=True)
+    _write(tmp_path, 1, [9.0, 2.0, 1.0, 2.5], exact_sums=True)
+    r = bench.collect(tmp_path, "comm")
+    assert r["iter_s"] == [2.0, 3.0, 2.5] and r["median_s"] == 2.5 and r["correct"]
+
+
+def test_collect_flags_wrong_sums_missing_workers_and_diverged_weights(tmp_path):
+    _write(tmp_path, 0, [1.0, 1.0], exact_sums=True)
+    assert not bench.collect(tmp_path, "comm")["correct"]          # rank 1 missing
+    _write(tmp_path, 1, [1.0, 1.0], exact_sums=False)
+    assert not bench.collect(tmp_path, "comm")["correct"]
+    _write(tmp_path, 0, [1.0, 1.0], weights_sha256="a")
+    _write(tmp_path, 1, [1.0, 1.0], weights_sha256="b")
+    assert not bench.collect(tmp_path, "train")["correct"]
+
+
+def test_table_reports_ratios_and_flags_cpu_bound_runs():
+    result = {"topology": "t", "model": "m", "model_bytes": 1e6, "mode": "comm",
+              "workers_per_dc": 1, "lower_bound_s": 1.0, "systems": {
+                  "mxnet-1ps": {"iter_s": [4.0], "median_s": 4.0, "p90_s": 4.0,
+                                "correct": True, "cpu_util": 0.2},
+                  "netstorm-hips": {"iter_s": [2.0], "median_s": 2.0, "p90_s": 2.0,
+                                    "correct": True, "cpu_util": 0.95}}}
+    text = bench.table(result)
+    assert "speed-up netstorm-hips over mxnet-1ps: 2.00x" in text
+    assert text.count("CPU-bound") == 1 and "4.00" in text
+
+
+def _wan_or_skip():
+    try:
+        wanlib.check_available()
+    except wanlib.WanUnavailable as exc:
+        pytest.skip(f"needs root and ip netns: {exc}")
+
+
+@pytest.mark.slow
+def test_bench_runs_every_system_on_small(tmp_path):
+    _wan_or_skip()
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench.py"), "--topology", "small",
+         "--model", "squeezenet1.0", "--iters", "2", "--bandwidth-scale", "5",
+         "--json", str(out), "--plot", str(tmp_path / "p.png"),
+         "--keep-logs", str(tmp_path / "logs")],
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["systems"]) == {"mxnet-1ps", "mxnet-sharded", "netstorm-hips"}
+    for name, r in result["systems"].items():
+        assert r["correct"] and len(r["iter_s"]) == 2, name
+        assert r["median_s"] > result["lower_bound_s"] > 0, name   # nothing beats physics
+        assert 0 <= r["cpu_util"] <= 1
+    assert (tmp_path / "p.png").stat().st_size > 0
+    assert (tmp_path / "p-topology.png").stat().st_size > 0
+    assert not [n for n in wanlib.list_netns() if n.startswith("netstorm-")]
+
+
+@pytest.mark.slow
+def test_launch_runs_a_cluster_on_the_emulated_wan():
+    _wan_or_skip()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "launch.py"), "--wan", "small",
+         "--workers-per-dc", "1", "--", sys.executable, str(WORKERS / "fault_worker.py"),
+         "loop", "3"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.stdout.count("finished 3 rounds") == 3
+    assert not [n for n in wanlib.list_netns() if n.startswith("netstorm-")]
