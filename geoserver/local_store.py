@@ -1,8 +1,9 @@
 """The local-server role: one DC's keys, its workers' pushes and pulls, the weight replica.
 
 Pure logic like :mod:`aggregation`: replies leave through ``reply(worker_id, message)``, the
-DC's sum of a chunk leaves through ``contribute(key, chunk, rnd, array)`` and the complete
-WAN sum comes back through :meth:`KeyStore.deliver`.
+DC's sum of a chunk leaves through ``contribute(chunk_id, array)`` and the complete WAN sum
+comes back through :meth:`KeyStore.deliver`. Workers send and receive a key as one frame;
+the WAN cuts it into chunks by the layout of the policy in force for the round.
 
 dist_sync semantics per key: round r is the r-th push of every worker; when all of this DC's
 workers pushed round r, its chunks go to the WAN; when every chunk's global sum is back the
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chunking import chunk_ranges
+from .aggregation import ChunkId
 from .optimizer_host import OptimizerHost, OptimizerSpecError
 from .wire import Flag, Kind, Message
 
@@ -30,10 +31,16 @@ class RequestError(ValueError):
 
 @dataclass
 class _Round:
-    local: list
+    local: object = None
     pushed: set = field(default_factory=set)
+    layout: list = field(default_factory=list)   # [(start, stop, tree)] once sent to the WAN
     total: object = None
     chunks_done: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Every chunk's global sum is back (a round not yet sent to the WAN is not)."""
+        return bool(self.layout) and self.chunks_done == len(self.layout)
 
 
 @dataclass
@@ -41,7 +48,6 @@ class _Key:
     key: int
     dtype: np.dtype
     shape: tuple
-    chunks: list
     value: object = None
     init_gen: int = 0
     applied: int = 0
@@ -56,8 +62,10 @@ class _Key:
 
 
 class KeyStore:
-    def __init__(self, dc: str, workers, chunk_bytes: int, reply, contribute, forward_init):
+    def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
+                 forward_init):
         self.dc = dc
+        self.policies = policies
         self.workers = set(workers)
         self.chunk_bytes = chunk_bytes
         self._reply = reply
@@ -74,8 +82,7 @@ class KeyStore:
         if entry is None:
             if any(s < 0 for s in shape):
                 raise RequestError(f"key {key}: negative dimension in shape {shape}")
-            size = int(np.prod(shape, dtype=np.int64))
-            entry = _Key(key, dtype, shape, chunk_ranges(size, dtype.itemsize, self.chunk_bytes))
+            entry = _Key(key, dtype, shape)
             self.keys[key] = entry
         elif entry.shape != shape or entry.dtype != dtype:
             raise RequestError(f"key {key} was initialized as {entry.shape} {entry.dtype}, "
@@ -89,20 +96,18 @@ class KeyStore:
         return entry
 
     def _value_message(self, entry: _Key, request: int) -> Message:
-        frames = [entry.value[a:b] for a, b in entry.chunks]
         return Message(Kind.VALUE, key=entry.key, seq=entry.applied, request=request,
-                       dtype=entry.dtype, frames=frames)
+                       dtype=entry.dtype, frames=[entry.value])
 
-    def _check_frames(self, entry: _Key, msg: Message):
+    def _check_frame(self, entry: _Key, msg: Message) -> np.ndarray:
+        """The one frame of a whole key, checked against the key's dtype and size."""
         if msg.dtype != entry.dtype:
             raise RequestError(f"key {entry.key}: data is {msg.dtype}, key is {entry.dtype}")
         arrays = msg.arrays()
-        if len(arrays) != len(entry.chunks) or any(
-                len(a) != b - s for a, (s, b) in zip(arrays, entry.chunks)):
-            raise RequestError(f"key {entry.key}: expected {len(entry.chunks)} chunks of sizes "
-                               f"{[b - a for a, b in entry.chunks]}, got "
-                               f"{[len(a) for a in arrays]}")
-        return arrays
+        if len(arrays) != 1 or len(arrays[0]) != entry.size:
+            raise RequestError(f"key {entry.key}: expected one frame of {entry.size} elements, "
+                               f"got {[len(a) for a in arrays]}")
+        return arrays[0]
 
     # ------------------------------------------------------------ init
     def on_init(self, msg: Message) -> None:
@@ -114,9 +119,7 @@ class KeyStore:
         entry = self._entry(msg.key, shape, dtype)
         generation = msg.seq
         if msg.flags & Flag.HAS_VALUE:
-            (array,) = [np.concatenate(self._check_frames(entry, msg))] if len(
-                entry.chunks) > 1 else self._check_frames(entry, msg)
-            entry.value = np.array(array, copy=True)
+            entry.value = np.array(self._check_frame(entry, msg), copy=True)
             entry.init_gen = max(entry.init_gen, generation)
             if msg.sender in self.workers:
                 self._forward_init(entry, generation)
@@ -137,22 +140,25 @@ class KeyStore:
         if msg.seq != expected:
             raise RequestError(f"key {msg.key}: push round {msg.seq} from node {msg.sender}, "
                                f"expected round {expected}")
-        arrays = self._check_frames(entry, msg)
+        array = self._check_frame(entry, msg)
         entry.next_push[msg.sender] = expected + 1
-        rnd = entry.rounds.setdefault(msg.seq, _Round(local=[None] * len(entry.chunks)))
+        rnd = entry.rounds.setdefault(msg.seq, _Round())
         rnd.pushed.add(msg.sender)
-        for c, array in enumerate(arrays):
-            if rnd.local[c] is None:
-                rnd.local[c] = array
-            elif len(rnd.pushed) == 2:
-                rnd.local[c] = rnd.local[c] + array     # first sum allocates
-            else:
-                np.add(rnd.local[c], array, out=rnd.local[c])
+        if rnd.local is None:
+            rnd.local = array
+        elif len(rnd.pushed) == 2:
+            rnd.local = rnd.local + array       # the first sum allocates; inputs stay intact
+        else:
+            np.add(rnd.local, array, out=rnd.local)
         if msg.flags & Flag.WANT_VALUE:
             entry.pulls.append((msg.sender, msg.request, msg.seq))
         if rnd.pushed == self.workers:
-            for c, array in enumerate(rnd.local):
-                self._contribute(entry.key, c, msg.seq, array)
+            policy = self.policies.for_round(msg.seq)
+            rnd.layout = policy.layout(entry.key, entry.size, entry.dtype.itemsize,
+                                       self.chunk_bytes)
+            for c, (start, stop, tree) in enumerate(rnd.layout):
+                self._contribute(ChunkId(entry.key, c, msg.seq, policy.version, tree),
+                                 rnd.local[start:stop])
 
     def on_pull(self, msg: Message) -> None:
         entry = self._known(msg.key)
@@ -173,13 +179,15 @@ class KeyStore:
         """The global sum of one chunk arrived (or was completed here)."""
         entry = self.keys[key]
         rnd = entry.rounds[rnd_no]
-        if rnd.total is None:
-            rnd.total = np.empty(entry.size, dtype=entry.dtype)
-        start, stop = entry.chunks[chunk]
-        rnd.total[start:stop] = total
+        if len(rnd.layout) == 1:
+            rnd.total = total           # one chunk: the WAN's array is the value, no copy
+        else:
+            if rnd.total is None:
+                rnd.total = np.empty(entry.size, dtype=entry.dtype)
+            start, stop, _ = rnd.layout[chunk]
+            rnd.total[start:stop] = total
         rnd.chunks_done += 1
-        while entry.applied + 1 in entry.rounds and \
-                entry.rounds[entry.applied + 1].chunks_done == len(entry.chunks):
+        while entry.applied + 1 in entry.rounds and entry.rounds[entry.applied + 1].complete:
             done = entry.rounds.pop(entry.applied + 1)
             if self.optimizer is not None:
                 entry.value = self.optimizer.update(

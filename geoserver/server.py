@@ -13,10 +13,10 @@ import logging
 import time
 
 from . import wire
-from .aggregation import TreeExchange
+from .aggregation import ChunkId, TreeExchange
 from .local_store import KeyStore, RequestError
 from .postoffice import SERVER, WORKER, AbortError, Postoffice
-from .tree import Policy
+from .tree import Policy, PolicyBook, PolicyError
 from .wire import Kind, Message
 
 log = logging.getLogger("netstorm.server")
@@ -32,34 +32,34 @@ class GeoServer:
         self.dc = postoffice.me.dc
         meta = postoffice.welcome_meta
         self.heartbeat_s = float(meta["heartbeat_s"])
-        self.policy = Policy.from_json(meta["policy"], self.table.dcs)
+        self.policies = PolicyBook(Policy.from_json(meta["policy"], self.table.dcs))
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
+        self.exchange = TreeExchange(self.dc, self.policies, send=self._send_chunk,
+                                     deliver=self._deliver)
         self.store = KeyStore(self.dc, self.local_workers, int(meta["chunk_bytes"]),
-                              reply=self.po.send, contribute=self._contribute,
+                              self.policies, reply=self.po.send,
+                              contribute=self.exchange.contribute,
                               forward_init=self._forward_init)
-        self.exchange = TreeExchange(self.dc, self.policy, send=self._send_chunk,
-                                     deliver=self.store.deliver)
         self.stats = {"messages": 0, "bytes_in": 0, "dropped": 0}
 
     # ------------------------------------------------------------ callbacks
-    def _contribute(self, key, chunk, rnd, array) -> None:
-        self.exchange.contribute(key, chunk, rnd, array)
+    def _deliver(self, key, chunk, rnd, total) -> None:
+        self.store.deliver(key, chunk, rnd, total)
 
-    def _send_chunk(self, dc, kind, key, chunk, rnd, array) -> None:
-        self.po.send(self.servers[dc], Message(kind, key=key, chunk=chunk, seq=rnd,
-                                               policy=self.policy.version, dtype=array.dtype,
-                                               frames=[array]))
+    def _send_chunk(self, dc, kind, cid: ChunkId, array) -> None:
+        self.po.send(self.servers[dc], Message(kind, key=cid.key, chunk=cid.chunk, seq=cid.rnd,
+                                               policy=cid.version, tree=cid.tree,
+                                               dtype=array.dtype, frames=[array]))
 
     def _forward_init(self, entry, generation) -> None:
         meta = {"shape": list(entry.shape), "dtype": entry.dtype.str}
         for dc, node in self.servers.items():
             if dc != self.dc:
-                frames = [entry.value[a:b] for a, b in entry.chunks]
                 self.po.send(node, Message(Kind.INIT, key=entry.key, seq=generation,
                                            flags=wire.Flag.HAS_VALUE, meta=meta,
-                                           dtype=entry.dtype, frames=frames))
+                                           dtype=entry.dtype, frames=[entry.value]))
 
     # ------------------------------------------------------------ dispatch
     def _from_worker(self, msg: Message) -> None:
@@ -86,16 +86,31 @@ class GeoServer:
         if msg.kind not in (Kind.CHUNK_UP, Kind.CHUNK_DOWN):
             log.warning("%s: ignored %s from server of %s", self.dc, msg.kind.name, source)
             return
-        if msg.policy != self.policy.version or len(msg.frames) != 1 or msg.dtype is None:
-            log.warning("%s: dropped %s of key %d from %s: policy %d (mine %d), %d frames",
-                        self.dc, msg.kind.name, msg.key, source, msg.policy,
-                        self.policy.version, len(msg.frames))
+        if len(msg.frames) != 1 or msg.dtype is None:
+            log.warning("%s: dropped %s of key %d from %s: %d frames, dtype %s", self.dc,
+                        msg.kind.name, msg.key, source, len(msg.frames), msg.dtype)
             return
         (array,) = msg.arrays()
-        if msg.kind == Kind.CHUNK_UP:
-            self.exchange.on_up(source, msg.key, msg.chunk, msg.seq, array)
-        else:
-            self.exchange.on_down(source, msg.key, msg.chunk, msg.seq, array)
+        cid = ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
+        try:
+            if msg.kind == Kind.CHUNK_UP:
+                self.exchange.on_up(source, cid, array)
+            else:
+                self.exchange.on_down(source, cid, array)
+        except IndexError as exc:
+            log.warning("%s: dropped %s of key %d from %s: %s", self.dc, msg.kind.name,
+                        msg.key, source, exc)
+
+    def _on_policy(self, msg: Message) -> None:
+        try:
+            policy = Policy.from_json(msg.meta.get("policy", {}), self.table.dcs)
+            self.policies.add(policy)
+        except PolicyError as exc:
+            log.error("%s: rejected policy from the scheduler: %s", self.dc, exc)
+            return
+        log.info("%s: policy %d announced, in force from round %d (%d trees)", self.dc,
+                 policy.version, policy.start_round, len(policy.trees))
+        self.exchange.policy_added()
 
     def handle(self, msg: Message) -> bool:
         """Process one message; False once the server should stop."""
@@ -105,6 +120,9 @@ class GeoServer:
             return False
         if msg.kind == Kind.ABORT:
             raise AbortError(msg.meta.get("reason", "the scheduler aborted the run"))
+        if msg.kind == Kind.POLICY and msg.sender == self.table.scheduler().id:
+            self._on_policy(msg)
+            return True
         sender = self.table.nodes.get(msg.sender)
         if sender is None:
             self.stats["dropped"] += 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .chunking import chunk_ranges
+
 
 class PolicyError(ValueError):
     """A policy that is not a set of spanning trees over the cluster's DCs."""
@@ -41,17 +43,63 @@ class Tree:
 
 @dataclass(frozen=True)
 class Policy:
+    """Trees, each aggregating a share of the model, in force from round ``start_round`` on.
+
+    :meth:`layout` cuts a key into WAN chunks and says which tree carries each; it depends
+    only on the policy and the key's size, so every DC computes the same layout without
+    talking to the others.
+    """
+
     version: int
     start_round: int
     trees: tuple
+    shares: tuple = ()      # fraction of the model per tree; empty: equal shares
 
-    def tree_for(self, key: int, chunk: int) -> Tree:
-        """The tree that aggregates chunk ``chunk`` of key ``key``."""
-        return self.trees[(key + chunk) % len(self.trees)]
+    def __post_init__(self):
+        if not self.trees:
+            raise PolicyError("policy has no trees")
+        if len(self.trees) > 255:
+            raise PolicyError(f"{len(self.trees)} trees; at most 255")
+        shares = self.shares or (1.0 / len(self.trees),) * len(self.trees)
+        if len(shares) != len(self.trees) or any(not (x >= 0) for x in shares) \
+                or abs(sum(shares) - 1.0) > 1e-6:
+            raise PolicyError(f"shares {shares} must be {len(self.trees)} non-negative "
+                              f"numbers summing to 1")
+        object.__setattr__(self, "shares", tuple(float(x) for x in shares))
+
+    def _small_key_tree(self, key: int) -> int:
+        """A whole small key goes to one tree: weighted by share, spread by key id."""
+        u = ((key * 2654435761) % 4294967296) / 4294967296.0     # Knuth multiplicative hash
+        acc = 0.0
+        for index, share in enumerate(self.shares):
+            acc += share
+            if u < acc:
+                return index
+        return max(range(len(self.shares)), key=lambda i: self.shares[i])
+
+    def layout(self, key: int, size: int, itemsize: int, chunk_bytes: int) -> list:
+        """``[(start, stop, tree_index), ...]`` covering ``size`` elements of ``key``.
+
+        Keys under ``chunk_bytes`` travel whole on one tree; larger keys are split between
+        the trees in proportion to their shares and each part is cut into chunks of at most
+        ``chunk_bytes``. O(size·itemsize / chunk_bytes + trees)."""
+        if size * itemsize <= chunk_bytes or len(self.trees) == 1:
+            tree = self._small_key_tree(key) if len(self.trees) > 1 else 0
+            return [(a, b, tree) for a, b in chunk_ranges(size, itemsize, chunk_bytes)]
+        out, start, acc = [], 0, 0.0
+        for index, share in enumerate(self.shares):
+            acc += share
+            stop = size if index == len(self.shares) - 1 else int(round(acc * size))
+            if stop > start:
+                out += [(start + a, start + b, index)
+                        for a, b in chunk_ranges(stop - start, itemsize, chunk_bytes)]
+            start = max(start, stop)
+        return out
 
     def to_json(self) -> dict:
         return {"version": self.version, "start_round": self.start_round,
-                "trees": [{"root": t.root, "parent": t.parent} for t in self.trees]}
+                "trees": [{"root": t.root, "parent": t.parent} for t in self.trees],
+                "shares": list(self.shares)}
 
     @classmethod
     def from_json(cls, data: dict, dcs) -> "Policy":
@@ -61,11 +109,45 @@ class Policy:
                                        for k, v in t["parent"].items()})
                           for t in data["trees"])
             policy = cls(version=int(data["version"]), start_round=int(data["start_round"]),
-                         trees=trees)
+                         trees=trees, shares=tuple(float(x) for x in data.get("shares", ())))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, PolicyError):
+                raise
             raise PolicyError(f"malformed policy: {exc!r}") from exc
-        if not trees:
-            raise PolicyError("policy has no trees")
         for tree in trees:
             tree.validate(dcs)
         return policy
+
+
+class PolicyBook:
+    """The policies a node knows, by version; which one applies to a round.
+
+    The scheduler sends a policy ahead of its ``start_round``; every node switches at that
+    same round boundary, and every chunk names the version it belongs to.
+    """
+
+    def __init__(self, first: Policy):
+        self.by_version = {first.version: first}
+
+    def add(self, policy: Policy) -> None:
+        known = self.by_version.get(policy.version)
+        if known is not None and known != policy:
+            raise PolicyError(f"policy version {policy.version} announced twice, differently")
+        self.by_version[policy.version] = policy
+
+    def for_round(self, rnd: int) -> Policy:
+        """The newest-starting policy with ``start_round <= rnd`` (ties: higher version)."""
+        best = None
+        for p in self.by_version.values():
+            if p.start_round <= rnd and (best is None or (p.start_round, p.version) >
+                                         (best.start_round, best.version)):
+                best = p
+        if best is None:
+            raise PolicyError(f"no policy covers round {rnd}")
+        return best
+
+    def __getitem__(self, version: int) -> Policy:
+        return self.by_version[version]
+
+    def __contains__(self, version: int) -> bool:
+        return version in self.by_version

@@ -22,7 +22,7 @@ import numpy as np
 
 MAGIC = b"NS"
 PROTOCOL_VERSION = 1
-# magic, protocol, kind, sender, flags, dtype, pad, policy, key, chunk, seq, request
+# magic, protocol, kind, sender, flags, dtype, tree, policy, key, chunk, seq, request
 HEADER = struct.Struct("<2sBBHHBBIIIQQ")
 NO_NODE = 0xFFFF  # sender id before the scheduler assigned one
 
@@ -40,9 +40,9 @@ class Kind(enum.IntEnum):
     SHUTDOWN = 8        # scheduler -> servers: all workers finished
     INIT = 10           # worker -> local server: declare a key (rank 0 carries the value)
     INIT_DONE = 11      # local server -> worker
-    PUSH = 12           # worker -> local server: gradient of one key (chunk frames)
+    PUSH = 12           # worker -> local server: gradient of one key (one frame)
     PULL = 13           # worker -> local server: value of a key after round `seq`
-    VALUE = 14          # local server -> worker: the value of one key (chunk frames)
+    VALUE = 14          # local server -> worker: the value of one key (one frame)
     SET_OPTIMIZER = 15  # worker -> local server: JSON optimizer spec
     OPTIMIZER_DONE = 16
     SAVE_STATES = 17    # worker -> local server: request optimizer states
@@ -50,6 +50,7 @@ class Kind(enum.IntEnum):
     LOAD_STATES = 19    # worker -> local server: optimizer states to load
     CHUNK_UP = 20       # global server -> parent on a tree: partial sum of one chunk
     CHUNK_DOWN = 21     # global server -> child on a tree: the complete sum of one chunk
+    POLICY = 22         # scheduler -> servers: a new policy version and its start round
     ERROR = 30          # server -> worker: the request was rejected; reason in meta
 
 
@@ -93,7 +94,8 @@ class Message:
     chunk: int = 0
     seq: int = 0
     request: int = 0
-    policy: int = 0
+    policy: int = 0         # policy version a WAN chunk belongs to
+    tree: int = 0           # which of that policy's trees carries the chunk
     flags: Flag = Flag.NONE
     dtype: Any = None
     meta: dict = field(default_factory=dict)
@@ -110,7 +112,7 @@ def encode(msg: Message) -> list:
     """Frames for ``msg``; tensor frames are passed through untouched (zero-copy)."""
     code = 0 if msg.dtype is None else dtype_code(msg.dtype)
     header = HEADER.pack(MAGIC, PROTOCOL_VERSION, int(msg.kind), msg.sender, int(msg.flags),
-                         code, 0, msg.policy, msg.key, msg.chunk, msg.seq, msg.request)
+                         code, msg.tree, msg.policy, msg.key, msg.chunk, msg.seq, msg.request)
     meta = json.dumps(msg.meta, separators=(",", ":")).encode() if msg.meta else b""
     return [header, meta, *msg.frames]
 
@@ -128,7 +130,7 @@ def decode(frames: Sequence) -> Message:
     header = _buffer(frames[0])
     if len(header) != HEADER.size:
         raise WireError(f"header is {len(header)} bytes, expected {HEADER.size}")
-    (magic, proto, kind, sender, flags, code, _pad, policy, key, chunk, seq,
+    (magic, proto, kind, sender, flags, code, tree, policy, key, chunk, seq,
      request) = HEADER.unpack(header)
     if magic != MAGIC:
         raise WireError(f"bad magic {bytes(magic)!r}")
@@ -161,4 +163,5 @@ def decode(frames: Sequence) -> Message:
                 raise WireError(f"frame {i + 2} has {len(buf)} bytes, not a multiple of "
                                 f"{dtype} itemsize {dtype.itemsize}")
     return Message(kind=kind, sender=sender, key=key, chunk=chunk, seq=seq, request=request,
-                   policy=policy, flags=Flag(flags), dtype=dtype, meta=meta, frames=payload)
+                   policy=policy, tree=tree, flags=Flag(flags), dtype=dtype, meta=meta,
+                   frames=payload)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .chunking import chunk_ranges
 from .postoffice import WORKER, NodeInfo, Postoffice
 from .van import Van
 from .wire import Flag, Kind, Message
@@ -73,7 +72,6 @@ class KeyInfo:
     key: int
     shape: tuple
     dtype: np.dtype
-    chunks: list
     pushes: int = 0
     inits: int = 0
 
@@ -91,7 +89,6 @@ class WorkerClient:
         meta = self.po.welcome_meta
         self.timeout_s = float(meta["timeout_s"])
         self.heartbeat_s = float(meta["heartbeat_s"])
-        self.chunk_bytes = int(meta["chunk_bytes"])
         self.server = self.po.table.server_of(self.me.dc)
         self.num_workers = len(self.po.table.workers())
         self.keys: dict = {}
@@ -171,23 +168,24 @@ class WorkerClient:
         return reply
 
     def _frames(self, info: KeyInfo, array: np.ndarray) -> list:
-        flat = np.ascontiguousarray(array, dtype=info.dtype).reshape(-1)
-        return [flat[a:b] for a, b in info.chunks]
+        """A key travels to and from its DC's server as one frame (ZeroMQ delivers a
+        message whole anyway); the server cuts it into WAN chunks."""
+        return [np.ascontiguousarray(array, dtype=info.dtype).reshape(-1)]
 
     def _value(self, info: KeyInfo, reply: Message) -> np.ndarray:
         arrays = reply.arrays()
-        flat = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-        return flat.reshape(info.shape)
+        if len(arrays) != 1 or arrays[0].size != int(np.prod(info.shape)):
+            raise KVStoreError(f"value of key {info.key}: expected one frame of "
+                               f"{int(np.prod(info.shape))} elements, got "
+                               f"{[a.size for a in arrays]}")
+        return arrays[0].reshape(info.shape)
 
     # ------------------------------------------------------------ API
     def declare(self, key: int, shape, dtype) -> KeyInfo:
         shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
         info = self.keys.get(key)
         if info is None:
-            size = int(np.prod(shape, dtype=np.int64))
-            info = KeyInfo(key, shape, dtype, chunk_ranges(size, dtype.itemsize,
-                                                           self.chunk_bytes))
-            self.keys[key] = info
+            info = self.keys[key] = KeyInfo(key, shape, dtype)
         elif (info.shape, info.dtype) != (shape, dtype):
             raise KVStoreError(f"key {key} was initialized as {info.shape} {info.dtype}, "
                                f"not {shape} {dtype}")
@@ -236,15 +234,8 @@ class WorkerClient:
         return self._value(self.keys[key], self._wait(handle, Kind.VALUE))
 
     def finish_into(self, key: int, handle, target: np.ndarray) -> None:
-        """Like :meth:`finish`, writing the value's chunks straight into flat ``target``."""
-        info = self.keys[key]
-        reply = self._wait(handle, Kind.VALUE)
-        arrays = reply.arrays()
-        if len(arrays) != len(info.chunks):
-            raise KVStoreError(f"value of key {key} came in {len(arrays)} chunks, "
-                               f"expected {len(info.chunks)}")
-        for (start, stop), chunk in zip(info.chunks, arrays):
-            target[start:stop] = chunk
+        """Like :meth:`finish`, writing the value straight into flat ``target``."""
+        target[:] = self._value(self.keys[key], self._wait(handle, Kind.VALUE)).reshape(-1)
 
     def set_optimizer(self, spec: dict) -> None:
         self._wait(self._submit(Message(Kind.SET_OPTIMIZER, meta={"spec": spec}),

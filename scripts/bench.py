@@ -251,7 +251,7 @@ def main(argv=None) -> int:
     logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
     logs.mkdir(parents=True, exist_ok=True)
     try:
-        with wanlib.EmulatedWan(topology) as wan:
+        with launch.interrupts_raise(), wanlib.EmulatedWan(topology) as wan:
             for name in args.systems:
                 out = logs / name
                 shutil.rmtree(out, ignore_errors=True)
@@ -280,6 +280,9 @@ def main(argv=None) -> int:
     except wanlib.WanUnavailable as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("bench: interrupted; the WAN and every process were torn down", file=sys.stderr)
+        return 130
     if trace:   # the bound for the mean rates seen by the longest run
         longest = max(r["wall_s"] for r in result["systems"].values())
         mean_topology = topo.mean_rates(trace, longest, topology)

@@ -83,18 +83,15 @@ class Launcher:
         self.procs.append(proc)
         return proc
 
-    interrupted_code = 130
-
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc, _tb):
-        """Always stop every process; a Ctrl-C (or SIGTERM) is reported and swallowed, and
-        the caller then returns :attr:`interrupted_code`."""
+        """Always stop every process; an interrupt is reported and propagates."""
         if exc_type is KeyboardInterrupt:
             self._emit("launch", f"interrupted ({exc or 'SIGINT'}); stopping the cluster")
         self.stop_all()
-        return exc_type is KeyboardInterrupt
+        return False
 
     def stop_all(self) -> None:
         """SIGTERM every live process group, SIGKILL what remains after a grace period."""
@@ -191,7 +188,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
         base = child_env({})
-        with interrupts_raise(), launcher:
+        with launcher:
             if with_scheduler:
                 launcher.start("scheduler", "scheduler",
                                [python, "-m", "scheduler", "--cluster", str(cluster_file)], base,
@@ -215,7 +212,6 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
                                      f"{sum(dc.workers for dc in chosen)} worker(s), "
                                      f"{time.monotonic() - started:.1f}s")
             return code
-    return launcher.interrupted_code
 
 
 def run_pslite_cluster(server_dcs: list, worker_dcs: list, workers_per_dc: int, command: list,
@@ -233,7 +229,7 @@ def run_pslite_cluster(server_dcs: list, worker_dcs: list, workers_per_dc: int, 
               "DMLC_NUM_WORKER": str(len(worker_dcs) * workers_per_dc), "PS_VERBOSE": "0",
               **(extra_env or {})}
     node = [python, "-c", "import mxnet"]     # the import runs the ps-lite node, then exits
-    with interrupts_raise(), launcher:
+    with launcher:
         launcher.start("ps scheduler", "scheduler", node,
                        child_env({**common, "DMLC_ROLE": "scheduler",
                                   "DMLC_NODE_HOST": address(root_dc)}), wrap_dc(root_dc))
@@ -247,7 +243,6 @@ def run_pslite_cluster(server_dcs: list, worker_dcs: list, workers_per_dc: int, 
                                child_env({**common, "DMLC_ROLE": "worker",
                                           "DMLC_NODE_HOST": address(dc)}), wrap_dc(dc))
         return launcher.wait(len(worker_dcs) * workers_per_dc)
-    return launcher.interrupted_code
 
 
 def parse_args(argv):
@@ -314,7 +309,11 @@ def main(argv=None) -> int:
             if transport:
                 config = replace(config, **transport)
         elif args.wan:
-            return run_on_wan(args, transport)
+            try:
+                with interrupts_raise():
+                    return run_on_wan(args, transport)
+            except KeyboardInterrupt:
+                return 130
         else:
             config = pseudo_cluster(args.dcs, args.workers_per_dc, free_port(), **transport)
         for name in args.dc or []:
@@ -323,7 +322,12 @@ def main(argv=None) -> int:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
     with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
-    return run_cluster(config, args.command, dcs=args.dc, with_scheduler=with_scheduler)
+    try:
+        with interrupts_raise():
+            return run_cluster(config, args.command, dcs=args.dc,
+                               with_scheduler=with_scheduler)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ import random
 import numpy as np
 import pytest
 
-from geoserver.aggregation import TreeExchange
-from geoserver.tree import Policy, Tree
+from geoserver.aggregation import ChunkId, TreeExchange
+from geoserver.tree import Policy, PolicyBook, Tree
 from geoserver.wire import Kind
 from scheduler.policy import star_policy
 
@@ -19,29 +19,33 @@ def random_tree(dcs, rng):
     return Tree(order[0], parent)
 
 
+def cid(key, chunk, rnd, policy):
+    return ChunkId(key, chunk, rnd, policy.version, (key + chunk) % len(policy.trees))
+
+
 def simulate(policy, dcs, contributions, rng):
     """Run one exchange per DC; return what each DC got delivered and the message count."""
     inbox, delivered = [], {dc: {} for dc in dcs}
 
     def make(dc):
-        def send(target, kind, key, chunk, rnd, array):
-            inbox.append((dc, target, kind, key, chunk, rnd, np.array(array)))
+        def send(target, kind, chunk_id, array):
+            inbox.append((dc, target, kind, chunk_id, np.array(array)))
 
         def deliver(key, chunk, rnd, total):
             assert (key, chunk, rnd) not in delivered[dc], "delivered twice"
             delivered[dc][(key, chunk, rnd)] = np.array(total)
-        return TreeExchange(dc, policy, send, deliver)
+        return TreeExchange(dc, PolicyBook(policy), send, deliver)
     ex = {dc: make(dc) for dc in dcs}
-    events = [("own", dc, ident, arr) for (dc, ident), arr in contributions.items()]
+    events = [(dc, ident, arr) for (dc, ident), arr in contributions.items()]
     rng.shuffle(events)
-    for _, dc, (key, chunk, rnd), arr in events:
-        ex[dc].contribute(key, chunk, rnd, arr)
+    for dc, ident, arr in events:
+        ex[dc].contribute(cid(*ident, policy), arr)
     sent = 0
     while inbox:
-        source, target, kind, key, chunk, rnd, arr = inbox.pop(rng.randrange(len(inbox)))
+        source, target, kind, chunk_id, arr = inbox.pop(rng.randrange(len(inbox)))
         sent += 1
         handler = ex[target].on_up if kind == Kind.CHUNK_UP else ex[target].on_down
-        handler(source, key, chunk, rnd, arr)
+        handler(source, chunk_id, arr)
     assert all(e.in_flight == 0 for e in ex.values())
     return delivered, sent
 
@@ -79,22 +83,24 @@ def test_inputs_are_never_modified():
 def test_messages_from_wrong_neighbours_are_dropped(caplog):
     policy = star_policy(["a", "b", "c"], "a")
     sent, got = [], []
-    ex = TreeExchange("b", policy, lambda *m: sent.append(m), lambda *d: got.append(d))
-    ex.on_up("c", 0, 0, 1, np.ones(2))        # c is not b's child
-    ex.on_down("c", 0, 0, 1, np.ones(2))      # c is not b's parent
+    ex = TreeExchange("b", PolicyBook(policy), lambda *m: sent.append(m),
+                      lambda *d: got.append(d))
+    c = cid(0, 0, 1, policy)
+    ex.on_up("c", c, np.ones(2))        # c is not b's child
+    ex.on_down("c", c, np.ones(2))      # c is not b's parent
     assert not sent and not got
     assert "not a child" in caplog.text and "not the parent" in caplog.text
-    ex.contribute(0, 0, 1, np.ones(2))
-    ex.contribute(0, 0, 1, np.ones(2))        # duplicate own contribution
+    ex.contribute(c, np.ones(2))
+    ex.contribute(c, np.ones(2))        # duplicate own contribution
     assert len(sent) == 1 and "duplicate" in caplog.text
 
 
 def test_duplicate_totals_are_not_delivered_twice(caplog):
     policy = star_policy(["a", "b"], "a")
     got = []
-    ex = TreeExchange("b", policy, lambda *m: None, lambda *d: got.append(d))
-    ex.on_down("a", 0, 0, 1, np.ones(2))
-    ex.on_down("a", 0, 0, 1, np.ones(2))
+    ex = TreeExchange("b", PolicyBook(policy), lambda *m: None, lambda *d: got.append(d))
+    ex.on_down("a", cid(0, 0, 1, policy), np.ones(2))
+    ex.on_down("a", cid(0, 0, 1, policy), np.ones(2))
     assert len(got) == 1 and "duplicate total" in caplog.text
 
 
@@ -105,3 +111,18 @@ def test_round_set_tracks_out_of_order_rounds():
     assert (0, 0, 2) in s and (0, 0, 1) not in s
     s.add((0, 0, 1))
     assert (0, 0, 1) in s and (0, 0, 2) in s and (0, 0, 3) not in s and (0, 1, 1) not in s
+
+
+def test_chunks_of_an_unannounced_policy_wait_for_it():
+    first = star_policy(["a", "b"], "a")
+    book = PolicyBook(first)
+    got = []
+    ex = TreeExchange("b", book, lambda *m: None, lambda *d: got.append(d))
+    later = star_policy(["a", "b"], "b", version=2, start_round=5)
+    ex.on_up("a", ChunkId(0, 0, 5, 2, 0), np.ones(2))      # version 2 not known yet
+    assert not got
+    book.add(later)
+    ex.contribute(ChunkId(0, 0, 5, 2, 0), np.ones(2))
+    assert not got                                          # still waiting for a's part
+    ex.policy_added()
+    assert len(got) == 1 and np.array_equal(got[0][3], [2, 2])

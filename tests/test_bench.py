@@ -85,3 +85,31 @@ def test_launch_runs_a_cluster_on_the_emulated_wan():
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert proc.stdout.count("finished 3 rounds") == 3
     assert not [n for n in wanlib.list_netns() if n.startswith("netstorm-")]
+
+
+@pytest.mark.slow
+def test_interrupted_bench_tears_down_wan_and_processes(tmp_path):
+    _wan_or_skip()
+    import os
+    import signal
+    import time
+
+    from conftest import leftovers
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "scripts" / "bench.py"), "--topology", "small",
+         "--model", "squeezenet1.0", "--iters", "500", "--systems", "netstorm-hips",
+         "--keep-logs", str(tmp_path / "logs")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    log = tmp_path / "logs" / "netstorm-hips.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "iter 1/500" in log.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stdout.read()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out.decode()[-2000:]
+    assert b"interrupted" in out
+    time.sleep(0.5)
+    assert not [n for n in wanlib.list_netns() if n.startswith("netstorm-")]
+    assert leftovers(str(tmp_path)) == []

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 
 from geoserver.local_store import KeyStore, RequestError
+from geoserver.tree import PolicyBook
 from geoserver.wire import Flag, Kind, Message
+from scheduler.policy import star_policy
 
 W1, W2 = 11, 12
 
@@ -12,35 +14,34 @@ class Harness:
     def __init__(self, chunk_bytes=16):
         self.replies, self.contributed, self.forwarded = [], [], []
         self.store = KeyStore("dc0", [W1, W2], chunk_bytes,
+                              PolicyBook(star_policy(["dc0", "dc1"], "dc0")),
                               reply=lambda w, m: self.replies.append((w, m)),
                               contribute=lambda *c: self.contributed.append(c),
                               forward_init=lambda e, g: self.forwarded.append((e.key, g)))
 
     def init(self, worker, key, value=None, shape=(10,), gen=1):
-        frames = []
-        if value is not None:
-            entry_chunks = [(a, min(a + 4, value.size)) for a in range(0, value.size, 4)]
-            frames = [value.ravel()[a:b] for a, b in entry_chunks]
+        frames = [] if value is None else [value.ravel()]
         self.store.on_init(Message(Kind.INIT, sender=worker, key=key, seq=gen, request=1,
                                    flags=Flag.HAS_VALUE if value is not None else Flag.NONE,
                                    meta={"shape": list(shape), "dtype": "<f4"},
                                    dtype=np.float32, frames=frames))
 
     def push(self, worker, key, rnd, value, want=True, request=2):
-        frames = [value[a:a + 4] for a in range(0, value.size, 4)]
+        frames = [value]
         self.store.on_push(Message(Kind.PUSH, sender=worker, key=key, seq=rnd, request=request,
                                    flags=Flag.WANT_VALUE if want else Flag.NONE,
                                    dtype=np.float32, frames=frames))
 
     def complete_round(self):
         """Play the WAN: the DC's own sum comes straight back as the global total."""
-        for key, chunk, rnd, array in self.contributed:
-            self.store.deliver(key, chunk, rnd, np.array(array))
+        for cid, array in self.contributed:
+            self.store.deliver(cid.key, cid.chunk, cid.rnd, np.array(array))
         self.contributed.clear()
 
 
 def value_of(message):
-    return np.concatenate(message.arrays())
+    (array,) = message.arrays()
+    return array
 
 
 def test_round_contributes_once_all_local_workers_pushed_and_answers_pulls():
@@ -53,8 +54,9 @@ def test_round_contributes_once_all_local_workers_pushed_and_answers_pulls():
     h.push(W1, 0, 1, np.ones(10, np.float32))
     assert not h.contributed                # waiting for W2
     h.push(W2, 0, 1, np.full(10, 2, np.float32))
-    assert len(h.contributed) == 3          # 10 floats in chunks of 4
-    assert np.array_equal(np.concatenate([c[3] for c in h.contributed]), np.full(10, 3))
+    assert len(h.contributed) == 3          # 10 floats in WAN chunks of 4
+    assert [c.chunk for c, _ in h.contributed] == [0, 1, 2]
+    assert np.array_equal(np.concatenate([a for _, a in h.contributed]), np.full(10, 3))
     assert not h.replies                    # value not applied before the global sum
     h.complete_round()
     assert {w for w, _ in h.replies} == {W1, W2}
@@ -93,7 +95,7 @@ def test_inputs_received_are_not_modified():
 @pytest.mark.parametrize("action,message", [
     (lambda h: h.push(W1, 5, 1, np.ones(10, np.float32)), "not been initialized"),
     (lambda h: h.push(W1, 0, 2, np.ones(10, np.float32)), "expected round 1"),
-    (lambda h: h.push(W1, 0, 1, np.ones(9, np.float32)), "expected 3 chunks"),
+    (lambda h: h.push(W1, 0, 1, np.ones(9, np.float32)), "expected one frame of 10"),
     (lambda h: h.init(W1, 0, shape=(5, 2)), "initialized as (10,)"),
     (lambda h: h.store.on_save_states(Message(Kind.SAVE_STATES, sender=W1)),
      "no optimizer was set"),

@@ -32,8 +32,43 @@ def test_policy_json_roundtrip_and_validation():
         Policy.from_json({"version": 1, "start_round": 0, "trees": []}, DCS)
 
 
-def test_every_chunk_gets_a_tree_deterministically():
-    p = Policy(1, 0, (Tree("a", {"a": None, "b": "a"}), Tree("b", {"a": "b", "b": None})))
-    roots = [p.tree_for(k, c).root for k in range(3) for c in range(3)]
-    assert set(roots) == {"a", "b"}
-    assert roots == [p.tree_for(k, c).root for k in range(3) for c in range(3)]
+TWO = (Tree("a", {"a": None, "b": "a"}), Tree("b", {"a": "b", "b": None}))
+
+
+@pytest.mark.parametrize("size,itemsize,chunk", [(1000, 4, 400), (10**6, 4, 1 << 20),
+                                                  (7, 2, 1024), (12345, 8, 4096)])
+def test_layout_covers_the_key_and_splits_large_keys_by_share(size, itemsize, chunk):
+    p = Policy(1, 0, TWO, shares=(0.25, 0.75))
+    layout = p.layout(3, size, itemsize, chunk)
+    assert layout[0][0] == 0 and layout[-1][1] == size
+    assert all(a[1] == b[0] for a, b in zip(layout, layout[1:]))
+    assert all(0 < stop - start <= max(1, chunk // itemsize) for start, stop, _ in layout)
+    assert layout == p.layout(3, size, itemsize, chunk)           # every DC agrees
+    if size * itemsize > chunk:
+        on_first = sum(stop - start for start, stop, t in layout if t == 0)
+        assert abs(on_first - 0.25 * size) <= 1
+    else:
+        assert len({t for *_, t in layout}) == 1                # small keys travel whole
+
+
+def test_small_keys_spread_over_trees_by_share():
+    p = Policy(1, 0, TWO, shares=(0.2, 0.8))
+    trees = [p.layout(k, 10, 4, 1024)[0][2] for k in range(2000)]
+    assert 0.15 < trees.count(0) / 2000 < 0.25
+
+
+def test_bad_shares_are_rejected():
+    with pytest.raises(PolicyError, match="summing to 1"):
+        Policy(1, 0, TWO, shares=(0.5, 0.6))
+    with pytest.raises(PolicyError, match="summing to 1"):
+        Policy(1, 0, TWO, shares=(1.0,))
+
+
+def test_policy_book_picks_the_policy_in_force():
+    from geoserver.tree import PolicyBook
+    book = PolicyBook(Policy(1, 0, TWO))
+    book.add(Policy(2, 10, TWO[:1]))
+    book.add(Policy(3, 5, TWO[1:]))
+    assert [book.for_round(r).version for r in (1, 4, 5, 9, 10, 99)] == [1, 1, 3, 3, 2, 2]
+    with pytest.raises(PolicyError, match="announced twice"):
+        book.add(Policy(2, 11, TWO[:1]))
