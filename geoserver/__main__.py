@@ -10,6 +10,7 @@ from .cluster import ClusterFileError, load_cluster
 from .postoffice import SERVER, AbortError, Postoffice, RendezvousError
 from .server import GeoServer
 from .van import TransportError, Van
+from .wire import Kind, Message
 
 log = logging.getLogger("netstorm.server")
 
@@ -35,7 +36,14 @@ def main(argv=None) -> int:
         log.info("server of %s is node %d at %s", dc.name, postoffice.me.id, van.address)
         GeoServer(postoffice).serve()
         return 0
-    except (RendezvousError, AbortError) as exc:
+    except AbortError as exc:
+        log.error("server of %s stops: %s", dc.name, exc)
+        try:   # tell the scheduler, which stops the other nodes naming the reason
+            postoffice.send_scheduler(Message(Kind.ABORT, meta={"reason": str(exc)}))
+        except TransportError:
+            pass
+        return 1
+    except RendezvousError as exc:
         log.error("server of %s stops: %s", dc.name, exc)
         return 1
     except Terminated as exc:

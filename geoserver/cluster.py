@@ -25,8 +25,13 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     dead_after_s = 10       # a node silent this long is declared dead: the run aborts
 
     [wan]
-    policy = "star"         # star: one global server (HiPS)
+    policy = "fapt"         # fapt: multi-root aggregation trees; star: one global server
     hub = "eu"              # star centre; default: the first DC
+
+    [[link]]                # optional: the WAN links and their rates (Mbit/s). If given,
+    a = "eu"                # trees use only these links (relaying through DCs); without
+    b = "us"                # them every pair of DCs is a candidate link.
+    mbps = 100              # or mbps_ab / mbps_ba for the two directions
 
 The file is read once, at the edge of each process, into the frozen :class:`ClusterConfig`
 that is passed down; nothing deeper reads files or the environment.
@@ -38,7 +43,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-POLICIES = ("star",)
+POLICIES = ("star", "fapt")
 
 
 class ClusterFileError(ValueError):
@@ -54,6 +59,16 @@ class DataCenter:
 
 
 @dataclass(frozen=True)
+class LinkSpec:
+    """A declared WAN link with its rate per direction, Mbit/s."""
+
+    a: str
+    b: str
+    mbps_ab: float
+    mbps_ba: float
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     scheduler_host: str
     scheduler_port: int
@@ -64,6 +79,7 @@ class ClusterConfig:
     dead_after_s: float = 10.0
     policy: str = "star"
     hub: str = ""
+    links: tuple = ()
     source: str = field(default="<built>", compare=False)
 
     @property
@@ -169,8 +185,37 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         kwargs["hub"] = _need(wan, "hub", str, where)
         if kwargs["hub"] not in seen:
             raise ClusterFileError(f"{where}: hub {kwargs['hub']!r} is not a declared DC")
+    kwargs["links"] = _parse_links(data.get("link", []), seen, source)
+    if kwargs.get("policy") == "fapt" and len(dcs) > 1 and not kwargs["links"]:
+        raise ClusterFileError(f"{source}: policy 'fapt' needs the WAN's [[link]] rates; "
+                               f"measuring them at start-up is not implemented yet")
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          source=source, **kwargs)
+
+
+def _parse_links(raw_links, dcs: set, source: str) -> tuple:
+    if not isinstance(raw_links, list):
+        raise ClusterFileError(f"{source}: 'link' must be an array of tables [[link]]")
+    links, pairs = [], set()
+    for i, raw in enumerate(raw_links):
+        where = f"{source} [[link]] #{i + 1}"
+        a, b = _need(raw, "a", str, where), _need(raw, "b", str, where)
+        for end in (a, b):
+            if end not in dcs:
+                raise ClusterFileError(f"{where}: unknown DC {end!r}")
+        if a == b:
+            raise ClusterFileError(f"{where}: a link needs two different DCs")
+        if frozenset((a, b)) in pairs:
+            raise ClusterFileError(f"{where}: duplicate link {a}-{b}")
+        pairs.add(frozenset((a, b)))
+        if "mbps" in raw:
+            ab = ba = _need(raw, "mbps", float, where)
+        else:
+            ab, ba = _need(raw, "mbps_ab", float, where), _need(raw, "mbps_ba", float, where)
+        if not (ab > 0 and ba > 0):
+            raise ClusterFileError(f"{where}: rates must be > 0 Mbit/s")
+        links.append(LinkSpec(a, b, ab, ba))
+    return tuple(links)
 
 
 def load_cluster(path) -> ClusterConfig:
@@ -203,6 +248,9 @@ def to_toml(config: ClusterConfig) -> str:
     for dc in config.dcs:
         lines += ["[[dc]]", f'name = "{dc.name}"', f'host = "{dc.host}"',
                   f"server_port = {dc.server_port}", f"workers = {dc.workers}", ""]
+    for link in config.links:
+        lines += ["[[link]]", f'a = "{link.a}"', f'b = "{link.b}"',
+                  f"mbps_ab = {float(link.mbps_ab)}", f"mbps_ba = {float(link.mbps_ba)}", ""]
     lines += ["[transport]", f"chunk_bytes = {config.chunk_bytes}",
               f"timeout_s = {config.timeout_s}", f"heartbeat_s = {config.heartbeat_s}",
               f"dead_after_s = {config.dead_after_s}", "",

@@ -72,6 +72,7 @@ class KeyStore:
         self._contribute = contribute
         self._forward_init = forward_init
         self.keys: dict = {}
+        self.max_round = 0          # the latest round any local worker has pushed
         self.optimizer: OptimizerHost | None = None
         self._spec = None
 
@@ -142,6 +143,7 @@ class KeyStore:
                                f"expected round {expected}")
         array = self._check_frame(entry, msg)
         entry.next_push[msg.sender] = expected + 1
+        self.max_round = max(self.max_round, msg.seq)
         rnd = entry.rounds.setdefault(msg.seq, _Round())
         rnd.pushed.add(msg.sender)
         if rnd.local is None:

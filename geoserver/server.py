@@ -108,6 +108,11 @@ class GeoServer:
         except PolicyError as exc:
             log.error("%s: rejected policy from the scheduler: %s", self.dc, exc)
             return
+        if policy.start_round <= self.store.max_round:
+            # this DC already started that round under another policy: DCs would disagree
+            raise AbortError(f"policy {policy.version} for rounds from {policy.start_round} "
+                             f"arrived at {self.dc} after it started round "
+                             f"{self.store.max_round}; announce policies further ahead")
         log.info("%s: policy %d announced, in force from round %d (%d trees)", self.dc,
                  policy.version, policy.start_round, len(policy.trees))
         self.exchange.policy_added()
@@ -147,8 +152,9 @@ class GeoServer:
         next_beat = 0.0
         while True:
             now = time.monotonic()
-            if now >= next_beat:
-                self.po.send_scheduler(Message(Kind.HEARTBEAT))
+            if now >= next_beat:   # the round rides on the heartbeat: no extra message
+                self.po.send_scheduler(Message(Kind.HEARTBEAT,
+                                               meta={"round": self.store.max_round}))
                 next_beat = now + self.heartbeat_s
             msg = self.po.van.recv(max(0.0, next_beat - now))
             if msg is not None and not self.handle(msg):

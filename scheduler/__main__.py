@@ -18,6 +18,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler", description=__doc__)
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--switch-policy-every", type=float, default=0.0, metavar="S",
+                        help="testing: announce a random policy every S seconds")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     try:
@@ -28,7 +31,7 @@ def main(argv=None) -> int:
         return 2
     raise_on_signals()
     try:
-        return Scheduler(config, van).run()
+        return Scheduler(config, van, args.switch_policy_every, args.seed).run()
     except Terminated as exc:
         log.warning("stopped by %s", exc)
         return 1

@@ -14,3 +14,48 @@ def star_policy(dcs, hub: str, version: int = 1, start_round: int = 0) -> Policy
         raise ValueError(f"hub {hub!r} is not one of the DCs {dcs}")
     tree = Tree(root=hub, parent={dc: (None if dc == hub else hub) for dc in dcs})
     return Policy(version=version, start_round=start_round, trees=(tree,))
+
+
+# The trees and shares that minimise the bottleneck do not depend on the model's size; only
+# the pipeline-fill term of the time model does, for which a typical model size is assumed.
+NOMINAL_MODEL_BYTES = 50 * 10**6
+
+
+def cluster_topology(config):
+    """The declared WAN of a cluster file as a :class:`scheduler.topology.Topology`."""
+    from .topology import Link, Topology
+    return Topology(name="cluster", dcs=tuple(dc.name for dc in config.dcs),
+                    links=tuple(Link(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in config.links))
+
+
+def initial_policy(config):
+    """Version 1 of the WAN policy, from the cluster file: ``(policy, description)``."""
+    dcs = [dc.name for dc in config.dcs]
+    if config.policy == "star" or len(dcs) == 1:
+        return star_policy(dcs, config.hub_dc), f"star rooted at {config.hub_dc}"
+    from .fapt import compute_policy
+    plan = compute_policy(cluster_topology(config), NOMINAL_MODEL_BYTES,
+                          chunk_bytes=config.chunk_bytes, version=1, start_round=0)
+    policy = Policy(version=1, start_round=0, trees=plan.policy.trees,
+                    shares=tuple(plan.shares))
+    roots = ", ".join(f"{t.root} {100 * s:.0f}%" for t, s in zip(policy.trees, policy.shares))
+    return policy, (f"fapt: {len(policy.trees)} trees ({roots}); predicted "
+                    f"{plan.predicted_s:.2f}s per {NOMINAL_MODEL_BYTES / 1e6:.0f} MB")
+
+
+def random_trees(dcs, rng, max_trees: int = 3):
+    """Random spanning trees and shares over ``dcs`` (for testing policy switches).
+    O(trees · len(dcs))."""
+    dcs = list(dcs)
+    trees = []
+    for _ in range(rng.randint(1, max_trees)):
+        order = dcs[:]
+        rng.shuffle(order)
+        parent = {order[0]: None}
+        for i, dc in enumerate(order[1:], 1):
+            parent[dc] = order[rng.randrange(i)]
+        trees.append(Tree(order[0], parent))
+    weights = [rng.random() + 0.1 for _ in trees]
+    shares = [w / sum(weights) for w in weights]
+    shares[-1] = 1.0 - sum(shares[:-1])
+    return trees, shares

@@ -5,15 +5,19 @@ interval, so it wakes to check liveness without busy-waiting.
 """
 from __future__ import annotations
 
+import collections
 import logging
+import math
+import random
 import time
 
 from geoserver import wire
 from geoserver.cluster import ClusterConfig
 from geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
+from geoserver.tree import Policy
 from geoserver.van import Van
 
-from .policy import star_policy
+from .policy import initial_policy, random_trees
 
 log = logging.getLogger("netstorm.scheduler")
 SCHEDULER_ID = 0
@@ -24,14 +28,21 @@ class ClusterAborted(RuntimeError):
 
 
 class Scheduler:
-    def __init__(self, config: ClusterConfig, van: Van):
+    def __init__(self, config: ClusterConfig, van: Van, switch_every_s: float = 0.0,
+                 seed: int = 0):
         self.config = config
+        # test mode: announce a random policy this often, to exercise policy switches live
+        self.switch_every_s = switch_every_s
+        self._rng = random.Random(seed)
         self.van = van
         self.van.node_id = SCHEDULER_ID
         self.table: NodeTable | None = None
         self.last_seen: dict = {}
         self.finished: set = set()
         self.barriers: dict = {}
+        self.rounds: dict = {}          # server id -> latest round started (from heartbeats)
+        self.round_log = collections.deque(maxlen=64)   # (time, max round) as reported
+        self.policy = None
 
     # ---------------------------------------------------------------- rendezvous
     def _expected(self) -> dict:
@@ -98,7 +109,8 @@ class Scheduler:
                      msg.meta["dc"], msg.meta["address"], msg.meta.get("pid"),
                      msg.meta.get("host"))
         self.table = self._assign(registered)
-        policy = star_policy(self.table.dcs, self.config.hub_dc)
+        policy, description = initial_policy(self.config)
+        self.policy = policy
         now = time.monotonic()
         for node in self.table.nodes.values():
             if node.role == SCHEDULER:
@@ -109,8 +121,8 @@ class Scheduler:
                 "chunk_bytes": self.config.chunk_bytes, "timeout_s": self.config.timeout_s,
                 "heartbeat_s": self.config.heartbeat_s}))
             self.last_seen[node.id] = now
-        log.info("cluster complete: %d DCs, %d workers; policy %s rooted at %s",
-                 len(self.table.dcs), len(self.table.workers()), "star", self.config.hub_dc)
+        log.info("cluster complete: %d DCs, %d workers; policy %s", len(self.table.dcs),
+                 len(self.table.workers()), description)
         return self.table
 
     def _assign(self, registered: list) -> NodeTable:
@@ -171,13 +183,20 @@ class Scheduler:
     def serve(self) -> None:
         """Run until every worker said BYE; raise :class:`ClusterAborted` on a failure."""
         workers = {n.id for n in self.table.workers()}
+        next_switch = time.monotonic() + self.switch_every_s
         while not workers <= self.finished:
+            if self.switch_every_s and time.monotonic() >= next_switch:
+                self.announce(*random_trees(self.table.dcs, self._rng), lead_rounds=2)
+                next_switch = time.monotonic() + self.switch_every_s
             msg = self.van.recv(self.config.heartbeat_s)
             if msg is not None:
                 if msg.sender not in self.table:
                     log.warning("dropped %s from unknown node %d", msg.kind.name, msg.sender)
                     continue
                 self._node_alive(msg.sender)
+                if msg.kind == wire.Kind.HEARTBEAT and "round" in msg.meta:
+                    self.rounds[msg.sender] = int(msg.meta["round"])
+                    self.round_log.append((time.monotonic(), max(self.rounds.values())))
                 if msg.kind == wire.Kind.BARRIER:
                     self._on_barrier(msg)
                 elif msg.kind == wire.Kind.BYE:
@@ -189,6 +208,33 @@ class Scheduler:
                     log.warning("ignored unexpected %s from %s", msg.kind.name,
                                 self.table.describe(msg.sender))
             self._check_liveness()
+
+    def rounds_ahead(self, lead_rounds: int) -> int:
+        """The first round a policy announced now can safely start at: the latest reported
+        round, plus the rounds the fastest DC may run before the announcement reaches it
+        (reports are up to one heartbeat old; twice that plus a second as margin, at the
+        round rate seen over the last few seconds), plus ``lead_rounds``."""
+        latest = max(self.rounds.values(), default=0)
+        now = time.monotonic()
+        window = [(t, r) for t, r in self.round_log if now - t <= 5.0]
+        rate = 0.0
+        if len(window) >= 2 and window[-1][0] > window[0][0]:
+            rate = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+        return latest + math.ceil(rate * (2 * self.config.heartbeat_s + 1.0)) + lead_rounds
+
+    def announce(self, trees, shares, lead_rounds: int = 3):
+        """Send a new policy version to every server, in force from :meth:`rounds_ahead`:
+        ahead of time, so every DC switches at the same round boundary without a barrier.
+        A server that gets it too late aborts the run with a clear error rather than
+        disagree with the others."""
+        start = self.rounds_ahead(lead_rounds)
+        self.policy = Policy(self.policy.version + 1, start, tuple(trees), tuple(shares))
+        for node in self.table.nodes.values():
+            if node.role == SERVER:
+                self.van.send(node.id, wire.Message(wire.Kind.POLICY,
+                                                    meta={"policy": self.policy.to_json()}))
+        log.info("announced policy %d from round %d", self.policy.version, start)
+        return self.policy
 
     def run(self) -> int:
         try:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import launch  # noqa: E402
 import wan as wanlib  # noqa: E402
-from geoserver.cluster import ClusterConfig, DataCenter  # noqa: E402
+from geoserver.cluster import ClusterConfig, DataCenter, LinkSpec  # noqa: E402
 from scheduler import topology as topo  # noqa: E402
 
 CPU_BOUND = 0.85     # mean machine CPU use above which a run is flagged CPU-bound
@@ -71,13 +71,17 @@ def run_mxnet(ctx: RunContext, out: Path, sharded: bool) -> int:
                                      wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
 
-def run_netstorm_hips(ctx: RunContext, out: Path) -> int:
+def run_netstorm(ctx: RunContext, out: Path, policy: str) -> int:
+    """netstorm with the scheduler in the best-connected DC. ``hips``: the star rooted there;
+    ``fapt``: multi-root trees computed at start from the links' rates (declared in the
+    cluster file, as an operator would), never updated."""
     hub = ctx.best_dc
+    links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in ctx.topology.links)
     config = ClusterConfig(scheduler_host=ctx.wan.dc_address(hub),
                            scheduler_port=launch.free_port(),
                            dcs=tuple(DataCenter(dc, ctx.wan.dc_address(dc), 0, ctx.workers_per_dc)
                                      for dc in ctx.topology.dcs),
-                           policy="star", hub=hub, timeout_s=600.0)
+                           policy=policy, hub=hub, links=links, timeout_s=600.0)
     return launch.run_cluster(config, ctx.command("netstorm", out),
                               wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
@@ -85,7 +89,8 @@ def run_netstorm_hips(ctx: RunContext, out: Path) -> int:
 SYSTEMS = {
     "mxnet-1ps": lambda ctx, out: run_mxnet(ctx, out, sharded=False),
     "mxnet-sharded": lambda ctx, out: run_mxnet(ctx, out, sharded=True),
-    "netstorm-hips": run_netstorm_hips,
+    "netstorm-hips": lambda ctx, out: run_netstorm(ctx, out, "star"),
+    "netstorm-fapt": lambda ctx, out: run_netstorm(ctx, out, "fapt"),
 }
 
 

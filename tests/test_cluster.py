@@ -83,3 +83,42 @@ def test_unknown_dc_lookup_names_the_choices():
                                "workers": 1}]})
     with pytest.raises(ClusterFileError, match=r"no DC named 'b'; DCs are \['a'\]"):
         c.dc("b")
+
+
+LINKS = """
+[[link]]
+a = "eu"
+b = "us-east"
+mbps = 40
+"""
+
+
+def test_links_parse_and_roundtrip(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD.replace('policy = "star"', 'policy = "fapt"') + LINKS)
+    c = load_cluster(path)
+    assert c.policy == "fapt" and len(c.links) == 1
+    assert (c.links[0].a, c.links[0].mbps_ab, c.links[0].mbps_ba) == ("eu", 40.0, 40.0)
+    path.write_text(to_toml(c))
+    assert load_cluster(path) == c
+
+
+@pytest.mark.parametrize("link,message", [
+    ('a = "eu"\nb = "mars"\nmbps = 1', "unknown DC 'mars'"),
+    ('a = "eu"\nb = "eu"\nmbps = 1', "two different DCs"),
+    ('a = "eu"\nb = "us-east"\nmbps = 0', "rates must be > 0"),
+    ('a = "eu"\nb = "us-east"\nmbps_ab = 3', "missing field 'mbps_ba'"),
+])
+def test_bad_links_are_rejected(tmp_path, link, message):
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD + "[[link]]\n" + link + "\n")
+    with pytest.raises(ClusterFileError, match=message):
+        load_cluster(path)
+
+
+def test_duplicate_link_is_rejected(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD + LINKS + LINKS.replace('a = "eu"\nb = "us-east"',
+                                                 'a = "us-east"\nb = "eu"'))
+    with pytest.raises(ClusterFileError, match="duplicate link"):
+        load_cluster(path)

@@ -168,3 +168,33 @@ def test_messages_arriving_before_welcome_are_kept_for_the_node():
     finally:
         sched.close()
         node_van.close()
+
+
+def test_live_policy_switches_keep_sums_exact(manual):
+    """The scheduler announces a random policy every 0.3 s while workers run 150 rounds; each
+    announcement rides ahead of the rounds, every DC switches at the same round, and the
+    fault worker checks every round's sum exactly."""
+    import re
+    rounds = 150
+    cluster = manual(dcs=3, workers_per_dc=1, heartbeat_s=0.1)
+    py = sys.executable
+    cluster.start("scheduler", [py, "-m", "scheduler", "--cluster", str(cluster.file),
+                                "--switch-policy-every", "0.3", "--seed", "7"])
+    for dc in cluster.config.dcs:
+        cluster.start(f"server {dc.name}", [py, "-m", "geoserver", "--cluster",
+                                            str(cluster.file), "--dc", dc.name])
+        cluster.start(f"worker {dc.name}/0", [py, str(WORKERS / "fault_worker.py"), "loop",
+                                              str(rounds)],
+                      NETSTORM_SCHEDULER=cluster.config.scheduler_address, NETSTORM_DC=dc.name,
+                      NETSTORM_LOCAL_INDEX="0")
+    for dc in cluster.config.dcs:
+        code, out = cluster.wait(f"worker {dc.name}/0", timeout=180)
+        assert code == 0 and f"finished {rounds} rounds" in out, out[-2000:]
+    code, out = cluster.wait("scheduler", timeout=30)
+    assert code == 0, out[-2000:]
+    starts = [int(r) for r in re.findall(r"announced policy \d+ from round (\d+)", out)]
+    # several policies really took effect during the run, each at one boundary for all DCs
+    assert len([r for r in starts if r <= rounds]) >= 3, out[-2000:]
+    for dc in cluster.config.dcs:
+        code, out = cluster.wait(f"server {dc.name}", timeout=30)
+        assert code == 0 and "policy 3 announced" in out, out[-2000:]
