@@ -30,7 +30,8 @@ Example (``docs/cluster.example.toml`` has the commented version)::
 
     [[link]]                # optional: the WAN links and their rates (Mbit/s). If given,
     a = "eu"                # trees use only these links (relaying through DCs); without
-    b = "us"                # them every pair of DCs is a candidate link.
+    b = "us"                # them every pair of DCs is a candidate link and the rates are
+                            # measured at start-up (a few seconds)
     mbps = 100              # or mbps_ab / mbps_ba for the two directions
 
 The file is read once, at the edge of each process, into the frozen :class:`ClusterConfig`
@@ -186,9 +187,6 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         if kwargs["hub"] not in seen:
             raise ClusterFileError(f"{where}: hub {kwargs['hub']!r} is not a declared DC")
     kwargs["links"] = _parse_links(data.get("link", []), seen, source)
-    if kwargs.get("policy") == "fapt" and len(dcs) > 1 and not kwargs["links"]:
-        raise ClusterFileError(f"{source}: policy 'fapt' needs the WAN's [[link]] rates; "
-                               f"measuring them at start-up is not implemented yet")
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          source=source, **kwargs)
 

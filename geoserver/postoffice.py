@@ -155,6 +155,3 @@ class Postoffice:
 
     def send_scheduler(self, msg: wire.Message) -> None:
         self.van.send(SCHEDULER, msg)
-
-    def known_sender(self, msg: wire.Message) -> bool:
-        return self.table is not None and msg.sender in self.table

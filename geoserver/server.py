@@ -15,6 +15,7 @@ import time
 from . import wire
 from .aggregation import ChunkId, TreeExchange
 from .local_store import KeyStore, RequestError
+from .probe import LinkProber
 from .postoffice import SERVER, WORKER, AbortError, Postoffice
 from .tree import Policy, PolicyBook, PolicyError
 from .wire import Kind, Message
@@ -32,7 +33,10 @@ class GeoServer:
         self.dc = postoffice.me.dc
         meta = postoffice.welcome_meta
         self.heartbeat_s = float(meta["heartbeat_s"])
-        self.policies = PolicyBook(Policy.from_json(meta["policy"], self.table.dcs))
+        first = meta.get("policy")      # None: it follows the start-up link measurement
+        self.policies = PolicyBook(Policy.from_json(first, self.table.dcs) if first else None)
+        self.prober: LinkProber | None = None
+        self._before_policy: list = []  # worker requests that came before the first policy
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
@@ -42,7 +46,7 @@ class GeoServer:
                               self.policies, reply=self.po.send,
                               contribute=self.exchange.contribute,
                               forward_init=self._forward_init)
-        self.stats = {"messages": 0, "bytes_in": 0, "dropped": 0}
+        self.stats = {"messages": 0, "dropped": 0}
 
     # ------------------------------------------------------------ callbacks
     def _deliver(self, key, chunk, rnd, total) -> None:
@@ -83,6 +87,11 @@ class GeoServer:
             except (RequestError, wire.WireError) as exc:
                 log.error("%s: bad INIT of key %d from %s: %s", self.dc, msg.key, source, exc)
             return
+        if msg.kind == Kind.PROBE:
+            if self.prober is not None:
+                self.prober.on_piece(source, sum(len(f) for f in msg.frames), time.monotonic())
+                self._maybe_report_probe()
+            return
         if msg.kind not in (Kind.CHUNK_UP, Kind.CHUNK_DOWN):
             log.warning("%s: ignored %s from server of %s", self.dc, msg.kind.name, source)
             return
@@ -101,6 +110,26 @@ class GeoServer:
             log.warning("%s: dropped %s of key %d from %s: %s", self.dc, msg.kind.name,
                         msg.key, source, exc)
 
+    def _on_probe_request(self, msg: Message) -> None:
+        """Stream probe pieces to every other DC at once and time what arrives here."""
+        peers = tuple(dc for dc in self.servers if dc != self.dc)
+        timeout_s = float(msg.meta.get("timeout_s", 5.0))
+        self.prober = LinkProber(peers, time.monotonic(), timeout_s)
+        pieces = LinkProber.pieces(int(msg.meta.get("probe_bytes", 1 << 21)))
+        for piece in pieces:                  # interleaved, so all flows run together
+            for dc in peers:
+                self.po.send(self.servers[dc], Message(Kind.PROBE, dtype=piece.dtype,
+                                                       frames=[piece]))
+        self._maybe_report_probe()
+
+    def _maybe_report_probe(self) -> None:
+        if self.prober is not None and self.prober.done(time.monotonic()):
+            rates = self.prober.rates_mbps()
+            self.prober = None
+            log.info("%s: measured inbound rates (Mbit/s): %s", self.dc,
+                     {k: round(v, 1) for k, v in rates.items()})
+            self.po.send_scheduler(Message(Kind.PROBE_REPORT, meta={"rates": rates}))
+
     def _on_policy(self, msg: Message) -> None:
         try:
             policy = Policy.from_json(msg.meta.get("policy", {}), self.table.dcs)
@@ -108,7 +137,7 @@ class GeoServer:
         except PolicyError as exc:
             log.error("%s: rejected policy from the scheduler: %s", self.dc, exc)
             return
-        if policy.start_round <= self.store.max_round:
+        if self.store.max_round >= max(policy.start_round, 1):
             # this DC already started that round under another policy: DCs would disagree
             raise AbortError(f"policy {policy.version} for rounds from {policy.start_round} "
                              f"arrived at {self.dc} after it started round "
@@ -116,6 +145,9 @@ class GeoServer:
         log.info("%s: policy %d announced, in force from round %d (%d trees)", self.dc,
                  policy.version, policy.start_round, len(policy.trees))
         self.exchange.policy_added()
+        waiting, self._before_policy = self._before_policy, []
+        for request in waiting:
+            self._from_worker(request)
 
     def handle(self, msg: Message) -> bool:
         """Process one message; False once the server should stop."""
@@ -128,6 +160,9 @@ class GeoServer:
         if msg.kind == Kind.POLICY and msg.sender == self.table.scheduler().id:
             self._on_policy(msg)
             return True
+        if msg.kind == Kind.PROBE_REQUEST and msg.sender == self.table.scheduler().id:
+            self._on_probe_request(msg)
+            return True
         sender = self.table.nodes.get(msg.sender)
         if sender is None:
             self.stats["dropped"] += 1
@@ -135,7 +170,10 @@ class GeoServer:
                         msg.sender)
         elif sender.role == WORKER and msg.sender in self.local_workers \
                 and msg.kind in WORKER_REQUESTS:
-            self._from_worker(msg)
+            if self.policies.by_version:
+                self._from_worker(msg)
+            else:
+                self._before_policy.append(msg)
         elif sender.role == SERVER and msg.sender != self.po.me.id:
             self._from_server(msg)
         else:
@@ -159,3 +197,4 @@ class GeoServer:
             msg = self.po.van.recv(max(0.0, next_beat - now))
             if msg is not None and not self.handle(msg):
                 return
+            self._maybe_report_probe()        # a measurement's timeout also ends it

@@ -126,8 +126,9 @@ class PolicyBook:
     same round boundary, and every chunk names the version it belongs to.
     """
 
-    def __init__(self, first: Policy):
-        self.by_version = {first.version: first}
+    def __init__(self, first: Policy | None = None):
+        """``first`` may be None when the first policy comes later (start-up measurement)."""
+        self.by_version = {} if first is None else {first.version: first}
 
     def add(self, policy: Policy) -> None:
         known = self.by_version.get(policy.version)

@@ -51,6 +51,9 @@ class Kind(enum.IntEnum):
     CHUNK_UP = 20       # global server -> parent on a tree: partial sum of one chunk
     CHUNK_DOWN = 21     # global server -> child on a tree: the complete sum of one chunk
     POLICY = 22         # scheduler -> servers: a new policy version and its start round
+    PROBE_REQUEST = 23  # scheduler -> servers: measure the links to every other DC now
+    PROBE = 24          # server -> server: one piece of a measurement flow
+    PROBE_REPORT = 25   # server -> scheduler: measured rate of every flow into this DC
     ERROR = 30          # server -> worker: the request was rejected; reason in meta
 
 

@@ -205,7 +205,7 @@ class WorkerClient:
                    Kind.INIT_DONE)
 
     def start_push(self, key: int, grad: np.ndarray, want_value: bool):
-        """Send round n+1 of ``key``; returns a handle for :meth:`finish` (if want_value)."""
+        """Send round n+1 of ``key``; returns a handle for :meth:`finish_into` (if want_value)."""
         info = self.keys.get(key)
         if info is None:
             raise KVStoreError(f"key {key} has not been initialized (call init first)")
@@ -229,12 +229,9 @@ class WorkerClient:
         return self._submit(msg, f"value of key {key} after round {info.pushes} from "
                                  f"{self.server.describe()}")
 
-    def finish(self, key: int, handle) -> np.ndarray:
-        """Wait for the VALUE answering a push (want_value) or a pull."""
-        return self._value(self.keys[key], self._wait(handle, Kind.VALUE))
-
     def finish_into(self, key: int, handle, target: np.ndarray) -> None:
-        """Like :meth:`finish`, writing the value straight into flat ``target``."""
+        """Wait for the VALUE answering a push (want_value) or a pull and write it into the
+        flat array ``target``."""
         target[:] = self._value(self.keys[key], self._wait(handle, Kind.VALUE)).reshape(-1)
 
     def set_optimizer(self, spec: dict) -> None:

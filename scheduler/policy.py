@@ -28,13 +28,37 @@ def cluster_topology(config):
                     links=tuple(Link(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in config.links))
 
 
-def initial_policy(config):
-    """Version 1 of the WAN policy, from the cluster file: ``(policy, description)``."""
+def needs_measurement(config) -> bool:
+    """Multi-root trees need link rates: measure them when the cluster file has none."""
+    return config.policy == "fapt" and len(config.dcs) > 1 and not config.links
+
+
+def measured_topology(config, rates: dict):
+    """A full mesh of the measured rates ``{(src, dst): Mbit/s}``; a pair measured at 0 in
+    either direction is left out (every pair is a candidate link, if it carries data)."""
+    from .topology import Link, Topology, TopologyError
+    dcs = [dc.name for dc in config.dcs]
+    links = []
+    for i, a in enumerate(dcs):
+        for b in dcs[i + 1:]:
+            ab, ba = rates.get((a, b), 0.0), rates.get((b, a), 0.0)
+            if ab > 0 and ba > 0:
+                links.append(Link(a, b, round(ab, 3), round(ba, 3)))
+    try:
+        return Topology(name="measured", dcs=tuple(dcs), links=tuple(links))
+    except TopologyError as exc:
+        raise ValueError(f"the measured WAN is unusable: {exc}") from exc
+
+
+def initial_policy(config, measured: dict | None = None):
+    """Version 1 of the WAN policy, from the cluster file's links or from ``measured``
+    rates: ``(policy, description)``."""
     dcs = [dc.name for dc in config.dcs]
     if config.policy == "star" or len(dcs) == 1:
         return star_policy(dcs, config.hub_dc), f"star rooted at {config.hub_dc}"
     from .fapt import compute_policy
-    plan = compute_policy(cluster_topology(config), NOMINAL_MODEL_BYTES,
+    topology = cluster_topology(config) if config.links else measured_topology(config, measured)
+    plan = compute_policy(topology, NOMINAL_MODEL_BYTES,
                           chunk_bytes=config.chunk_bytes, version=1, start_round=0)
     policy = Policy(version=1, start_round=0, trees=plan.policy.trees,
                     shares=tuple(plan.shares))

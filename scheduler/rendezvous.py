@@ -17,7 +17,10 @@ from geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
 from geoserver.tree import Policy
 from geoserver.van import Van
 
-from .policy import initial_policy, random_trees
+from .policy import initial_policy, needs_measurement, random_trees
+
+PROBE_BYTES = 2 << 20       # per directed pair: enough to leave TCP slow start at WAN rates
+PROBE_TIMEOUT_S = 6.0       # a measurement never takes longer than this
 
 log = logging.getLogger("netstorm.scheduler")
 SCHEDULER_ID = 0
@@ -109,21 +112,60 @@ class Scheduler:
                      msg.meta["dc"], msg.meta["address"], msg.meta.get("pid"),
                      msg.meta.get("host"))
         self.table = self._assign(registered)
-        policy, description = initial_policy(self.config)
-        self.policy = policy
-        now = time.monotonic()
-        for node in self.table.nodes.values():
-            if node.role == SCHEDULER:
-                continue
-            self.van.connect(node.id, node.address)
-            self.van.send(node.id, wire.Message(wire.Kind.WELCOME, meta={
-                "nodes": self.table.to_json(), "you": node.id, "policy": policy.to_json(),
-                "chunk_bytes": self.config.chunk_bytes, "timeout_s": self.config.timeout_s,
-                "heartbeat_s": self.config.heartbeat_s}))
-            self.last_seen[node.id] = now
+        servers = [n for n in self.table.nodes.values() if n.role == SERVER]
+        if needs_measurement(self.config):
+            # servers first, without a policy; workers only once the policy is out
+            self._welcome(servers, None)
+            rates = self._measure_links(servers)
+            try:
+                self.policy, description = initial_policy(self.config, measured=rates)
+            except ValueError as exc:
+                raise ClusterAborted(str(exc)) from exc
+            for node in servers:
+                self.van.send(node.id, wire.Message(wire.Kind.POLICY,
+                                                    meta={"policy": self.policy.to_json()}))
+            self._welcome(self.table.workers(), self.policy)
+        else:
+            self.policy, description = initial_policy(self.config)
+            self._welcome(servers + self.table.workers(), self.policy)
         log.info("cluster complete: %d DCs, %d workers; policy %s", len(self.table.dcs),
                  len(self.table.workers()), description)
         return self.table
+
+    def _welcome(self, nodes, policy) -> None:
+        now = time.monotonic()
+        for node in nodes:
+            self.van.connect(node.id, node.address)
+            self.van.send(node.id, wire.Message(wire.Kind.WELCOME, meta={
+                "nodes": self.table.to_json(), "you": node.id,
+                "policy": None if policy is None else policy.to_json(),
+                "chunk_bytes": self.config.chunk_bytes, "timeout_s": self.config.timeout_s,
+                "heartbeat_s": self.config.heartbeat_s}))
+            self.last_seen[node.id] = now
+
+    def _measure_links(self, servers) -> dict:
+        """Ask every server to probe every other at once; ``{(src, dst): Mbit/s}``.
+        Bounded by ``PROBE_TIMEOUT_S`` plus one heartbeat, whatever the network does."""
+        for node in servers:
+            self.van.send(node.id, wire.Message(wire.Kind.PROBE_REQUEST, meta={
+                "probe_bytes": PROBE_BYTES, "timeout_s": PROBE_TIMEOUT_S}))
+        rates, waiting = {}, {n.id for n in servers}
+        deadline = time.monotonic() + PROBE_TIMEOUT_S + 2 * self.config.heartbeat_s + 2.0
+        while waiting:
+            msg = self.van.recv(max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                raise ClusterAborted("start-up link measurement: no report from "
+                                     + ", ".join(self.table.describe(i) for i in waiting))
+            if msg.kind == wire.Kind.PROBE_REPORT and msg.sender in waiting:
+                waiting.discard(msg.sender)
+                dst = self.table[msg.sender].dc
+                for src, mbps in msg.meta.get("rates", {}).items():
+                    rates[(str(src), dst)] = float(mbps)
+            elif msg.sender in self.table:
+                self._node_alive(msg.sender)
+        log.info("measured link rates (Mbit/s): %s",
+                 ", ".join(f"{a}->{b} {r:.1f}" for (a, b), r in sorted(rates.items())))
+        return rates
 
     def _assign(self, registered: list) -> NodeTable:
         order = {dc.name: i for i, dc in enumerate(self.config.dcs)}

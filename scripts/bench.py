@@ -47,6 +47,7 @@ class RunContext:
     worker_args: list
     out_dir: Path
     log: object
+    chunk_bytes: int = 1 << 20
 
     @property
     def best_dc(self) -> str:
@@ -81,7 +82,8 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str) -> int:
                            scheduler_port=launch.free_port(),
                            dcs=tuple(DataCenter(dc, ctx.wan.dc_address(dc), 0, ctx.workers_per_dc)
                                      for dc in ctx.topology.dcs),
-                           policy=policy, hub=hub, links=links, timeout_s=600.0)
+                           policy=policy, hub=hub, links=links, timeout_s=600.0,
+                           chunk_bytes=ctx.chunk_bytes)
     return launch.run_cluster(config, ctx.command("netstorm", out),
                               wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
@@ -164,6 +166,13 @@ def table(result: dict) -> str:
         lines.append(f"{name:<16}{r['median_s']:>10.3f}{r['p90_s']:>10.3f}"
                      f"{r['median_s'] / bound:>9.2f}{'yes' if r['correct'] else 'NO':>9}"
                      f"{100 * r['cpu_util']:>6.0f}%  {note}")
+    plan = result.get("fapt_plan")
+    if plan:
+        roots = ", ".join(f"{t['root']} {100 * t['share']:.0f}%" for t in plan["trees"])
+        lines.append(f"netstorm-fapt trees: {roots}; time model predicted "
+                     f"{plan['predicted_s']:.3f}s"
+                     + (f" (measured {100 * plan['prediction_error']:+.0f}% vs prediction)"
+                        if "prediction_error" in plan else ""))
     names = [n for n, r in result["systems"].items() if r.get("iter_s")]
     for a in names:
         for b in names:
@@ -171,6 +180,50 @@ def table(result: dict) -> str:
                 lines.append(f"speed-up {a} over {b}: "
                              f"{result['systems'][b]['median_s'] / result['systems'][a]['median_s']:.2f}x")
     return "\n".join(lines)
+
+
+def fapt_plan(topology, nbytes: int, chunk_bytes: int = 1 << 20) -> dict:
+    """The trees the scheduler will choose for this topology (the same call it makes) and
+    the time model's prediction for this model, to compare with the measured time."""
+    from scheduler.fapt import compute_policy, predict_iteration_s
+    from scheduler.policy import NOMINAL_MODEL_BYTES
+    plan = compute_policy(topology, NOMINAL_MODEL_BYTES, chunk_bytes=chunk_bytes)
+    pairs = list(zip(plan.policy.trees, plan.shares))
+    return {"trees": [{"root": t.root, "share": round(s, 4), "parent": t.parent}
+                      for t, s in pairs],
+            "predicted_s": round(predict_iteration_s(pairs, topology, nbytes, chunk_bytes), 4),
+            "method": plan.method}
+
+
+def plot_trees(plan: dict, topology, path: str) -> str:
+    """One panel per tree of the FAPT policy: its edges over the link graph, root and share."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+    trees = plan["trees"]
+    cols = min(3, len(trees))
+    rows = (len(trees) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False)
+    graph = topology.graph().to_undirected()
+    pos = nx.spring_layout(graph, seed=1)
+    for ax, tree in zip(axes.flat, trees):
+        edges = [(c, p) for c, p in tree["parent"].items() if p is not None]
+        nx.draw_networkx_edges(graph, pos, ax=ax, edge_color="#dddddd")
+        nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, width=2.5,
+                               edge_color="#d62728")
+        colors = ["#ff9896" if n == tree["root"] else "#9cc3e6" for n in graph.nodes]
+        nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colors, node_size=500)
+        nx.draw_networkx_labels(graph, pos, ax=ax, font_size=8)
+        ax.set_title(f"root {tree['root']}: {100 * tree['share']:.0f}% of the model")
+        ax.axis("off")
+    for ax in list(axes.flat)[len(trees):]:
+        ax.axis("off")
+    fig.suptitle(f"netstorm-fapt trees on {topology.name} (grey: unused links)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot(result: dict, topology, path: str) -> list:
@@ -206,7 +259,11 @@ def plot(result: dict, topology, path: str) -> list:
     fig.tight_layout()
     fig.savefig(topo_path, dpi=120)
     plt.close(fig)
-    return [path, topo_path]
+    paths = [path, topo_path]
+    if "fapt_plan" in result:
+        paths.append(plot_trees(result["fapt_plan"], topology,
+                                str(Path(path).with_name(Path(path).stem + "-trees.png"))))
+    return paths
 
 
 def parse_args(argv=None):
@@ -226,6 +283,8 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None)
     p.add_argument("--plot", default=None)
     p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
+    p.add_argument("--chunk-bytes", type=int, default=1 << 20,
+                   help="netstorm's WAN chunk size (pipelining granularity)")
     args = p.parse_args(argv)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in args.systems if s not in SYSTEMS]
@@ -249,9 +308,12 @@ def main(argv=None) -> int:
     nbytes = model_bytes(args.model)
     bound_s, bottleneck = topo.cut_lower_bound(topology, nbytes)
     result = {"topology": topology.name, "model": args.model, "model_bytes": nbytes,
+              "chunk_bytes": args.chunk_bytes,
               "mode": args.mode, "workers_per_dc": args.workers_per_dc, "iters": args.iters,
               "bandwidth_scale": args.bandwidth_scale, "lower_bound_s": round(bound_s, 4),
               "bottleneck_cut": sorted(bottleneck), "systems": {}}
+    if "netstorm-fapt" in args.systems:
+        result["fapt_plan"] = fapt_plan(topology, nbytes, args.chunk_bytes)
     worker_args = ["--model", args.model, "--mode", args.mode, "--iters", str(args.iters)]
     logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
     logs.mkdir(parents=True, exist_ok=True)
@@ -262,7 +324,8 @@ def main(argv=None) -> int:
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
                 with open(logs / f"{name}.log", "w") as log:
-                    ctx = RunContext(wan, topology, args.workers_per_dc, worker_args, out, log)
+                    ctx = RunContext(wan, topology, args.workers_per_dc, worker_args, out, log,
+                                     args.chunk_bytes)
                     print(f"bench: running {name} ...", flush=True)
                     started = time.monotonic()
                     runner = wanlib.TraceRunner(wan, trace).start() if trace else None
@@ -294,6 +357,11 @@ def main(argv=None) -> int:
         bound_s, bottleneck = topo.cut_lower_bound(mean_topology, nbytes)
         result.update(lower_bound_s=round(bound_s, 4), bottleneck_cut=sorted(bottleneck),
                       dynamic=args.dynamic, period_s=args.period)
+    fapt = result["systems"].get("netstorm-fapt", {})
+    if fapt.get("median_s") and "fapt_plan" in result:
+        predicted = result["fapt_plan"]["predicted_s"]
+        result["fapt_plan"]["prediction_error"] = round(
+            (fapt["median_s"] - predicted) / fapt["median_s"], 4)
     print(table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

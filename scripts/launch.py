@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from geoserver.cluster import (ClusterConfig, ClusterFileError, DataCenter,  # noqa: E402
-                               load_cluster, pseudo_cluster, to_toml)
+                               LinkSpec, load_cluster, pseudo_cluster, to_toml)
 
 STOP_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 15.0
@@ -255,6 +255,11 @@ def parse_args(argv):
                                      "own network namespace of an emulated WAN (needs root)")
     parser.add_argument("--bandwidth-scale", type=float, default=1.0,
                         help="with --wan: multiply every link rate")
+    parser.add_argument("--policy", choices=["star", "fapt"], default=None,
+                        help="WAN policy (default: the cluster file's, else star)")
+    parser.add_argument("--measure", action="store_true",
+                        help="with --wan: do not declare the links' rates; the cluster "
+                             "measures them at start-up")
     parser.add_argument("--workers-per-dc", type=int, default=1)
     parser.add_argument("--chunk-bytes", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=None,
@@ -286,10 +291,13 @@ def run_on_wan(args, transport: dict) -> int:
     try:
         with wanlib.EmulatedWan(topology) as wan:
             first = topology.dcs[0]
+            links = () if args.measure else tuple(
+                LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in topology.links)
             config = ClusterConfig(
                 scheduler_host=wan.dc_address(first), scheduler_port=free_port(),
                 dcs=tuple(DataCenter(dc, wan.dc_address(dc), 0, args.workers_per_dc)
-                          for dc in topology.dcs), source=f"<wan {topology.name}>", **transport)
+                          for dc in topology.dcs), source=f"<wan {topology.name}>",
+                links=links, **transport)
             return run_cluster(config, args.command, wrap_dc=wan.exec_prefix)
     except wanlib.WanUnavailable as exc:
         print(f"launch: {exc}", file=sys.stderr)
@@ -298,7 +306,7 @@ def run_on_wan(args, transport: dict) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    transport = {}
+    transport = {} if args.policy is None else {"policy": args.policy}
     if args.chunk_bytes is not None:
         transport["chunk_bytes"] = args.chunk_bytes
     if args.timeout is not None:

@@ -5,18 +5,9 @@ import numpy as np
 import pytest
 
 from geoserver.aggregation import ChunkId, TreeExchange
-from geoserver.tree import Policy, PolicyBook, Tree
+from geoserver.tree import Policy, PolicyBook
 from geoserver.wire import Kind
-from scheduler.policy import star_policy
-
-
-def random_tree(dcs, rng):
-    order = dcs[:]
-    rng.shuffle(order)
-    parent = {order[0]: None}
-    for i, dc in enumerate(order[1:], 1):
-        parent[dc] = order[rng.randrange(i)]
-    return Tree(order[0], parent)
+from scheduler.policy import random_trees, star_policy
 
 
 def cid(key, chunk, rnd, policy):
@@ -54,8 +45,8 @@ def simulate(policy, dcs, contributions, rng):
 def test_random_trees_give_every_dc_the_bit_identical_exact_sum(seed):
     rng = random.Random(seed)
     dcs = [f"dc{i}" for i in range(rng.randint(1, 7))]
-    trees = tuple(random_tree(dcs, rng) for _ in range(rng.randint(1, 3)))
-    policy = Policy(1, 0, trees)
+    trees, _ = random_trees(dcs, rng)
+    policy = Policy(1, 0, tuple(trees))
     np_rng = np.random.RandomState(seed)
     idents = [(k, c, r) for k in range(3) for c in range(2) for r in (1, 2)]
     contributions = {(dc, ident): np_rng.randint(-50, 50, size=17).astype(np.float32)

@@ -11,23 +11,12 @@ from geoserver.aggregation import ChunkId, TreeExchange
 from geoserver.local_store import KeyStore
 from geoserver.tree import Policy, PolicyBook, Tree
 from geoserver.wire import Flag, Kind, Message
-
-
-def random_tree(dcs, rng):
-    order = dcs[:]
-    rng.shuffle(order)
-    parent = {order[0]: None}
-    for i, dc in enumerate(order[1:], 1):
-        parent[dc] = order[rng.randrange(i)]
-    return Tree(order[0], parent)
+from scheduler.policy import random_trees
 
 
 def random_policy(dcs, rng, version, start_round):
-    k = rng.randint(1, 4)
-    weights = [rng.random() + 0.05 for _ in range(k)]
-    shares = tuple(w / sum(weights) for w in weights)
-    shares = shares[:-1] + (1.0 - sum(shares[:-1]),)
-    return Policy(version, start_round, tuple(random_tree(dcs, rng) for _ in range(k)), shares)
+    trees, shares = random_trees(dcs, rng, max_trees=4)
+    return Policy(version, start_round, tuple(trees), tuple(shares))
 
 
 class World:
