@@ -139,6 +139,20 @@ def collect(out: Path, mode: str) -> dict:
             "model_bytes": ranks[0]["model_bytes"]}
 
 
+def busiest_links(before: dict, after: dict, topology, iterations: int, top: int = 3) -> list:
+    """Where the time went: each link direction's busy seconds per iteration (bytes it sent
+    during the run / its rate / iterations, so start-up traffic is spread in), busiest
+    first. Compare with the iteration time: a busiest link near it is saturated."""
+    busy = []
+    for (a, b), sent in after.items():
+        rate = topology.rate(a, b)
+        if sent is None or before.get((a, b)) is None or rate <= 0:
+            continue
+        seconds = (sent - before[(a, b)]) * 8 / (rate * 1e6) / iterations
+        busy.append({"link": f"{a}->{b}", "mbps": rate, "busy_s_per_iter": round(seconds, 3)})
+    return sorted(busy, key=lambda x: -x["busy_s_per_iter"])[:top]
+
+
 def model_bytes(model: str) -> int:
     import mxnet as mx
     from mxnet import gluon
@@ -163,6 +177,10 @@ def table(result: dict) -> str:
                          f"{r.get('error', 'failed')}")
             continue
         note = "CPU-bound: lower --bandwidth-scale" if r["cpu_util"] > CPU_BOUND else ""
+        if r.get("busiest_links"):
+            top = r["busiest_links"][0]
+            note = (f"busiest {top['link']} {top['busy_s_per_iter']:.2f}s/iter"
+                    + (f"; {note}" if note else ""))
         lines.append(f"{name:<16}{r['median_s']:>10.3f}{r['p90_s']:>10.3f}"
                      f"{r['median_s'] / bound:>9.2f}{'yes' if r['correct'] else 'NO':>9}"
                      f"{100 * r['cpu_util']:>6.0f}%  {note}")
@@ -328,6 +346,7 @@ def main(argv=None) -> int:
                                      args.chunk_bytes)
                     print(f"bench: running {name} ...", flush=True)
                     started = time.monotonic()
+                    before = wan.link_bytes()
                     runner = wanlib.TraceRunner(wan, trace).start() if trace else None
                     try:
                         with CpuSampler() as cpu:
@@ -337,6 +356,8 @@ def main(argv=None) -> int:
                             runner.stop()
                             wan.apply_rates(topology.rates())   # same start for the next
                     r = collect(out, args.mode)
+                    r["busiest_links"] = busiest_links(before, wan.link_bytes(), topology,
+                                                       args.iters + 1)
                 r.update(exit_code=code, cpu_util=round(cpu.mean, 3),
                          wall_s=round(time.monotonic() - started, 1))
                 if code != 0:
