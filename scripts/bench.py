@@ -179,7 +179,7 @@ def table(result: dict) -> str:
         note = "CPU-bound: lower --bandwidth-scale" if r["cpu_util"] > CPU_BOUND else ""
         if r.get("busiest_links"):
             top = r["busiest_links"][0]
-            note = (f"busiest {top['link']} {top['busy_s_per_iter']:.2f}s/iter"
+            note = (f"busiest {top['link']} {top['busy_s_per_iter']:.2f}s/iter incl. start-up"
                     + (f"; {note}" if note else ""))
         lines.append(f"{name:<16}{r['median_s']:>10.3f}{r['p90_s']:>10.3f}"
                      f"{r['median_s'] / bound:>9.2f}{'yes' if r['correct'] else 'NO':>9}"
