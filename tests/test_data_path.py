@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from geoserver.aggregation import ChunkId, TreeExchange
+from geoserver.aggregation import TreeExchange
 from geoserver.local_store import KeyStore
 from geoserver.tree import Policy, PolicyBook, Tree
 from geoserver.wire import Flag, Kind, Message

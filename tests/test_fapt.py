@@ -8,11 +8,12 @@ import pytest
 
 from geoserver.tree import Policy, Tree
 from scheduler import fapt
-from scheduler.fapt import (LPError, PolicyPlan, best_root, best_single_tree, best_star,
+from scheduler.fapt import (PolicyPlan, best_root, best_single_tree, best_star,
                             compute_policy, fapt_policy, fapt_score, fapt_tree, link_loads,
                             optimal_shares, pack_trees, pack_trees_detail, pipeline_fill_s,
-                            predict_iteration_s, random_full_mesh, shallow_tree, solve_lp,
+                            predict_iteration_s, random_full_mesh, shallow_tree,
                             time_policy)
+from scheduler.lp import solve_lp
 from scheduler.topology import Link, Topology, cut_lower_bound, load_topology
 
 B = 46758048                 # resnet18, float32
@@ -50,40 +51,6 @@ BUILTIN = {name: load_topology(name) for name in ("small", "hetero6", "paper9")}
 
 def busiest_s(pairs, topology, model_bytes=B):
     return max(link_loads(pairs, topology, model_bytes).values())
-
-
-# --- the LP solver ---------------------------------------------------------------------------
-
-def test_solve_lp_textbook_optimum_and_duals():
-    # max 3x + 5y s.t. x <= 4, 2y <= 12, 3x + 2y <= 18: optimum (2, 6) = 36, shadow prices
-    # (0, 3/2, 1).
-    res = solve_lp([-3, -5], A_ub=[[1, 0], [0, 2], [3, 2]], b_ub=[4, 12, 18])
-    assert res.x == pytest.approx([2, 6])
-    assert res.value == pytest.approx(-36)
-    assert res.duals_ub == pytest.approx([0, -1.5, -1])
-
-
-def test_solve_lp_equalities_and_greater_equal_rows():
-    # min x + y s.t. x + 2y >= 4, x - y = 1  ->  y = 1, x = 2
-    res = solve_lp([1, 1], A_ub=[[-1, -2]], b_ub=[-4], A_eq=[[1, -1]], b_eq=[1])
-    assert res.x == pytest.approx([2, 1])
-    assert res.value == pytest.approx(3)
-
-
-def test_solve_lp_reports_infeasible_and_unbounded():
-    with pytest.raises(LPError, match="infeasible"):
-        solve_lp([1], A_ub=[[1], [-1]], b_ub=[1, -2])
-    with pytest.raises(LPError, match="unbounded"):
-        solve_lp([-1, 0], A_ub=[[1, -1]], b_ub=[1])
-
-
-def test_solve_lp_does_not_cycle_on_beales_example():
-    # Beale (1955): Dantzig's rule with naive ties cycles here; optimum -5/4 at (1, 0, 1, 0).
-    c = [-0.75, 20, -0.5, 6]
-    A = [[0.25, -8, -1, 9], [0.5, -12, -0.5, 3], [0, 0, 1, 0]]
-    res = solve_lp(c, A_ub=A, b_ub=[0, 0, 1])
-    assert res.value == pytest.approx(-1.25)
-    assert res.x == pytest.approx([1, 0, 1, 0])
 
 
 def direct_share_lp(trees, topology):
