@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
-
-from typing import NamedTuple
 
 from .tree import PolicyBook
 from .wire import Kind

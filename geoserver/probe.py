@@ -5,7 +5,9 @@ Bounded and short: when the scheduler asks (PROBE_REQUEST), every DC server stre
 pair carries one flow at the same time, as training will. Each *receiver* times what it gets
 with its own clock — from the first piece's arrival to the last — so no clocks need to agree
 across DCs. After ``timeout_s`` a receiver reports what it has; a pair that delivered nothing
-is reported as 0 (no usable link). Pure logic: the server does the sending and receiving.
+is reported as 0 (no usable link). A peer's pieces may arrive before this DC's own request
+from the scheduler: they are counted all the same. Pure logic: the server does the sending
+and receiving.
 """
 from __future__ import annotations
 
@@ -26,12 +28,17 @@ class _Flow:
 
 @dataclass
 class LinkProber:
-    """Receiver side of one start-up measurement at one DC."""
+    """Receiver side of the start-up measurement at one DC (exists from the start, so no
+    piece is lost; :meth:`start` when the scheduler's request arrives)."""
 
     peers: tuple                       # the DCs whose probes this DC expects
-    started_at: float
-    timeout_s: float
+    started_at: float | None = None    # None until the scheduler asked this DC
+    timeout_s: float = 0.0
+    reported: bool = False
     flows: dict = field(default_factory=dict)
+
+    def start(self, now: float, timeout_s: float) -> None:
+        self.started_at, self.timeout_s = now, timeout_s
 
     @staticmethod
     def pieces(probe_bytes: int) -> list:
@@ -50,6 +57,9 @@ class LinkProber:
         flow.pieces += 1
 
     def done(self, now: float) -> bool:
+        """Started and either every peer's flow is complete or the timeout passed."""
+        if self.started_at is None:
+            return False
         complete = all(self.flows.get(p, _Flow()).pieces >= PIECES for p in self.peers)
         return complete or now - self.started_at >= self.timeout_s
 

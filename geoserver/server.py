@@ -35,11 +35,11 @@ class GeoServer:
         self.heartbeat_s = float(meta["heartbeat_s"])
         first = meta.get("policy")      # None: it follows the start-up link measurement
         self.policies = PolicyBook(Policy.from_json(first, self.table.dcs) if first else None)
-        self.prober: LinkProber | None = None
         self._before_policy: list = []  # worker requests that came before the first policy
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
+        self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
         self.exchange = TreeExchange(self.dc, self.policies, send=self._send_chunk,
                                      deliver=self._deliver)
         self.store = KeyStore(self.dc, self.local_workers, int(meta["chunk_bytes"]),
@@ -88,9 +88,8 @@ class GeoServer:
                 log.error("%s: bad INIT of key %d from %s: %s", self.dc, msg.key, source, exc)
             return
         if msg.kind == Kind.PROBE:
-            if self.prober is not None:
-                self.prober.on_piece(source, sum(len(f) for f in msg.frames), time.monotonic())
-                self._maybe_report_probe()
+            self.prober.on_piece(source, sum(len(f) for f in msg.frames), time.monotonic())
+            self._maybe_report_probe()
             return
         if msg.kind not in (Kind.CHUNK_UP, Kind.CHUNK_DOWN):
             log.warning("%s: ignored %s from server of %s", self.dc, msg.kind.name, source)
@@ -112,20 +111,18 @@ class GeoServer:
 
     def _on_probe_request(self, msg: Message) -> None:
         """Stream probe pieces to every other DC at once and time what arrives here."""
-        peers = tuple(dc for dc in self.servers if dc != self.dc)
-        timeout_s = float(msg.meta.get("timeout_s", 5.0))
-        self.prober = LinkProber(peers, time.monotonic(), timeout_s)
+        self.prober.start(time.monotonic(), float(msg.meta.get("timeout_s", 5.0)))
         pieces = LinkProber.pieces(int(msg.meta.get("probe_bytes", 1 << 21)))
         for piece in pieces:                  # interleaved, so all flows run together
-            for dc in peers:
+            for dc in self.prober.peers:
                 self.po.send(self.servers[dc], Message(Kind.PROBE, dtype=piece.dtype,
                                                        frames=[piece]))
         self._maybe_report_probe()
 
     def _maybe_report_probe(self) -> None:
-        if self.prober is not None and self.prober.done(time.monotonic()):
+        if not self.prober.reported and self.prober.done(time.monotonic()):
             rates = self.prober.rates_mbps()
-            self.prober = None
+            self.prober.reported = True
             log.info("%s: measured inbound rates (Mbit/s): %s", self.dc,
                      {k: round(v, 1) for k, v in rates.items()})
             self.po.send_scheduler(Message(Kind.PROBE_REPORT, meta={"rates": rates}))
