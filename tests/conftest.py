@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 WORKERS = REPO / "tests" / "workers"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(WORKERS))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from launch import free_port  # noqa: E402,F401  (re-exported for the tests)
 
 
 @dataclass

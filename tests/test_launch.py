@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from conftest import REPO, launch, leftovers, worker_cmd
+from conftest import REPO, free_port, launch, leftovers, worker_cmd
+from geoserver.cluster import ClusterConfig, DataCenter, to_toml
 
 pytestmark = pytest.mark.slow
 
@@ -63,24 +64,7 @@ def test_ctrl_c_tears_everything_down(tmp_path):
 
 
 def test_peer_that_never_registers_times_out_clearly(no_leftovers):
-    cluster = no_leftovers / "cluster.toml"
-    cluster.write_text(f"""
-[scheduler]
-host = "127.0.0.1"
-port = {_free_port()}
-[[dc]]
-name = "eu"
-host = "127.0.0.1"
-server_port = 0
-workers = 1
-[[dc]]
-name = "us"
-host = "127.0.0.1"
-server_port = 0
-workers = 2
-[transport]
-timeout_s = 3
-""")
+    cluster = _cluster_file(no_leftovers, [("eu", 0, 1), ("us", 0, 2)], timeout_s=3.0)
     started = time.monotonic()
     # start only eu's processes (and the scheduler): us never registers
     run = launch(["--cluster", cluster, "--dc", "eu", "--scheduler"],
@@ -90,10 +74,15 @@ timeout_s = 3
     assert time.monotonic() - started < 30
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _cluster_file(directory, dcs, timeout_s):
+    """A cluster file on loopback for ``dcs`` = [(name, server_port, workers)], written with
+    the project's own renderer."""
+    config = ClusterConfig("127.0.0.1", free_port(),
+                           tuple(DataCenter(n, "127.0.0.1", p, w) for n, p, w in dcs),
+                           timeout_s=timeout_s)
+    path = directory / "cluster.toml"
+    path.write_text(to_toml(config))
+    return path
 
 
 def test_port_in_use_is_a_clear_error(no_leftovers):
@@ -101,19 +90,7 @@ def test_port_in_use_is_a_clear_error(no_leftovers):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        cluster = no_leftovers / "cluster.toml"
-        cluster.write_text(f"""
-[scheduler]
-host = "127.0.0.1"
-port = {_free_port()}
-[[dc]]
-name = "eu"
-host = "127.0.0.1"
-server_port = {port}
-workers = 1
-[transport]
-timeout_s = 5
-""")
+        cluster = _cluster_file(no_leftovers, [("eu", port, 1)], timeout_s=5.0)
         run = launch(["--cluster", cluster], worker_cmd("fault_worker.py", "loop"),
                      no_leftovers)
     assert run.code != 0

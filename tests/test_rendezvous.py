@@ -1,14 +1,13 @@
 """The scheduler: registration checks, liveness (dead worker or server -> clear abort)."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import REPO, WORKERS
+from conftest import REPO, WORKERS, free_port
 from geoserver import wire
 from geoserver.cluster import pseudo_cluster, to_toml
 from geoserver.van import Van
@@ -16,18 +15,12 @@ from geoserver.van import Van
 pytestmark = pytest.mark.slow
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class ManualCluster:
     """Scheduler, servers and workers started one by one, without the launcher, so the test
     can kill any of them and watch what the others do (as on real hosts)."""
 
     def __init__(self, tmp_path, dcs=2, workers_per_dc=1, **transport):
-        self.config = pseudo_cluster(dcs, workers_per_dc, _free_port(), **transport)
+        self.config = pseudo_cluster(dcs, workers_per_dc, free_port(), **transport)
         self.file = tmp_path / "cluster.toml"
         self.file.write_text(to_toml(self.config))
         self.env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
@@ -116,7 +109,7 @@ def test_scheduler_rejects_bad_registrations(manual, tmp_path):
 
 def test_worker_without_scheduler_times_out_naming_it(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO), NETSTORM_DC="dc0",
-               NETSTORM_SCHEDULER=f"tcp://127.0.0.1:{_free_port()}", NETSTORM_TIMEOUT_S="1")
+               NETSTORM_SCHEDULER=f"tcp://127.0.0.1:{free_port()}", NETSTORM_TIMEOUT_S="1")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, str(WORKERS / "fault_worker.py"), "loop"], env=env,
                           capture_output=True, text=True, timeout=60, cwd=REPO)
