@@ -145,12 +145,16 @@ class Postoffice:
         early, self.early = self.early, []
         return early
 
-    def send(self, node_id: int, msg: wire.Message) -> None:
-        """Send to a node of the table, connecting on first use."""
+    def connect(self, node_id: int, send_hwm: int = 0) -> None:
+        """Connect to a node of the table unless already connected (see :meth:`Van.connect`)."""
         if not self.van.is_connected(node_id):
             if self.table is None or node_id not in self.table:
                 raise TransportError(f"{self.van.name}: unknown node {node_id}")
-            self.van.connect(node_id, self.table[node_id].address)
+            self.van.connect(node_id, self.table[node_id].address, send_hwm)
+
+    def send(self, node_id: int, msg: wire.Message) -> None:
+        """Send to a node of the table, connecting on first use."""
+        self.connect(node_id)
         self.van.send(node_id, msg)
 
     def send_scheduler(self, msg: wire.Message) -> None:

@@ -17,6 +17,7 @@ from .aggregation import ChunkId, TreeExchange
 from .local_store import KeyStore, RequestError
 from .probe import LinkProber
 from .postoffice import SERVER, WORKER, AbortError, Postoffice
+from .send_queue import SEND_HWM, SendQueue
 from .tree import Policy, PolicyBook, PolicyError
 from .wire import Kind, Message
 
@@ -39,6 +40,10 @@ class GeoServer:
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
+        self.outbox = SendQueue(self.po.van)    # towards other servers, most urgent first
+        for dc, node in self.servers.items():
+            if dc != self.dc:
+                self.po.connect(node, send_hwm=SEND_HWM)
         self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
         self.exchange = TreeExchange(self.dc, self.policies, send=self._send_chunk,
                                      deliver=self._deliver)
@@ -52,18 +57,23 @@ class GeoServer:
     def _deliver(self, key, chunk, rnd, total) -> None:
         self.store.deliver(key, chunk, rnd, total)
 
+    def _to_server(self, dc: str, msg: Message, priority: tuple = ()) -> None:
+        """Through the send queue; control messages (priority ``()``) go before any chunk."""
+        self.outbox.send(self.servers[dc], msg, priority)
+
     def _send_chunk(self, dc, kind, cid: ChunkId, array) -> None:
-        self.po.send(self.servers[dc], Message(kind, key=cid.key, chunk=cid.chunk, seq=cid.rnd,
-                                               policy=cid.version, tree=cid.tree,
-                                               dtype=array.dtype, frames=[array]))
+        self._to_server(dc, Message(kind, key=cid.key, chunk=cid.chunk, seq=cid.rnd,
+                                    policy=cid.version, tree=cid.tree, dtype=array.dtype,
+                                    frames=[array]),
+                        priority=(cid.rnd, cid.key, cid.chunk))
 
     def _forward_init(self, entry, generation) -> None:
         meta = {"shape": list(entry.shape), "dtype": entry.dtype.str}
-        for dc, node in self.servers.items():
+        for dc in self.servers:
             if dc != self.dc:
-                self.po.send(node, Message(Kind.INIT, key=entry.key, seq=generation,
-                                           flags=wire.Flag.HAS_VALUE, meta=meta,
-                                           dtype=entry.dtype, frames=[entry.value]))
+                self._to_server(dc, Message(Kind.INIT, key=entry.key, seq=generation,
+                                            flags=wire.Flag.HAS_VALUE, meta=meta,
+                                            dtype=entry.dtype, frames=[entry.value]))
 
     # ------------------------------------------------------------ dispatch
     def _from_worker(self, msg: Message) -> None:
@@ -115,8 +125,7 @@ class GeoServer:
         pieces = LinkProber.pieces(int(msg.meta.get("probe_bytes", 1 << 21)))
         for piece in pieces:                  # interleaved, so all flows run together
             for dc in self.prober.peers:
-                self.po.send(self.servers[dc], Message(Kind.PROBE, dtype=piece.dtype,
-                                                       frames=[piece]))
+                self._to_server(dc, Message(Kind.PROBE, dtype=piece.dtype, frames=[piece]))
         self._maybe_report_probe()
 
     def _maybe_report_probe(self) -> None:
@@ -191,7 +200,11 @@ class GeoServer:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT,
                                                meta={"round": self.store.max_round}))
                 next_beat = now + self.heartbeat_s
-            msg = self.po.van.recv(max(0.0, next_beat - now))
+            readable, writable = self.po.van.wait(max(0.0, next_beat - now),
+                                                  self.outbox.backlogged())
+            for node in writable:
+                self.outbox.flush(node)
+            msg = self.po.van.recv(0) if readable else None
             if msg is not None and not self.handle(msg):
                 return
             self._maybe_report_probe()        # a measurement's timeout also ends it

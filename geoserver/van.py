@@ -5,6 +5,11 @@ there; it sends to a peer through a DEALER socket connected to the peer's ROUTER
 serialized by a lock so a worker's engine threads may share one Van; only one thread receives.
 Tensor frames are handed to ZeroMQ without copying: a buffer passed to :meth:`Van.send` must
 not be modified afterwards.
+
+A peer connected with a small ``send_hwm`` takes only that many messages into ZeroMQ's queue;
+:meth:`Van.try_send` then reports a full queue instead of blocking, and :meth:`Van.wait` wakes
+the receiving thread when such a peer can take more (:mod:`geoserver.send_queue` keeps the
+rest in priority order).
 """
 from __future__ import annotations
 
@@ -48,15 +53,17 @@ class Van:
         self.address = f"tcp://{host}:{port}"
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
+        self._watched: dict = {}        # DEALER socket -> peer, polled for POLLOUT
         self.dropped = 0
 
-    def connect(self, peer, address: str) -> None:
-        """Open the DEALER towards ``peer`` (any hashable id) at ``address``."""
+    def connect(self, peer, address: str, send_hwm: int = 0) -> None:
+        """Open the DEALER towards ``peer`` (any hashable id) at ``address``. ``send_hwm``:
+        how many messages ZeroMQ may queue towards it (0: unbounded)."""
         with self._send_lock:
             if peer in self._peers:
                 return
             sock = self._ctx.socket(zmq.DEALER)
-            sock.setsockopt(zmq.SNDHWM, 0)
+            sock.setsockopt(zmq.SNDHWM, send_hwm)
             sock.setsockopt(zmq.LINGER, 2000)
             sock.connect(address)
             self._peers[peer] = sock
@@ -72,6 +79,35 @@ class Van:
             if sock is None:
                 raise TransportError(f"{self.name}: no connection to peer {peer!r}")
             sock.send_multipart(frames, copy=False)
+
+    def try_send(self, peer, msg: wire.Message) -> bool:
+        """Send without blocking; False (nothing sent) while ``peer``'s queue is full."""
+        msg.sender = self.node_id
+        frames = wire.encode(msg)
+        with self._send_lock:
+            sock = self._peers.get(peer)
+            if sock is None:
+                raise TransportError(f"{self.name}: no connection to peer {peer!r}")
+            try:
+                sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return False
+            return True
+
+    def wait(self, timeout_s: float, writable=()) -> tuple:
+        """Block until a message is waiting, a peer in ``writable`` can take more, or
+        ``timeout_s`` passed: ``(message_waiting, [peers now writable])``; receive with
+        ``recv(0)``. Only the receiving thread calls it."""
+        wanted = {self._peers[p]: p for p in writable}
+        for sock in [s for s in self._watched if s not in wanted]:
+            self._poller.unregister(sock)
+        for sock in wanted:
+            if sock not in self._watched:
+                self._poller.register(sock, zmq.POLLOUT)
+        self._watched = wanted
+        events = dict(self._poller.poll(max(0, int(timeout_s * 1000))))
+        ready = [wanted[s] for s in events if s is not self._router]
+        return self._router in events, ready
 
     def recv(self, timeout_s: float | None):
         """Next valid message, or None once ``timeout_s`` passed (None: wait forever).

@@ -60,3 +60,37 @@ def test_send_to_unknown_peer_is_a_clear_error(pair):
     a, _ = pair
     with pytest.raises(TransportError, match="no connection to peer 'zz'"):
         a.send("zz", wire.Message(wire.Kind.HEARTBEAT))
+
+
+def test_try_send_reports_a_full_queue_and_wait_reports_when_it_drains():
+    """A peer connected with send_hwm=1 that is not listening yet takes one message; the
+    next try_send says no instead of blocking; once the peer listens, wait() wakes the
+    sender as writable and everything arrives in order."""
+    from conftest import free_port
+    port = free_port()
+    a = Van("a", "127.0.0.1", 0)
+    b = None
+    try:
+        a.connect("b", f"tcp://127.0.0.1:{port}", send_hwm=1)
+        assert a.try_send("b", wire.Message(wire.Kind.PUSH, key=1))
+        assert not a.try_send("b", wire.Message(wire.Kind.PUSH, key=2))
+        assert a.wait(0.2, writable=["b"]) == (False, [])
+        b = Van("b", "127.0.0.1", port)
+        deadline = time.monotonic() + 10
+        while True:
+            assert time.monotonic() < deadline, "the queue never drained"
+            _, ready = a.wait(1.0, writable=["b"])
+            if ready == ["b"] and a.try_send("b", wire.Message(wire.Kind.PUSH, key=2)):
+                break
+        assert [b.recv(5).key, b.recv(5).key] == [1, 2]
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
+
+
+def test_wait_reports_a_waiting_message(pair):
+    a, b = pair
+    a.send("b", wire.Message(wire.Kind.PUSH, key=7))
+    readable, ready = b.wait(5)
+    assert readable and ready == [] and b.recv(0).key == 7
