@@ -23,10 +23,17 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     timeout_s = 60          # how long any node waits for a peer before a clear error
     heartbeat_s = 0.5       # how often every node tells the scheduler it is alive
     dead_after_s = 10       # a node silent this long is declared dead: the run aborts
+    stall_s = 3             # a WAN link that moves nothing this long while data waits
+                            # is reported stalled (treated as failed; see adapt)
 
     [wan]
     policy = "fapt"         # fapt: multi-root aggregation trees; star: one global server
     hub = "eu"              # star centre; default: the first DC
+    adapt = false           # fapt: re-plan the trees from rates measured on the traffic
+    replan_threshold = 0.1  # adapt: switch when the current policy is predicted this much
+                            # slower than the best one under fresh estimates
+    min_dwell_s = 5         # adapt: at least this long between two switches
+    multipath = false       # fapt: idle links carry part of busy links' chunks via relays
 
     [[link]]                # optional: the WAN links and their rates (Mbit/s). If given,
     a = "eu"                # trees use only these links (relaying through DCs); without
@@ -78,9 +85,15 @@ class ClusterConfig:
     timeout_s: float = 60.0
     heartbeat_s: float = 0.5
     dead_after_s: float = 10.0
+    stall_s: float = 3.0
     policy: str = "star"
     hub: str = ""
+    adapt: bool = False
+    replan_threshold: float = 0.1
+    min_dwell_s: float = 5.0
+    multipath: bool = False
     links: tuple = ()
+    stats: str = ""         # scheduler: JSON-lines log of estimates and policies ("": none)
     source: str = field(default="<built>", compare=False)
 
     @property
@@ -170,7 +183,9 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         kwargs["chunk_bytes"] = _need(transport, "chunk_bytes", int, where)
         if kwargs["chunk_bytes"] < 1024:
             raise ClusterFileError(f"{where}: chunk_bytes must be >= 1024")
-    for key in ("timeout_s", "heartbeat_s", "dead_after_s"):
+    if "stats" in sched:
+        kwargs["stats"] = _need(sched, "stats", str, f"{source} [scheduler]")
+    for key in ("timeout_s", "heartbeat_s", "dead_after_s", "stall_s"):
         if key in transport:
             kwargs[key] = _need(transport, key, float, where)
             if kwargs[key] <= 0:
@@ -186,6 +201,14 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         kwargs["hub"] = _need(wan, "hub", str, where)
         if kwargs["hub"] not in seen:
             raise ClusterFileError(f"{where}: hub {kwargs['hub']!r} is not a declared DC")
+    for key in ("adapt", "multipath"):
+        if key in wan:
+            kwargs[key] = _need(wan, key, bool, where)
+    for key in ("replan_threshold", "min_dwell_s"):
+        if key in wan:
+            kwargs[key] = _need(wan, key, float, where)
+            if kwargs[key] < 0:
+                raise ClusterFileError(f"{where}: {key} must be >= 0")
     kwargs["links"] = _parse_links(data.get("link", []), seen, source)
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          source=source, **kwargs)
@@ -239,10 +262,17 @@ def pseudo_cluster(dcs: int, workers_per_dc: int, scheduler_port: int,
                                    for i in range(dcs)), source="<pseudo>", **transport)
 
 
+def _toml_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def to_toml(config: ClusterConfig) -> str:
     """Render ``config`` as a cluster file that :func:`load_cluster` reads back equal."""
     lines = ["[scheduler]", f'host = "{config.scheduler_host}"',
-             f"port = {config.scheduler_port}", ""]
+             f"port = {config.scheduler_port}"]
+    if config.stats:
+        lines.append(f"stats = {_toml_str(config.stats)}")
+    lines.append("")
     for dc in config.dcs:
         lines += ["[[dc]]", f'name = "{dc.name}"', f'host = "{dc.host}"',
                   f"server_port = {dc.server_port}", f"workers = {dc.workers}", ""]
@@ -251,8 +281,12 @@ def to_toml(config: ClusterConfig) -> str:
                   f"mbps_ab = {float(link.mbps_ab)}", f"mbps_ba = {float(link.mbps_ba)}", ""]
     lines += ["[transport]", f"chunk_bytes = {config.chunk_bytes}",
               f"timeout_s = {config.timeout_s}", f"heartbeat_s = {config.heartbeat_s}",
-              f"dead_after_s = {config.dead_after_s}", "",
-              "[wan]", f'policy = "{config.policy}"']
+              f"dead_after_s = {config.dead_after_s}", f"stall_s = {config.stall_s}", "",
+              "[wan]", f'policy = "{config.policy}"',
+              f"adapt = {str(config.adapt).lower()}",
+              f"replan_threshold = {config.replan_threshold}",
+              f"min_dwell_s = {config.min_dwell_s}",
+              f"multipath = {str(config.multipath).lower()}"]
     if config.hub:
         lines.append(f'hub = "{config.hub}"')
     return "\n".join(lines) + "\n"

@@ -9,13 +9,19 @@ first and, within a round, lower keys first, the order gluon.Trainer pushes them
 (``priority=-index``) and the next forward pass needs them in. When a peer's socket can take
 more, :meth:`SendQueue.flush` hands over the most urgent waiting messages.
 
+Two by-products feed network awareness (:mod:`geoserver.link_monitor`): a message that had to
+wait here is marked ``Flag.QUEUED`` (the link was busy until it left), and a peer whose
+messages wait while nothing at all leaves for ``stall_s`` is reported by :meth:`stalled`.
+
 Messages to one peer with equal priority keep their order. ``send`` is O(log q) for q waiting
 messages; nothing is copied.
 """
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
+import time
 
 from . import wire
 from .van import Van
@@ -24,14 +30,27 @@ SEND_HWM = 1        # messages ZeroMQ may hold per peer beyond the one being wri
 
 
 class SendQueue:
-    def __init__(self, van: Van):
+    def __init__(self, van: Van, clock=time.monotonic, keep_recent: int = 0):
+        """``keep_recent``: remember that many messages last handed over per peer (they may
+        still sit in socket buffers when the link stalls; see :meth:`take`)."""
         self.van = van
+        self._clock = clock
         self._heaps: dict = {}
         self._order = itertools.count()
+        self._progress: dict = {}      # peer -> when a message last left, or the wait began
+        self._keep = keep_recent
+        self._recent: dict = {}        # peer -> deque of messages handed over
 
     def send(self, peer, msg: wire.Message, priority: tuple = ()) -> None:
-        """Queue ``msg`` for ``peer`` (already connected) and send what the socket takes."""
+        """Send ``msg`` to ``peer`` (already connected) now if its socket takes it, else
+        queue it by ``priority`` (lower first; ``()`` before any tuple)."""
         heap = self._heaps.setdefault(peer, [])
+        if not heap:
+            if self.van.try_send(peer, msg):
+                self._handed(peer, msg)
+                return
+            self._progress[peer] = self._clock()       # the wait starts now
+        msg.flags |= wire.Flag.QUEUED
         heapq.heappush(heap, (priority, next(self._order), msg))
         self.flush(peer)
 
@@ -39,11 +58,32 @@ class SendQueue:
         """Hand ``peer``'s most urgent messages to the Van until its queue is full."""
         heap = self._heaps.get(peer)
         while heap and self.van.try_send(peer, heap[0][2]):
-            heapq.heappop(heap)
+            self._handed(peer, heapq.heappop(heap)[2])
+
+    def _handed(self, peer, msg: wire.Message) -> None:
+        self._progress[peer] = self._clock()
+        if self._keep:
+            recent = self._recent.get(peer)
+            if recent is None:
+                recent = self._recent[peer] = collections.deque(maxlen=self._keep)
+            recent.append(msg)
 
     def backlogged(self) -> list:
         """Peers with messages waiting here: poll them for writability."""
         return [peer for peer, heap in self._heaps.items() if heap]
+
+    def stalled(self, stall_s: float) -> list:
+        """Peers with messages waiting here of which none left for ``stall_s`` seconds."""
+        now = self._clock()
+        return [peer for peer in self.backlogged() if now - self._progress[peer] >= stall_s]
+
+    def take(self, peer) -> list:
+        """Remove and return every message waiting for ``peer``, most urgent first, after
+        the last ``keep_recent`` handed over (which may still be stuck in buffers): to send
+        them another way. The receiver drops whatever arrives twice."""
+        heap = self._heaps.pop(peer, [])
+        recent = list(self._recent.pop(peer, ()))
+        return recent + [item[2] for item in sorted(heap)]
 
     def waiting(self, peer=None) -> int:
         """How many messages wait here (for ``peer``, or for all peers)."""

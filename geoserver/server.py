@@ -17,7 +17,7 @@ from .aggregation import ChunkId, TreeExchange
 from .local_store import KeyStore, RequestError
 from .probe import LinkProber
 from .postoffice import SERVER, WORKER, AbortError, Postoffice
-from .send_queue import SEND_HWM, SendQueue
+from .wan_transport import WanTransport
 from .tree import Policy, PolicyBook, PolicyError
 from .wire import Kind, Message
 
@@ -40,10 +40,11 @@ class GeoServer:
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
-        self.outbox = SendQueue(self.po.van)    # towards other servers, most urgent first
-        for dc, node in self.servers.items():
-            if dc != self.dc:
-                self.po.connect(node, send_hwm=SEND_HWM)
+        rates = {}
+        for a, b, ab, ba in meta.get("links", ()):     # the WAN the scheduler planned on
+            rates[(a, b)], rates[(b, a)] = float(ab), float(ba)
+        self.wan = WanTransport(self.dc, self.servers, self.po, rates, int(meta["chunk_bytes"]),
+                                float(meta.get("stall_s", 3.0)), time.monotonic)
         self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
         self.exchange = TreeExchange(self.dc, self.policies, send=self._send_chunk,
                                      deliver=self._deliver)
@@ -57,15 +58,12 @@ class GeoServer:
     def _deliver(self, key, chunk, rnd, total) -> None:
         self.store.deliver(key, chunk, rnd, total)
 
-    def _to_server(self, dc: str, msg: Message, priority: tuple = ()) -> None:
-        """Through the send queue; control messages (priority ``()``) go before any chunk."""
-        self.outbox.send(self.servers[dc], msg, priority)
+    def _to_server(self, dc: str, msg: Message) -> None:
+        """Control messages: through the send queue, ahead of any chunk."""
+        self.wan.send(dc, msg)
 
     def _send_chunk(self, dc, kind, cid: ChunkId, array) -> None:
-        self._to_server(dc, Message(kind, key=cid.key, chunk=cid.chunk, seq=cid.rnd,
-                                    policy=cid.version, tree=cid.tree, dtype=array.dtype,
-                                    frames=[array]),
-                        priority=(cid.rnd, cid.key, cid.chunk))
+        self.wan.send_chunk(dc, kind, cid, array)
 
     def _forward_init(self, entry, generation) -> None:
         meta = {"shape": list(entry.shape), "dtype": entry.dtype.str}
@@ -101,17 +99,15 @@ class GeoServer:
             self.prober.on_piece(source, sum(len(f) for f in msg.frames), time.monotonic())
             self._maybe_report_probe()
             return
-        if msg.kind not in (Kind.CHUNK_UP, Kind.CHUNK_DOWN):
+        if msg.kind not in (Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY):
             log.warning("%s: ignored %s from server of %s", self.dc, msg.kind.name, source)
             return
-        if len(msg.frames) != 1 or msg.dtype is None:
-            log.warning("%s: dropped %s of key %d from %s: %d frames, dtype %s", self.dc,
-                        msg.kind.name, msg.key, source, len(msg.frames), msg.dtype)
+        whole = self.wan.on_message(source, msg)
+        if whole is None:
             return
-        (array,) = msg.arrays()
-        cid = ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
+        source, kind, cid, array = whole
         try:
-            if msg.kind == Kind.CHUNK_UP:
+            if kind == Kind.CHUNK_UP:
                 self.exchange.on_up(source, cid, array)
             else:
                 self.exchange.on_down(source, cid, array)
@@ -155,6 +151,11 @@ class GeoServer:
         for request in waiting:
             self._from_worker(request)
 
+    def _heartbeat_meta(self) -> dict:
+        """This DC's round, its inbound link estimates ``{src: [Mbit/s, age s]}`` and the
+        DCs its own messages are stuck towards (nothing left for ``stall_s``)."""
+        return {"round": self.store.max_round, **self.wan.report()}
+
     def handle(self, msg: Message) -> bool:
         """Process one message; False once the server should stop."""
         self.stats["messages"] += 1
@@ -165,6 +166,9 @@ class GeoServer:
             raise AbortError(msg.meta.get("reason", "the scheduler aborted the run"))
         if msg.kind == Kind.POLICY and msg.sender == self.table.scheduler().id:
             self._on_policy(msg)
+            return True
+        if msg.kind == Kind.ROUTES and msg.sender == self.table.scheduler().id:
+            self.wan.on_routes(msg.meta)
             return True
         if msg.kind == Kind.PROBE_REQUEST and msg.sender == self.table.scheduler().id:
             self._on_probe_request(msg)
@@ -196,14 +200,14 @@ class GeoServer:
         next_beat = 0.0
         while True:
             now = time.monotonic()
-            if now >= next_beat:   # the round rides on the heartbeat: no extra message
-                self.po.send_scheduler(Message(Kind.HEARTBEAT,
-                                               meta={"round": self.store.max_round}))
+            if now >= next_beat:   # round and link rates ride on the heartbeat
+                self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=self._heartbeat_meta()))
                 next_beat = now + self.heartbeat_s
             readable, writable = self.po.van.wait(max(0.0, next_beat - now),
-                                                  self.outbox.backlogged())
+                                                  self.wan.outbox.backlogged())
             for node in writable:
-                self.outbox.flush(node)
+                self.wan.outbox.flush(node)
+            self.wan.check_stalls()
             msg = self.po.van.recv(0) if readable else None
             if msg is not None and not self.handle(msg):
                 return

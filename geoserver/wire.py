@@ -54,6 +54,8 @@ class Kind(enum.IntEnum):
     PROBE_REQUEST = 23  # scheduler -> servers: measure the links to every other DC now
     PROBE = 24          # server -> server: one piece of a measurement flow
     PROBE_REPORT = 25   # server -> scheduler: measured rate of every flow into this DC
+    RELAY = 26          # server -> relay server: part of a chunk to forward (meta: to, from)
+    ROUTES = 27         # scheduler -> servers: multipath relay plan and current link rates
     ERROR = 30          # server -> worker: the request was rejected; reason in meta
 
 
@@ -61,6 +63,7 @@ class Flag(enum.IntFlag):
     NONE = 0
     WANT_VALUE = 1      # PUSH: reply with VALUE once the round is applied (pushpull)
     HAS_VALUE = 2       # INIT: frames carry the initial value
+    QUEUED = 4          # server -> server: waited behind a busy link (passive measurement)
 
 
 DTYPES = {

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 
@@ -30,13 +31,29 @@ def main(argv=None) -> int:
         log.error("%s", exc)
         return 2
     raise_on_signals()
+    stats_file = None
     try:
-        return Scheduler(config, van, args.switch_policy_every, args.seed).run()
+        if config.stats:
+            stats_file = open(config.stats, "a", encoding="utf-8")
+    except OSError as exc:
+        log.error("cannot open the stats file %s: %s", config.stats, exc.strerror)
+        van.close()
+        return 2
+
+    def stats(record: dict) -> None:
+        if stats_file is not None:
+            stats_file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            stats_file.flush()
+
+    try:
+        return Scheduler(config, van, args.switch_policy_every, args.seed, stats).run()
     except Terminated as exc:
         log.warning("stopped by %s", exc)
         return 1
     finally:
         van.close()
+        if stats_file is not None:
+            stats_file.close()
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ def measured_topology(config, rates: dict):
         raise ValueError(f"the measured WAN is unusable: {exc}") from exc
 
 
+def planning_topology(config, measured: dict | None = None):
+    """The WAN the first multi-root policy is planned on: the cluster file's links, else
+    the start-up measurement's full mesh."""
+    return cluster_topology(config) if config.links else measured_topology(config, measured)
+
+
 def initial_policy(config, measured: dict | None = None):
     """Version 1 of the WAN policy, from the cluster file's links or from ``measured``
     rates: ``(policy, description)``."""
@@ -57,7 +63,7 @@ def initial_policy(config, measured: dict | None = None):
     if config.policy == "star" or len(dcs) == 1:
         return star_policy(dcs, config.hub_dc), f"star rooted at {config.hub_dc}"
     from .fapt import compute_policy
-    topology = cluster_topology(config) if config.links else measured_topology(config, measured)
+    topology = planning_topology(config, measured)
     plan = compute_policy(topology, NOMINAL_MODEL_BYTES,
                           chunk_bytes=config.chunk_bytes, version=1, start_round=0)
     policy = Policy(version=1, start_round=0, trees=plan.policy.trees,

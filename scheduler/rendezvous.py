@@ -17,7 +17,9 @@ from geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
 from geoserver.tree import Policy
 from geoserver.van import Van
 
-from .policy import initial_policy, needs_measurement, random_trees
+from .awareness import Adaptation, Replanner
+from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, planning_topology, \
+    random_trees
 
 PROBE_BYTES = 2 << 20       # per directed pair: enough to leave TCP slow start at WAN rates
 PROBE_TIMEOUT_S = 6.0       # a measurement never takes longer than this
@@ -32,8 +34,11 @@ class ClusterAborted(RuntimeError):
 
 class Scheduler:
     def __init__(self, config: ClusterConfig, van: Van, switch_every_s: float = 0.0,
-                 seed: int = 0):
+                 seed: int = 0, stats=None):
         self.config = config
+        self.stats = stats or (lambda record: None)    # JSON-lines sink (``[scheduler] stats``)
+        self.adaptation: Adaptation | None = None
+        self.wan_topology = None        # the WAN as planned on (declared or measured)
         # test mode: announce a random policy this often, to exercise policy switches live
         self.switch_every_s = switch_every_s
         self._rng = random.Random(seed)
@@ -121,16 +126,45 @@ class Scheduler:
                 self.policy, description = initial_policy(self.config, measured=rates)
             except ValueError as exc:
                 raise ClusterAborted(str(exc)) from exc
+            self._start_adaptation(rates)
             for node in servers:
                 self.van.send(node.id, wire.Message(wire.Kind.POLICY,
                                                     meta={"policy": self.policy.to_json()}))
             self._welcome(self.table.workers(), self.policy)
         else:
             self.policy, description = initial_policy(self.config)
+            self._start_adaptation(None)
             self._welcome(servers + self.table.workers(), self.policy)
+        if needs_measurement(self.config) and self.wan_topology is not None:
+            # the servers' welcome had no rates yet: send the measured ones for detours
+            self._broadcast_servers(wire.Kind.ROUTES, {"relays": [], "rates": [
+                [a, b, m] for (a, b), m in self.wan_topology.rates().items()]})
+        if self.adaptation is not None:
+            self._send_routes()
         log.info("cluster complete: %d DCs, %d workers; policy %s", len(self.table.dcs),
                  len(self.table.workers()), description)
         return self.table
+
+    def _start_adaptation(self, measured) -> None:
+        """With ``adapt`` (multi-root policies only): re-plan from the servers' reports."""
+        self._log_policy("initial")
+        if self.config.links or measured:
+            self.wan_topology = planning_topology(self.config, measured)
+        if not (self.config.adapt and self.config.policy == "fapt" and len(self.table.dcs) > 1):
+            return
+        replanner = Replanner(NOMINAL_MODEL_BYTES, self.config.chunk_bytes,
+                              self.config.replan_threshold, self.config.min_dwell_s)
+        replanner.switched(time.monotonic())
+        self.adaptation = Adaptation(self.wan_topology, replanner, self.stats,
+                                     multipath=self.config.multipath)
+
+    def _log_policy(self, reason: str, predicted_s=None) -> None:
+        self.stats({"t": round(time.monotonic(), 3), "event": "policy", "reason": reason,
+                    "version": self.policy.version, "start_round": self.policy.start_round,
+                    "round": max(self.rounds.values(), default=0),
+                    "predicted_s": predicted_s,
+                    "trees": [{"root": t.root, "share": round(s, 4), "parent": t.parent}
+                              for t, s in zip(self.policy.trees, self.policy.shares)]})
 
     def _welcome(self, nodes, policy) -> None:
         now = time.monotonic()
@@ -140,7 +174,9 @@ class Scheduler:
                 "nodes": self.table.to_json(), "you": node.id,
                 "policy": None if policy is None else policy.to_json(),
                 "chunk_bytes": self.config.chunk_bytes, "timeout_s": self.config.timeout_s,
-                "heartbeat_s": self.config.heartbeat_s}))
+                "heartbeat_s": self.config.heartbeat_s, "stall_s": self.config.stall_s,
+                "links": [] if self.wan_topology is None else
+                [[l.a, l.b, l.mbps_ab, l.mbps_ba] for l in self.wan_topology.links]}))
             self.last_seen[node.id] = now
 
     def _measure_links(self, servers) -> dict:
@@ -239,6 +275,9 @@ class Scheduler:
                 if msg.kind == wire.Kind.HEARTBEAT and "round" in msg.meta:
                     self.rounds[msg.sender] = int(msg.meta["round"])
                     self.round_log.append((time.monotonic(), max(self.rounds.values())))
+                    if self.adaptation is not None:
+                        self.adaptation.on_report(self.table[msg.sender].dc, msg.meta,
+                                                  time.monotonic())
                 if msg.kind == wire.Kind.BARRIER:
                     self._on_barrier(msg)
                 elif msg.kind == wire.Kind.BYE:
@@ -250,6 +289,31 @@ class Scheduler:
                     log.warning("ignored unexpected %s from %s", msg.kind.name,
                                 self.table.describe(msg.sender))
             self._check_liveness()
+            self._adapt()
+
+    def _adapt(self) -> None:
+        if self.adaptation is None:
+            return
+        plan = self.adaptation.tick(self.policy, time.monotonic(),
+                                    max(self.rounds.values(), default=0))
+        if plan is not None:
+            self.announce(plan.policy.trees, plan.shares, lead_rounds=1)
+            self._log_policy("re-planned", round(plan.predicted_s, 4))
+        self._send_routes()
+
+    def _broadcast_servers(self, kind, meta: dict) -> None:
+        for node in self.table.nodes.values():
+            if node.role == SERVER:
+                self.van.send(node.id, wire.Message(kind, meta=meta))
+
+    def _send_routes(self) -> None:
+        """Multipath relays (and the rates detours choose by) when they changed."""
+        routes = self.adaptation.routes(self.policy)
+        if routes is None:
+            return
+        self._broadcast_servers(wire.Kind.ROUTES, routes)
+        self.stats({"t": round(time.monotonic(), 3), "event": "routes",
+                    "relays": routes["relays"]})
 
     def rounds_ahead(self, lead_rounds: int) -> int:
         """The first round a policy announced now can safely start at: the latest reported

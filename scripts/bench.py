@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
+import bench_awareness  # noqa: E402
 import launch  # noqa: E402
 import wan as wanlib  # noqa: E402
 from geoserver.cluster import ClusterConfig, DataCenter, LinkSpec  # noqa: E402
@@ -71,10 +72,13 @@ def run_mxnet(ctx: RunContext, out: Path, sharded: bool) -> int:
                                      wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
 
-def run_netstorm(ctx: RunContext, out: Path, policy: str) -> int:
+def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
+                 multipath: bool = False) -> int:
     """netstorm with the scheduler in the best-connected DC. ``hips``: the star rooted there;
     ``fapt``: multi-root trees computed at start from the links' rates (declared in the
-    cluster file, as an operator would), never updated."""
+    cluster file, as an operator would), never updated unless ``adapt`` (re-planned from
+    passive measurements); ``multipath``: idle links relay part of busy links' chunks. The
+    scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``."""
     hub = ctx.best_dc
     links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in ctx.topology.links)
     config = ClusterConfig(scheduler_host=ctx.wan.dc_address(hub),
@@ -82,7 +86,8 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str) -> int:
                            dcs=tuple(DataCenter(dc, ctx.wan.dc_address(dc), 0, ctx.workers_per_dc)
                                      for dc in ctx.topology.dcs),
                            policy=policy, hub=hub, links=links, timeout_s=600.0,
-                           chunk_bytes=ctx.chunk_bytes)
+                           chunk_bytes=ctx.chunk_bytes, adapt=adapt, multipath=multipath,
+                           stats=str(out / STATS_FILE))
     return launch.run_cluster(config, ctx.command("netstorm", out),
                               wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
@@ -92,7 +97,11 @@ SYSTEMS = {
     "mxnet-sharded": lambda ctx, out: run_mxnet(ctx, out, sharded=True),
     "netstorm-hips": lambda ctx, out: run_netstorm(ctx, out, "star"),
     "netstorm-fapt": lambda ctx, out: run_netstorm(ctx, out, "fapt"),
+    "netstorm-aware": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True),
+    "netstorm-full": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True,
+                                                   multipath=True),
 }
+STATS_FILE = "scheduler-stats.jsonl"
 
 
 @dataclass
@@ -190,6 +199,14 @@ def table(result: dict) -> str:
                      f"{plan['predicted_s']:.3f}s"
                      + (f" (measured {100 * plan['prediction_error']:+.0f}% vs prediction)"
                         if "prediction_error" in plan else ""))
+    for name, r in result["systems"].items():
+        aware = r.get("awareness")
+        if aware:
+            lines.append(f"{name} awareness: median estimate error "
+                         f"{aware['awareness_median_rel_error']} over {aware['estimates']} "
+                         f"estimates; {aware['policy_switches']} policy switches; iterations "
+                         f"to react per rate change: "
+                         f"{[x['iterations'] for x in aware['reactions']]}")
     names = [n for n, r in result["systems"].items() if r.get("iter_s")]
     for a in names:
         for b in names:
@@ -357,6 +374,8 @@ def main(argv=None) -> int:
                     r = collect(out, args.mode)
                     r["busiest_links"] = busiest_links(before, wan.link_bytes(), topology,
                                                        args.iters + 1)
+                    if runner is not None and (out / STATS_FILE).exists():
+                        r["awareness"] = bench_awareness.summary(out / STATS_FILE, runner)
                 r.update(exit_code=code, cpu_util=round(cpu.mean, 3),
                          wall_s=round(time.monotonic() - started, 1))
                 if code != 0:
@@ -383,10 +402,17 @@ def main(argv=None) -> int:
         result["fapt_plan"]["prediction_error"] = round(
             (fapt["median_s"] - predicted) / fapt["median_s"], 4)
     print(table(result))
+    errors = {name: r["awareness"].pop("_errors") for name, r in result["systems"].items()
+              if "awareness" in r}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if args.plot:
-        print("plots:", ", ".join(plot(result, topology, args.plot)))
+        paths = plot(result, topology, args.plot)
+        for name, errs in errors.items():
+            if errs:
+                paths.append(bench_awareness.plot_estimates(errs, str(Path(args.plot).with_name(
+                    f"{Path(args.plot).stem}-{name}-estimates.png"))))
+        print("plots:", ", ".join(paths))
     print(f"logs: {logs}")
     return 0 if all(r.get("correct") for r in result["systems"].values()) else 1
 

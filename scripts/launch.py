@@ -257,6 +257,12 @@ def parse_args(argv):
                         help="with --wan: multiply every link rate")
     parser.add_argument("--policy", choices=["star", "fapt"], default=None,
                         help="WAN policy (default: the cluster file's, else star)")
+    parser.add_argument("--adapt", action="store_true", default=None,
+                        help="re-plan the trees from passively measured link rates")
+    parser.add_argument("--multipath", action="store_true", default=None,
+                        help="let idle links relay part of busy links' chunks")
+    parser.add_argument("--stats", default=None,
+                        help="the scheduler's JSON-lines log of estimates and policies")
     parser.add_argument("--measure", action="store_true",
                         help="with --wan: do not declare the links' rates; the cluster "
                              "measures them at start-up")
@@ -311,6 +317,9 @@ def main(argv=None) -> int:
         transport["chunk_bytes"] = args.chunk_bytes
     if args.timeout is not None:
         transport["timeout_s"] = args.timeout
+    for key in ("adapt", "multipath", "stats"):
+        if getattr(args, key) is not None:
+            transport[key] = getattr(args, key)
     try:
         if args.cluster:
             config = load_cluster(args.cluster)

@@ -1,0 +1,71 @@
+"""Passive throughput measurement of WAN links, from the training traffic itself.
+
+No probes and no synchronized clocks. The *sender* knows whether a link was busy: a message
+that had to wait in its :class:`~geoserver.send_queue.SendQueue` (ZeroMQ's queue towards that
+peer was full when it was queued) is marked ``Flag.QUEUED``, and from then until it leaves
+the link carries nothing but the messages queued ahead of it and then this one. The
+*receiver* timestamps arrivals with its own clock: for a QUEUED message, the time since the
+previous arrival from the same peer is time the link spent carrying that message. Summing
+bytes and those intervals over a window of at least ``window_s`` gives a rate; the receiver's
+scheduling jitter moves single arrivals but cancels over a window. A message that was not
+QUEUED ends the window (the link may have been idle before it). Windows feed an exponentially
+weighted mean with time constant ``tau_s`` (a window of length d weighs 1 - exp(-d/tau)).
+
+A link that carries little (never backlogged) yields no samples: its estimate keeps its age,
+which the scheduler weighs. A link that stops moving entirely yields no arrivals either; the
+sender notices that (:meth:`SendQueue.stalled`), not this class.
+
+Pure logic (the server feeds arrivals); O(1) per arrival.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class _Link:
+    last_arrival: float | None = None
+    window_bytes: int = 0
+    window_s: float = 0.0
+    mbps: float | None = None
+    updated_at: float | None = None
+    samples: int = 0
+
+
+class LinkMonitor:
+    """Inbound rate estimates of one DC's WAN links, keyed by the sending DC."""
+
+    def __init__(self, window_s: float = 0.5, tau_s: float = 1.5):
+        if not (window_s > 0 and tau_s > 0):
+            raise ValueError(f"window_s and tau_s must be > 0, got {window_s}, {tau_s}")
+        self.window_s = window_s
+        self.tau_s = tau_s
+        self._links: dict = {}
+
+    def on_arrival(self, source: str, nbytes: int, queued: bool, now: float) -> None:
+        """A message of ``nbytes`` from ``source`` arrived at ``now`` (this DC's clock)."""
+        link = self._links.setdefault(source, _Link())
+        previous, link.last_arrival = link.last_arrival, now
+        if not queued or previous is None or now < previous:
+            link.window_bytes, link.window_s = 0, 0.0      # the link may have idled
+            return
+        link.window_bytes += nbytes
+        link.window_s += now - previous
+        if link.window_s >= self.window_s:
+            sample = 8 * link.window_bytes / link.window_s / 1e6
+            weight = 1.0 - math.exp(-link.window_s / self.tau_s)
+            link.mbps = sample if link.mbps is None else link.mbps + weight * (sample - link.mbps)
+            link.updated_at = now
+            link.samples += 1
+            link.window_bytes, link.window_s = 0, 0.0
+
+    def estimates(self, now: float) -> dict:
+        """``{source: (mbps, age_s)}`` for every link measured so far."""
+        return {src: (link.mbps, now - link.updated_at)
+                for src, link in self._links.items() if link.mbps is not None}
+
+    def report(self, now: float) -> dict:
+        """The estimates as heartbeat meta: ``{source: [mbps, age_s]}`` (JSON-ready)."""
+        return {src: [round(mbps, 3), round(age, 3)]
+                for src, (mbps, age) in self.estimates(now).items()}

@@ -1,0 +1,200 @@
+"""One DC server's WAN side below aggregation: how chunks leave and arrive.
+
+Leaving: a chunk for neighbour v goes whole, or in parts over relays (multipath), or around
+v's stalled link (detour), as :class:`~geoserver.routing.Router` says; every message passes
+the priority :class:`~geoserver.send_queue.SendQueue`. Arriving: every chunk message feeds
+the passive :class:`~geoserver.link_monitor.LinkMonitor` of the link it came over; a
+``RELAY`` for another DC is forwarded; parts are reassembled; what comes out is a whole
+chunk and the DC it came from, for :class:`~geoserver.aggregation.TreeExchange`.
+
+Part and relay messages keep the chunk's header fields and add JSON meta: ``part``
+``[start, total]`` (elements), ``from`` (origin DC), and for RELAY ``to``, ``kind`` (the
+chunk's CHUNK_UP/CHUNK_DOWN) and ``hops``. Whole direct chunks carry no meta.
+"""
+from __future__ import annotations
+
+import logging
+
+from . import wire
+from .aggregation import ChunkId
+from .link_monitor import LinkMonitor
+from .reassembly import PartError, Reassembler
+from .routing import MAX_HOPS, Router
+from .send_queue import SEND_HWM, SendQueue
+from .wire import Kind, Message
+
+log = logging.getLogger(__name__)
+
+CHUNK_KINDS = (Kind.CHUNK_UP, Kind.CHUNK_DOWN)
+RECENT = 8        # messages per peer kept for re-sending when the link stalls
+
+
+class WanTransport:
+    def __init__(self, dc: str, servers: dict, postoffice, rates: dict, chunk_bytes: int,
+                 stall_s: float, clock):
+        """``servers``: DC -> server node id; ``rates``: (a, b) -> Mbit/s of known links."""
+        self.dc = dc
+        self.servers = servers
+        self.dc_of = {node: name for name, node in servers.items()}
+        self.clock = clock
+        self.stall_s = stall_s
+        self.outbox = SendQueue(postoffice.van, clock, keep_recent=RECENT)
+        self.router = Router(dc, rates)
+        self.monitor = LinkMonitor()
+        # a chunk is at most chunk_bytes (>= 1 element); parts claim at most that many
+        self.reassembly = Reassembler(max_elements=max(1, chunk_bytes))
+        for name, node in servers.items():
+            if name != dc:
+                postoffice.connect(node, send_hwm=SEND_HWM)
+
+    # ------------------------------------------------------------ leaving
+    def send(self, dc: str, msg: Message, priority: tuple = ()) -> None:
+        self.outbox.send(self.servers[dc], msg, priority)
+
+    def send_chunk(self, dc: str, kind: Kind, cid: ChunkId, array) -> None:
+        priority = (cid.rnd, cid.key, cid.chunk)
+        parts = self.router.parts(dc, len(array), array.itemsize, self.clock())
+        if len(parts) == 1 and parts[0][0] is None:
+            self.send(dc, self._chunk(kind, cid, array), priority)
+            return
+        for via, start, stop in parts:
+            meta = {"part": [start, len(array)], "from": self.dc}
+            if via is None:
+                self.send(dc, self._chunk(kind, cid, array[start:stop], meta), priority)
+            else:
+                meta.update(to=dc, kind=int(kind), hops=1)
+                self.send(via, self._chunk(Kind.RELAY, cid, array[start:stop], meta), priority)
+
+    @staticmethod
+    def _chunk(kind, cid: ChunkId, array, meta=None) -> Message:
+        return Message(kind, key=cid.key, chunk=cid.chunk, seq=cid.rnd, policy=cid.version,
+                       tree=cid.tree, dtype=array.dtype, meta=meta or {}, frames=[array])
+
+    # ------------------------------------------------------------ arriving
+    def on_message(self, source: str, msg: Message):
+        """A chunk, part or relay message from neighbour ``source``: ``(origin, kind, cid,
+        array)`` once a whole chunk is here, else None (forwarded, or waiting for parts).
+        Malformed messages are logged and dropped."""
+        if len(msg.frames) != 1 or msg.dtype is None:
+            log.warning("%s: dropped %s of key %d from %s: %d frames, dtype %s", self.dc,
+                        msg.kind.name, msg.key, source, len(msg.frames), msg.dtype)
+            return None
+        self.monitor.on_arrival(source, wire.HEADER.size + len(msg.frames[0]),
+                                bool(msg.flags & wire.Flag.QUEUED), self.clock())
+        (array,) = msg.arrays()
+        cid = ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
+        if msg.kind == Kind.RELAY:
+            return self._on_relay(source, msg, cid, array)
+        if "part" not in msg.meta:
+            return source, msg.kind, cid, array
+        return self._on_part(msg.kind, cid, msg.meta, array)
+
+    def _check_meta(self, meta: dict, relay: bool):
+        part, origin = meta.get("part"), meta.get("from")
+        if not (isinstance(part, list) and len(part) == 2 and all(isinstance(x, int)
+                                                                   for x in part)):
+            raise PartError(f"bad part {part!r}")
+        if origin not in self.servers:
+            raise PartError(f"unknown origin DC {origin!r}")
+        if relay:
+            if meta.get("to") not in self.servers or meta.get("kind") not in \
+                    [int(k) for k in CHUNK_KINDS] or not isinstance(meta.get("hops"), int):
+                raise PartError(f"bad relay header {meta!r}")
+        return part, origin
+
+    def _on_part(self, kind, cid: ChunkId, meta: dict, array):
+        try:
+            (start, total), origin = self._check_meta(meta, relay=False)
+            whole = self.reassembly.add((kind, cid, origin), start, total, array)
+        except PartError as exc:
+            log.warning("%s: dropped part of key %d chunk %d: %s", self.dc, cid.key,
+                        cid.chunk, exc)
+            return None
+        return None if whole is None else (origin, kind, cid, whole)
+
+    def _on_relay(self, source: str, msg: Message, cid: ChunkId, array):
+        try:
+            self._check_meta(msg.meta, relay=True)
+        except PartError as exc:
+            log.warning("%s: dropped RELAY of key %d from %s: %s", self.dc, cid.key, source, exc)
+            return None
+        meta, to, kind = dict(msg.meta), msg.meta["to"], Kind(msg.meta["kind"])
+        if to == self.dc:
+            return self._on_part(kind, cid, meta, array)
+        nxt = self.router.next_hop(to, self.clock(), came_from=(source, meta["from"]))
+        if nxt is None or meta["hops"] >= MAX_HOPS:
+            log.error("%s: cannot forward part of key %d chunk %d to %s (hops %d): no route",
+                      self.dc, cid.key, cid.chunk, to, meta["hops"])
+            return None
+        priority = (cid.rnd, cid.key, cid.chunk)
+        if nxt == to:
+            part = {"part": meta["part"], "from": meta["from"]}
+            self.send(to, self._chunk(kind, cid, array, part), priority)
+        else:
+            meta["hops"] += 1
+            self.send(nxt, self._chunk(Kind.RELAY, cid, array, meta), priority)
+        return None
+
+    # ------------------------------------------------------------ stalls and the scheduler
+    def check_stalls(self) -> None:
+        """Detour the chunks of every neighbour whose link moved nothing for ``stall_s``:
+        those waiting and the last few handed over (which may be stuck in buffers)."""
+        now = self.clock()
+        for node in self.outbox.stalled(self.stall_s):
+            dc = self.dc_of[node]
+            via = self.router.mark_stalled(dc, now)
+            if via is None:
+                log.error("%s: link to %s stalled and no relay reaches it; waiting", self.dc,
+                          dc)
+                continue
+            stuck = self.outbox.take(node)
+            log.warning("%s: link to %s stalled for %.1fs: %d messages go around it via %s",
+                        self.dc, dc, self.stall_s, len(stuck), via)
+            for msg in stuck:
+                self._reroute(msg, dc, now)
+
+    def _reroute(self, msg: Message, dead: str, now: float) -> None:
+        """Send a message that was bound for ``dead`` another way: a chunk or part through
+        a relay, a relayed part towards its destination; control messages keep waiting."""
+        if msg.kind not in CHUNK_KINDS and msg.kind != Kind.RELAY:
+            if msg.kind != Kind.PROBE:
+                self.send(dead, msg)
+            return
+        array = msg.arrays()[0]
+        cid = ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
+        meta = dict(msg.meta)
+        if msg.kind == Kind.RELAY:
+            to, hops = meta["to"], meta["hops"]
+        else:
+            to, hops = dead, 0
+            meta = {"part": meta.get("part", [0, len(array)]), "from": meta.get("from", self.dc),
+                    "kind": int(msg.kind)}
+        nxt = self.router.next_hop(to, now, came_from=(dead,))
+        priority = (cid.rnd, cid.key, cid.chunk)
+        if nxt is None:
+            log.error("%s: no way around the stalled link to %s for key %d chunk %d; it waits",
+                      self.dc, dead, cid.key, cid.chunk)
+            self.send(dead, msg, priority)
+        elif nxt == to:
+            part = {"part": meta["part"], "from": meta["from"]}
+            self.send(to, self._chunk(Kind(meta["kind"]), cid, array, part), priority)
+        else:
+            meta.update(to=to, hops=hops + 1)
+            self.send(nxt, self._chunk(Kind.RELAY, cid, array, meta), priority)
+
+    def on_routes(self, meta: dict) -> None:
+        self.router.set_plan(meta.get("relays"), meta.get("rates"))
+        log.info("%s: relay plan %s", self.dc,
+                 {v: parts for v, parts in self.router.relays.items()} or "none")
+
+    def report(self) -> dict:
+        """Heartbeat meta: inbound link estimates and the neighbours given up as stalled."""
+        now = self.clock()
+        meta = {}
+        links = self.monitor.report(now)
+        if links:
+            meta["links"] = links
+        stalled = sorted(v for v in list(self.router.stalled) if self.router.is_stalled(v, now))
+        if stalled:
+            meta["stalled"] = stalled
+        return meta

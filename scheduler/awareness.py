@@ -1,0 +1,198 @@
+"""Network awareness in the scheduler: the current view of every WAN link, and when to re-plan.
+
+Servers report inbound link estimates and stalled outbound links on their heartbeats
+(:mod:`geoserver.link_monitor`, :meth:`geoserver.send_queue.SendQueue.stalled`);
+:class:`LinkRates` keeps the latest per direction, starting from the cluster file's rates
+(or the start-up measurement). :class:`Replanner` decides when the policy in force is worth
+replacing: when, under the fresh estimates, it is predicted more than ``threshold`` slower
+than the best policy, and the last switch is at least ``min_dwell_s`` old (no flapping).
+Pure logic with an explicit clock; the scheduler process feeds it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from .topology import Link, Topology
+
+STALLED_MBPS = 0.01     # the rate a stalled direction is planned with when it cannot be left
+
+
+@dataclass
+class Estimate:
+    mbps: float
+    at: float | None        # when it was measured (None: declared, never measured)
+    stalled: bool = False
+
+
+class LinkRates:
+    """Every declared link direction's latest rate. O(1) per observation."""
+
+    def __init__(self, topology: Topology):
+        self.base = topology
+        self.rates = {d: Estimate(mbps, None) for d, mbps in topology.rates().items()}
+
+    def observe(self, src: str, dst: str, mbps: float, age_s: float, now: float) -> bool:
+        """A measured rate of ``src -> dst``, ``age_s`` old at ``now``. Unknown directions
+        and non-finite or negative values are ignored (False)."""
+        known = self.rates.get((src, dst))
+        if known is None or not (mbps >= 0 and age_s >= 0) or mbps == float("inf"):
+            return False
+        at = now - age_s
+        if known.at is not None and at < known.at and not known.stalled:
+            return False                                 # older than what we have
+        self.rates[(src, dst)] = Estimate(float(mbps), at)
+        return True
+
+    def observe_stall(self, src: str, dst: str, now: float) -> bool:
+        """``src`` reports its messages to ``dst`` stuck: the direction counts as failed
+        until a fresh measurement says otherwise."""
+        if (src, dst) not in self.rates:
+            return False
+        self.rates[(src, dst)] = Estimate(STALLED_MBPS, now, stalled=True)
+        return True
+
+    def stalled(self) -> list:
+        return sorted(d for d, e in self.rates.items() if e.stalled)
+
+    def topology(self) -> Topology:
+        """The WAN as it is now. A link with a stalled direction is left out while the
+        others still connect every DC; otherwise it stays, at :data:`STALLED_MBPS`.
+        O(E + n)."""
+        links, failed = [], []
+        for link in self.base.links:
+            ab, ba = self.rates[(link.a, link.b)], self.rates[(link.b, link.a)]
+            (failed if ab.stalled or ba.stalled else links).append(
+                Link(link.a, link.b, ab.mbps, ba.mbps))
+        graph = nx.Graph()
+        graph.add_nodes_from(self.base.dcs)
+        graph.add_edges_from((l.a, l.b) for l in links)
+        for link in failed:
+            if not nx.is_connected(graph):
+                links.append(link)
+                graph.add_edge(link.a, link.b)
+        return Topology(self.base.name, tuple(self.base.dcs), tuple(links))
+
+    def snapshot(self, now: float) -> dict:
+        """``{"a->b": [Mbit/s, age s or None, stalled]}`` for the stats log."""
+        return {f"{a}->{b}": [round(e.mbps, 3), None if e.at is None else round(now - e.at, 3),
+                              e.stalled] for (a, b), e in sorted(self.rates.items())}
+
+
+@dataclass
+class Decision:
+    switch: bool
+    current_s: float        # the policy in force, predicted under the fresh estimates
+    best_s: float
+    plan: object = None     # the better PolicyPlan when switch
+
+
+class Replanner:
+    """Hysteresis for policy switches: a relative ``threshold`` and a ``min_dwell_s``."""
+
+    def __init__(self, model_bytes: float, chunk_bytes: float, threshold: float = 0.1,
+                 min_dwell_s: float = 5.0):
+        if threshold < 0 or min_dwell_s < 0:
+            raise ValueError(f"threshold and min_dwell_s must be >= 0, got {threshold}, "
+                             f"{min_dwell_s}")
+        self.model_bytes, self.chunk_bytes = model_bytes, chunk_bytes
+        self.threshold, self.min_dwell_s = threshold, min_dwell_s
+        self.last_switch: float | None = None
+
+    def consider(self, policy, topology: Topology, now: float) -> Decision | None:
+        """None while the last switch is younger than ``min_dwell_s``; else the comparison,
+        with ``switch`` set (and the dwell clock restarted) when it pays. A policy whose
+        trees use a link that is gone is predicted as infinitely slow. Cost: one
+        :func:`scheduler.fapt.compute_policy`."""
+        from .fapt import compute_policy, predict_iteration_s
+        if self.last_switch is not None and now - self.last_switch < self.min_dwell_s:
+            return None
+        try:
+            current = predict_iteration_s(policy, topology, self.model_bytes, self.chunk_bytes)
+        except ValueError:
+            current = float("inf")
+        plan = compute_policy(topology, self.model_bytes, self.chunk_bytes)
+        switch = current > plan.predicted_s * (1.0 + self.threshold)
+        if switch:
+            self.last_switch = now
+        return Decision(switch, current, plan.predicted_s, plan if switch else None)
+
+    def switched(self, now: float) -> None:
+        """A switch made elsewhere (e.g. the first policy) starts the dwell clock too."""
+        self.last_switch = now
+
+
+class Adaptation:
+    """The scheduler's awareness loop, without the process: heartbeat reports in, policy
+    decisions out, every step written to ``stats`` (a callable taking one JSON-ready dict,
+    or None). ``tick`` at most every ``every_s``; a stall report makes the next tick
+    re-plan at once, dwell or not (a failed link must be left)."""
+
+    def __init__(self, topology: Topology, replanner: Replanner, stats=None,
+                 every_s: float = 1.0, multipath: bool = False):
+        self.rates = LinkRates(topology)
+        self.replanner = replanner
+        self.multipath = multipath
+        self._relays = None
+        self.stats = stats or (lambda record: None)
+        self.every_s = every_s
+        self._next = 0.0
+        self._urgent = False
+
+    def on_report(self, dc: str, meta: dict, now: float) -> None:
+        """A server's heartbeat meta: ``links`` {src: [Mbit/s, age]} into ``dc``,
+        ``stalled`` [dst, ...] out of it. Malformed entries are ignored."""
+        links = meta.get("links")
+        if isinstance(links, dict):
+            for src, value in links.items():
+                if isinstance(value, list) and len(value) == 2 and \
+                        all(isinstance(v, (int, float)) for v in value):
+                    self.rates.observe(str(src), dc, float(value[0]), float(value[1]), now)
+        stalled = meta.get("stalled")
+        if isinstance(stalled, list):
+            for dst in stalled:
+                if self.rates.observe_stall(dc, str(dst), now):
+                    self._urgent = True
+
+    def tick(self, policy, now: float, round_now: int):
+        """The new PolicyPlan when the policy in force should be replaced, else None."""
+        if now < self._next and not self._urgent:
+            return None
+        self._next = now + self.every_s
+        urgent, self._urgent = self._urgent, False
+        if urgent:
+            self.replanner.last_switch = None        # leave a failed link now
+        topology = self.rates.topology()
+        decision = self.replanner.consider(policy, topology, now)
+        self.stats({"t": round(now, 3), "event": "rates", "round": round_now,
+                    "rates": self.rates.snapshot(now),
+                    **({} if decision is None else
+                       {"current_s": round(decision.current_s, 4),
+                        "best_s": round(decision.best_s, 4)})})
+        return decision.plan if decision is not None and decision.switch else None
+
+    def routes(self, policy) -> dict | None:
+        """With multipath: the ROUTES meta for ``policy`` under the current rates, when it
+        differs from the last one sent (else None). Rates go along for detours."""
+        if not self.multipath:
+            return None
+        from .fapt import link_loads
+        from .multipath import plan_relays, to_json
+        topology = self.rates.topology()
+        rates = topology.rates()
+        try:
+            busy = link_loads(policy, topology, self.replanner.model_bytes)
+        except ValueError:          # the policy uses a link that is gone: wait for the next
+            return None
+        relays = to_json(plan_relays(busy, rates))
+        if self._relays is not None and _same_relays(relays, self._relays):
+            return None
+        self._relays = relays
+        return {"relays": relays, "rates": [[a, b, round(m, 3)] for (a, b), m in rates.items()]}
+
+
+def _same_relays(a: list, b: list, tolerance: float = 0.05) -> bool:
+    """Equal routes up to ``tolerance`` in every fraction (not worth a message otherwise)."""
+    return len(a) == len(b) and all(x[:3] == y[:3] and abs(x[3] - y[3]) <= tolerance
+                                    for x, y in zip(a, b))

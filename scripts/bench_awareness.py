@@ -1,0 +1,115 @@
+"""How well netstorm saw a changing WAN: its scheduler's stats log against the emulator's truth.
+
+Used by scripts/bench.py under ``--dynamic`` for the adaptive systems. The scheduler writes
+one JSON line per second (``event: rates``: every direction's estimate, its age, the round)
+and one per policy (``event: policy``). The trace runner records when each rate change took
+effect. Both use this machine's monotonic clock.
+
+* :func:`estimate_errors`: |estimate - true| / true for every fresh estimate (measured at
+  most ``max_age_s`` before the record, i.e. a link that carried traffic), against the rate
+  the emulator had set when it was measured; each measurement counted once.
+* :func:`reactions`: for every rate change, the round in progress when it took effect and
+  the first round of the next re-planned policy, if one was announced before the next change.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def read_stats(path) -> list:
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def estimate_errors(records: list, runner, max_age_s: float = 2.0) -> list:
+    """``[(t_s since trace start, 'a->b', estimate, true, rel_error)]``."""
+    seen, out = set(), []
+    for rec in records:
+        if rec.get("event") != "rates":
+            continue
+        for direction, (mbps, age, stalled) in rec["rates"].items():
+            if age is None or stalled or age > max_age_s:
+                continue
+            measured = rec["t"] - age - runner.started
+            key = (direction, round(measured, 2))
+            if key in seen or measured < 0:
+                continue
+            seen.add(key)
+            a, b = direction.split("->")
+            true = runner.rates_at(measured).get((a, b))
+            if true:
+                out.append((measured, direction, mbps, true, abs(mbps - true) / true))
+    return out
+
+
+def round_at(records: list, t_abs: float) -> int | None:
+    """The latest round reported at or before monotonic time ``t_abs``."""
+    best = None
+    for rec in records:
+        if rec.get("event") == "rates" and rec["t"] <= t_abs:
+            best = rec["round"]
+    return best
+
+
+def reactions(records: list, runner) -> list:
+    """``[{"t_s", "round", "new_policy_round" or None, "iterations" or None}]`` per change
+    after the first (the first sets the starting rates)."""
+    policies = [r for r in records if r.get("event") == "policy" and r["reason"] == "re-planned"]
+    changes = [c.t_s for c in runner.applied]
+    out = []
+    for i, t in enumerate(changes[1:], 1):
+        t_abs = runner.started + t
+        until = runner.started + changes[i + 1] if i + 1 < len(changes) else float("inf")
+        rnd = round_at(records, t_abs)
+        nxt = next((p for p in policies if t_abs <= p["t"] < until), None)
+        start = None if nxt is None else nxt["start_round"]
+        out.append({"t_s": round(t, 1), "round": rnd, "new_policy_round": start,
+                    "iterations": None if start is None or rnd is None else start - rnd})
+    return out
+
+
+def summary(stats_path, runner) -> dict:
+    records = read_stats(stats_path)
+    errors = estimate_errors(records, runner)
+    react = reactions(records, runner)
+    reacted = [r["iterations"] for r in react if r["iterations"] is not None]
+    return {"awareness_median_rel_error": (round(float(np.median([e[4] for e in errors])), 4)
+                                           if errors else None),
+            "estimates": len(errors),
+            "policy_switches": sum(1 for r in records if r.get("event") == "policy"
+                                   and r["reason"] == "re-planned"),
+            "reactions": react,
+            "max_reaction_iterations": max(reacted) if reacted else None,
+            "_errors": errors}
+
+
+def plot_estimates(errors: list, path: str, links: int = 4) -> str:
+    """Estimated against true rate over time for the ``links`` most measured directions."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    counts = {}
+    for _, direction, *_ in errors:
+        counts[direction] = counts.get(direction, 0) + 1
+    chosen = sorted(counts, key=lambda d: -counts[d])[:links]
+    fig, axes = plt.subplots(len(chosen) or 1, 1, figsize=(7, 2.2 * max(1, len(chosen))),
+                             squeeze=False)
+    for ax, direction in zip(axes.flat, chosen):
+        pts = sorted((t, est, true) for t, d, est, true, _ in errors if d == direction)
+        t = [p[0] for p in pts]
+        ax.plot(t, [p[2] for p in pts], drawstyle="steps-post", color="k", label="set by emulator")
+        ax.plot(t, [p[1] for p in pts], "o", markersize=3, color="#d62728", label="estimated")
+        ax.set_ylabel(f"{direction}\nMbit/s")
+        ax.set_ylim(bottom=0)
+    axes.flat[0].legend(loc="upper right", fontsize=8)
+    axes.flat[-1].set_xlabel("seconds since the trace started")
+    fig.suptitle("passive link estimates against the emulated rates")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,71 @@
+"""scheduler.awareness: the scheduler's view of the links and its re-planning hysteresis."""
+import pytest
+
+from scheduler.awareness import STALLED_MBPS, Adaptation, LinkRates, Replanner
+from scheduler.fapt import compute_policy, predict_iteration_s
+from scheduler.topology import load_topology
+
+B, CHUNK = 50e6, 1 << 20
+
+
+def test_observations_replace_declared_rates_newest_first():
+    rates = LinkRates(load_topology("small"))
+    assert rates.observe("dc0", "dc1", 12.5, age_s=1.0, now=10.0)
+    assert not rates.observe("dc0", "dc1", 99.0, age_s=5.0, now=10.0)     # older than known
+    assert not rates.observe("dc0", "nowhere", 1.0, 0.0, 10.0)
+    assert not rates.observe("dc0", "dc1", float("nan"), 0.0, 10.0)
+    assert rates.topology().rate("dc0", "dc1") == 12.5
+    snap = rates.snapshot(12.0)
+    assert snap["dc0->dc1"] == [12.5, 3.0, False] and snap["dc1->dc0"][1] is None
+
+
+def test_a_stalled_link_is_left_out_while_the_rest_stays_connected():
+    paper9 = load_topology("paper9")
+    rates = LinkRates(paper9)
+    rates.observe_stall("dc8", "dc9", now=1.0)
+    topo = rates.topology()
+    assert not any({l.a, l.b} == {"dc8", "dc9"} for l in topo.links)
+    assert len(topo.links) == len(paper9.links) - 1
+    rates.observe_stall("dc6", "dc9", now=2.0)          # dc9's last link: it has to stay
+    topo = rates.topology()
+    kept = [l for l in topo.links if "dc9" in (l.a, l.b)]
+    assert len(kept) == 1 and STALLED_MBPS in (kept[0].mbps_ab, kept[0].mbps_ba)
+    rates.observe("dc8", "dc9", 20.0, 0.0, 3.0)         # measured again: back in use
+    assert rates.stalled() == [("dc6", "dc9")]
+
+
+def test_replanning_needs_the_threshold_and_the_dwell_time():
+    topo = load_topology("paper9")
+    policy = compute_policy(topo, B, CHUNK).policy
+    replanner = Replanner(B, CHUNK, threshold=0.1, min_dwell_s=5.0)
+    replanner.switched(0.0)
+    assert replanner.consider(policy, topo, now=1.0) is None                 # dwelling
+    same = replanner.consider(policy, topo, now=6.0)
+    assert not same.switch and same.current_s == pytest.approx(same.best_s, rel=0.01)
+    slower = topo.with_rates({("dc9", "dc6"): 5.0, ("dc6", "dc9"): 5.0})
+    decision = replanner.consider(policy, slower, now=7.0)
+    assert decision.switch and decision.current_s > 1.1 * decision.best_s
+    new = decision.plan.policy
+    assert predict_iteration_s(new, slower, B, CHUNK) == pytest.approx(decision.best_s)
+    assert replanner.consider(new, slower, now=8.0) is None                  # dwell restarts
+    slightly = slower.with_rates({("dc1", "dc2"): 0.97 * slower.rate("dc1", "dc2")})
+    assert not replanner.consider(new, slightly, now=20.0).switch           # within threshold
+
+
+def test_adaptation_reads_reports_and_leaves_a_stalled_link_at_once():
+    topo = load_topology("paper9")
+    policy = compute_policy(topo, B, CHUNK).policy
+    log = []
+    replanner = Replanner(B, CHUNK, threshold=0.1, min_dwell_s=60.0)
+    replanner.switched(0.0)
+    adapt = Adaptation(topo, replanner, stats=log.append, every_s=1.0)
+    adapt.on_report("dc9", {"links": {"dc6": [80.0, 0.2], "bogus": "x", "dc8": [1, 2, 3]}}, 1.0)
+    assert adapt.rates.rates[("dc6", "dc9")].mbps == 80.0
+    assert adapt.tick(policy, now=1.0, round_now=3) is None                  # dwelling
+    tree_link = next((c, p) for t in policy.trees for c, p in t.parent.items() if p)
+    adapt.on_report(tree_link[0], {"stalled": [tree_link[1], 42]}, 2.0)
+    plan = adapt.tick(policy, now=2.0, round_now=4)                          # dwell or not
+    assert plan is not None
+    assert all(set(edge) != set(tree_link) for t in plan.policy.trees
+               for edge in t.parent.items() if edge[1])
+    assert log and log[-1]["event"] == "rates" and log[-1]["round"] == 4

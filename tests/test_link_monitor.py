@@ -1,0 +1,69 @@
+"""geoserver.link_monitor: rates from arrival times of the traffic itself, no clocks shared."""
+import random
+
+import pytest
+
+from geoserver.link_monitor import LinkMonitor
+
+MB = 1 << 20
+
+
+def feed(monitor, source, rate_mbps, n, size=MB, start=0.0, jitter_s=0.0, rng=None,
+         first_queued=False):
+    """n messages of ``size`` back to back over a link of ``rate_mbps``; the receiver's
+    timestamps are late by up to ``jitter_s`` (its own scheduling). Returns the end time."""
+    t = start
+    for i in range(n):
+        t += size * 8 / (rate_mbps * 1e6)
+        late = rng.uniform(0, jitter_s) if rng else 0.0
+        monitor.on_arrival(source, size, queued=(i > 0 or first_queued), now=t + late)
+    return t
+
+
+@pytest.mark.parametrize("rate", [5.0, 20.8, 85.5, 600.0])
+def test_a_busy_link_of_known_rate_is_measured_within_two_percent(rate):
+    monitor = LinkMonitor()
+    rng = random.Random(1)
+    end = feed(monitor, "dc2", rate, n=200, size=256 * 1024, jitter_s=0.003, rng=rng)
+    mbps, age = monitor.estimates(end + 0.003)["dc2"]
+    assert abs(mbps - rate) / rate < 0.02, mbps
+    assert 0 <= age < 1.0
+
+
+def test_idle_gaps_before_unqueued_messages_are_not_counted():
+    monitor = LinkMonitor()
+    t = 0.0
+    for burst in range(20):                      # bursts of 8 MiB with 2 s idle between
+        t = feed(monitor, "a", 40.0, n=8, start=t + 2.0)
+    mbps, _ = monitor.estimates(t)["a"]
+    assert abs(mbps - 40.0) / 40.0 < 0.02
+
+
+def test_a_rate_change_is_followed_within_a_few_time_constants():
+    monitor = LinkMonitor(tau_s=1.5)
+    t = feed(monitor, "a", 100.0, n=300)
+    t = feed(monitor, "a", 25.0, n=30, start=t, first_queued=True)     # ~10 s at 25
+    mbps, _ = monitor.estimates(t)["a"]
+    assert abs(mbps - 25.0) / 25.0 < 0.05, mbps
+
+
+def test_links_are_separate_and_unmeasured_ones_are_absent():
+    monitor = LinkMonitor()
+    feed(monitor, "a", 10.0, n=50)
+    feed(monitor, "b", 50.0, n=200)
+    monitor.on_arrival("c", 100, queued=False, now=1.0)
+    est = monitor.estimates(100.0)
+    assert set(est) == {"a", "b"}
+    assert est["a"][0] == pytest.approx(10.0, rel=0.02)
+    assert est["b"][0] == pytest.approx(50.0, rel=0.02)
+    report = monitor.report(100.0)
+    assert set(report) == {"a", "b"} and all(len(v) == 2 for v in report.values())
+
+
+def test_clock_going_backwards_or_bad_settings_do_not_corrupt():
+    monitor = LinkMonitor()
+    monitor.on_arrival("a", MB, queued=True, now=5.0)
+    monitor.on_arrival("a", MB, queued=True, now=4.0)          # earlier than the last
+    assert monitor.estimates(6.0) == {}
+    with pytest.raises(ValueError):
+        LinkMonitor(window_s=0)

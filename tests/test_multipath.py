@@ -1,0 +1,41 @@
+"""scheduler.multipath: relays level the busiest link with idle two-hop paths."""
+import pytest
+
+from scheduler.fapt import best_single_tree, compute_policy, link_loads
+from scheduler.multipath import plan_relays, predicted_busiest_s, to_json
+from scheduler.topology import load_topology
+
+B = 46.8e6
+
+
+def test_a_single_tree_on_hetero6_gets_much_faster_with_relays():
+    topology = load_topology("hetero6")
+    busy = link_loads([(best_single_tree(topology, B)[0], 1.0)], topology, B)
+    plan = plan_relays(busy, topology.rates())
+    before, after = max(busy.values()), predicted_busiest_s(busy, topology.rates(), plan)
+    assert after < 0.5 * before
+    for (u, v), parts in plan.items():
+        assert busy[(u, v)] > 0                                  # only tree links shed
+        assert 0 < sum(f for _, f in parts) < 1
+        for w, _ in parts:
+            assert (u, w) in topology.rates() and (w, v) in topology.rates()
+    rows = to_json(plan)
+    assert all(len(r) == 4 for r in rows)
+
+
+@pytest.mark.parametrize("name", ["paper9", "small"])
+def test_no_relays_where_the_trees_already_meet_the_busiest_cut(name):
+    topology = load_topology(name)
+    busy = link_loads(compute_policy(topology, B), topology, B)
+    assert plan_relays(busy, topology.rates()) == {}
+
+
+def test_levelled_hand_example():
+    # a -> b carries 100 Mbit at 10 Mbit/s (10 s); a -> c -> b is idle at 40 Mbit/s each.
+    rates = {("a", "b"): 10.0, ("a", "c"): 40.0, ("c", "b"): 40.0}
+    busy = {("a", "b"): 10.0}
+    plan = plan_relays(busy, rates)
+    (w, f), = plan[("a", "b")]
+    # x moved: 10 - x/10 = x/40  ->  x = 80 Mbit, f = 0.8, both paths 2 s
+    assert w == "c" and f == pytest.approx(0.8, abs=1e-6)
+    assert predicted_busiest_s(busy, rates, plan) == pytest.approx(2.0, abs=1e-6)
