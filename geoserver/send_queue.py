@@ -40,6 +40,7 @@ class SendQueue:
         self._progress: dict = {}      # peer -> when a message last left, or the wait began
         self._keep = keep_recent
         self._recent: dict = {}        # peer -> deque of messages handed over
+        self._last_bytes: dict = {}    # peer -> sizes of the last messages handed over
 
     def send(self, peer, msg: wire.Message, priority: tuple = ()) -> None:
         """Send ``msg`` to ``peer`` (already connected) now if its socket takes it, else
@@ -62,6 +63,10 @@ class SendQueue:
 
     def _handed(self, peer, msg: wire.Message) -> None:
         self._progress[peer] = self._clock()
+        sizes = self._last_bytes.get(peer)
+        if sizes is None:
+            sizes = self._last_bytes[peer] = collections.deque(maxlen=SEND_HWM + 2)
+        sizes.append(sum(memoryview(f).nbytes for f in msg.frames))
         if self._keep:
             recent = self._recent.get(peer)
             if recent is None:
@@ -72,10 +77,15 @@ class SendQueue:
         """Peers with messages waiting here: poll them for writability."""
         return [peer for peer, heap in self._heaps.items() if heap]
 
-    def stalled(self, stall_s: float) -> list:
-        """Peers with messages waiting here of which none left for ``stall_s`` seconds."""
+    def stalled(self, allowed_s) -> list:
+        """Peers with messages waiting here of which none left for longer than
+        ``allowed_s(peer, bytes)``, where ``bytes`` is what the last few messages handed
+        over hold (they may all still be ahead in ZeroMQ's and the socket's buffers: big
+        messages on a slow link legitimately hold the queue that long)."""
         now = self._clock()
-        return [peer for peer in self.backlogged() if now - self._progress[peer] >= stall_s]
+        return [peer for peer in self.backlogged()
+                if now - self._progress[peer]
+                >= allowed_s(peer, sum(self._last_bytes.get(peer, ())))]
 
     def take(self, peer) -> list:
         """Remove and return every message waiting for ``peer``, most urgent first, after

@@ -122,10 +122,14 @@ class WanTransport:
         if to == self.dc:
             return self._on_part(kind, cid, meta, array)
         nxt = self.router.next_hop(to, self.clock(), came_from=(source, meta["from"]))
-        if nxt is None or meta["hops"] >= MAX_HOPS:
-            log.error("%s: cannot forward part of key %d chunk %d to %s (hops %d): no route",
-                      self.dc, cid.key, cid.chunk, to, meta["hops"])
+        if meta["hops"] >= MAX_HOPS:
+            log.error("%s: dropped part of key %d chunk %d for %s after %d relays", self.dc,
+                      cid.key, cid.chunk, to, meta["hops"])
             return None
+        if nxt is None:                 # no way around: wait for the direct link
+            log.warning("%s: no detour to %s for key %d chunk %d; it waits for the link",
+                        self.dc, to, cid.key, cid.chunk)
+            nxt = to
         priority = (cid.rnd, cid.key, cid.chunk)
         if nxt == to:
             part = {"part": meta["part"], "from": meta["from"]}
@@ -140,7 +144,7 @@ class WanTransport:
         """Detour the chunks of every neighbour whose link moved nothing for ``stall_s``:
         those waiting and the last few handed over (which may be stuck in buffers)."""
         now = self.clock()
-        for node in self.outbox.stalled(self.stall_s):
+        for node in self.outbox.stalled(self._allowed_s):
             dc = self.dc_of[node]
             via = self.router.mark_stalled(dc, now)
             if via is None:
@@ -152,6 +156,13 @@ class WanTransport:
                         self.dc, dc, self.stall_s, len(stuck), via)
             for msg in stuck:
                 self._reroute(msg, dc, now)
+
+    def _allowed_s(self, node, last_bytes: int) -> float:
+        """How long a link may go without taking a message before it counts as stalled:
+        ``stall_s`` plus twice the time the last messages handed over need at the link's
+        known rate (at least 1 Mbit/s assumed): big messages on a slow link are no failure."""
+        mbps = max(1.0, self.router.rates.get((self.dc, self.dc_of[node]), 1.0))
+        return self.stall_s + 2 * 8 * last_bytes / (mbps * 1e6)
 
     def _reroute(self, msg: Message, dead: str, now: float) -> None:
         """Send a message that was bound for ``dead`` another way: a chunk or part through

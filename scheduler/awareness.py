@@ -40,15 +40,16 @@ class LinkRates:
         if known is None or not (mbps >= 0 and age_s >= 0) or mbps == float("inf"):
             return False
         at = now - age_s
-        if known.at is not None and at < known.at and not known.stalled:
-            return False                                 # older than what we have
+        if known.at is not None and at <= known.at:
+            return False         # not newer than what we have (a stall counts as news)
         self.rates[(src, dst)] = Estimate(float(mbps), at)
         return True
 
     def observe_stall(self, src: str, dst: str, now: float) -> bool:
         """``src`` reports its messages to ``dst`` stuck: the direction counts as failed
-        until a fresh measurement says otherwise."""
-        if (src, dst) not in self.rates:
+        until a measurement made after now says otherwise. True if that is news."""
+        known = self.rates.get((src, dst))
+        if known is None or known.stalled:
             return False
         self.rates[(src, dst)] = Estimate(STALLED_MBPS, now, stalled=True)
         return True

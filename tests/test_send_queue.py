@@ -54,3 +54,27 @@ def test_peers_are_independent():
     queue.send("fast", chunk(2), (5,))
     assert van.sent == [("fast", 2)]
     assert queue.backlogged() == ["slow"] and queue.waiting("slow") == 1
+
+
+def test_stalled_allows_time_for_the_last_message_and_take_returns_the_stuck_ones():
+    import numpy as np
+    van = FakeVan()
+    now = [0.0]
+    queue = SendQueue(van, clock=lambda: now[0], keep_recent=2)
+    van.room["p"] = 3
+    big = wire.Message(wire.Kind.CHUNK_UP, key=9, dtype=np.float32,
+                       frames=[np.zeros(1 << 18, np.float32)])            # 1 MiB
+    for key in (1, 2):
+        queue.send("p", chunk(key), (0, key, 0))
+    queue.send("p", big, (0, 3, 0))
+    queue.send("p", chunk(4), (0, 4, 0))                      # no room: waits, QUEUED
+    assert queue.waiting("p") == 1
+    allowed = lambda peer, nbytes: 1.0 + nbytes / 1e6         # 1 s + 1 s per MB
+    now[0] = 1.5
+    assert queue.stalled(allowed) == []                       # the 1 MiB may take 2 s
+    now[0] = 2.2
+    assert queue.stalled(allowed) == ["p"]
+    stuck = queue.take("p")
+    assert [m.key for m in stuck] == [2, 9, 4]                # the last 2 handed, then waiting
+    assert stuck[-1].flags & wire.Flag.QUEUED and not stuck[0].flags & wire.Flag.QUEUED
+    assert queue.backlogged() == [] and queue.stalled(allowed) == []

@@ -1,6 +1,6 @@
 """Worker script for fault tests: tests/test_launch.py, test_rendezvous.py, test_server.py.
 
-    fault_worker.py MODE [ROUNDS]
+    fault_worker.py MODE [ROUNDS [ELEMENTS]]
 
 MODE: loop (pushpull ROUNDS rounds, checking sums), exit-rank1 (rank 1 exits with code 3
 after init), sleep (init, then sleep), garbage (send malformed frames and messages from an
@@ -21,7 +21,7 @@ from geoserver import wire
 mode = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 kv = mx.kv.create("netstorm")
-shape = (64, 33)
+shape = (int(sys.argv[3]),) if len(sys.argv) > 3 else (64, 33)
 kv.init(0, mx.nd.zeros(shape))
 print(f"rank {kv.rank} ready", flush=True)
 
@@ -59,5 +59,6 @@ for r in range(1, rounds + 1):
     got = out.asnumpy()
     if not (got == total * r).all():
         sys.exit(f"rank {kv.rank} round {r}: got {got.ravel()[:3]}, want {total * r}")
+    print(f"rank {kv.rank} round {r} ok", flush=True)
     time.sleep(0.05)
 print(f"rank {kv.rank} finished {rounds} rounds", flush=True)
