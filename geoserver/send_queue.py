@@ -87,13 +87,12 @@ class SendQueue:
                 if now - self._progress[peer]
                 >= allowed_s(peer, sum(self._last_bytes.get(peer, ())))]
 
-    def take(self, peer) -> list:
-        """Remove and return every message waiting for ``peer``, most urgent first, after
-        the last ``keep_recent`` handed over (which may still be stuck in buffers): to send
-        them another way. The receiver drops whatever arrives twice."""
+    def take(self, peer) -> tuple:
+        """Remove, to send them another way: ``(handed, waiting)``, the last ``keep_recent``
+        messages handed over (which may still be stuck in buffers, or may arrive) and every
+        message waiting for ``peer``, most urgent first."""
         heap = self._heaps.pop(peer, [])
-        recent = list(self._recent.pop(peer, ()))
-        return recent + [item[2] for item in sorted(heap)]
+        return list(self._recent.pop(peer, ())), [item[2] for item in sorted(heap)]
 
     def waiting(self, peer=None) -> int:
         """How many messages wait here (for ``peer``, or for all peers)."""

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CHUNK_KINDS = (Kind.CHUNK_UP, Kind.CHUNK_DOWN)
 RECENT = 8        # messages per peer kept for re-sending when the link stalls
+STALL_FRACTION = 0.05   # a link slower than this part of its known rate may count as failed
 
 
 class WanTransport:
@@ -151,18 +152,23 @@ class WanTransport:
                 log.error("%s: link to %s stalled and no relay reaches it; waiting", self.dc,
                           dc)
                 continue
-            stuck = self.outbox.take(node)
-            log.warning("%s: link to %s stalled for %.1fs: %d messages go around it via %s",
-                        self.dc, dc, self.stall_s, len(stuck), via)
-            for msg in stuck:
+            handed, waiting = self.outbox.take(node)
+            # chunks handed over may be stuck in buffers: send them again (the receiver
+            # drops what arrives twice); control messages handed over are left alone
+            again = [m for m in handed if m.kind in CHUNK_KINDS or m.kind == Kind.RELAY]
+            log.warning("%s: link to %s stalled: %d waiting and %d recent chunk messages go "
+                        "around it via %s", self.dc, dc, len(waiting), len(again), via)
+            for msg in again + waiting:
                 self._reroute(msg, dc, now)
 
     def _allowed_s(self, node, last_bytes: int) -> float:
         """How long a link may go without taking a message before it counts as stalled:
-        ``stall_s`` plus twice the time the last messages handed over need at the link's
-        known rate (at least 1 Mbit/s assumed): big messages on a slow link are no failure."""
-        mbps = max(1.0, self.router.rates.get((self.dc, self.dc_of[node]), 1.0))
-        return self.stall_s + 2 * 8 * last_bytes / (mbps * 1e6)
+        ``stall_s`` plus the time the last messages handed over (maybe all still ahead)
+        need at 5% of the link's known rate, at least 1 Mbit/s. So a link counts as failed
+        when it runs at well under a twentieth of what it was known for, not when it is
+        merely slower or carries big messages."""
+        known = self.router.rates.get((self.dc, self.dc_of[node]), 0.0)
+        return self.stall_s + 8 * last_bytes / (max(1.0, STALL_FRACTION * known) * 1e6)
 
     def _reroute(self, msg: Message, dead: str, now: float) -> None:
         """Send a message that was bound for ``dead`` another way: a chunk or part through

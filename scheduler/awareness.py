@@ -127,8 +127,8 @@ class Replanner:
 class Adaptation:
     """The scheduler's awareness loop, without the process: heartbeat reports in, policy
     decisions out, every step written to ``stats`` (a callable taking one JSON-ready dict,
-    or None). ``tick`` at most every ``every_s``; a stall report makes the next tick
-    re-plan at once, dwell or not (a failed link must be left)."""
+    or None). It is :meth:`due` every ``every_s``; a stall report makes it due at once and
+    the next tick re-plans, dwell or not (a failed link must be left)."""
 
     def __init__(self, topology: Topology, replanner: Replanner, stats=None,
                  every_s: float = 1.0, multipath: bool = False):
@@ -156,10 +156,13 @@ class Adaptation:
                 if self.rates.observe_stall(dc, str(dst), now):
                     self._urgent = True
 
+    def due(self, now: float) -> bool:
+        """Time for a :meth:`tick`: ``every_s`` passed, or a link newly stalled."""
+        return now >= self._next or self._urgent
+
     def tick(self, policy, now: float, round_now: int):
-        """The new PolicyPlan when the policy in force should be replaced, else None."""
-        if now < self._next and not self._urgent:
-            return None
+        """Compare ``policy`` with the best under the current rates (and log them): the new
+        PolicyPlan when it should be replaced, else None."""
         self._next = now + self.every_s
         urgent, self._urgent = self._urgent, False
         if urgent:

@@ -292,7 +292,7 @@ class Scheduler:
             self._adapt()
 
     def _adapt(self) -> None:
-        if self.adaptation is None:
+        if self.adaptation is None or not self.adaptation.due(time.monotonic()):
             return
         plan = self.adaptation.tick(self.policy, time.monotonic(),
                                     max(self.rounds.values(), default=0))

@@ -8,10 +8,9 @@ import pytest
 
 from geoserver import wire
 from geoserver.aggregation import ChunkId, TreeExchange
-from geoserver.tree import PolicyBook
+from geoserver.tree import Policy, PolicyBook
 from geoserver.wan_transport import WanTransport
 from scheduler.policy import random_trees
-from geoserver.tree import Policy
 
 
 class Clock:
