@@ -1,6 +1,6 @@
 """Passive throughput measurement of WAN links, from the training traffic itself.
 
-No probes and no synchronized clocks. The *sender* knows whether a link was busy: a message
+No probes compete with training and no clocks are compared. The *sender* knows whether a link was busy: a message
 that had to wait in its :class:`~geoserver.send_queue.SendQueue` (ZeroMQ's queue towards that
 peer was full when it was queued) is marked ``Flag.QUEUED``, and from then until it leaves
 the link carries nothing but the messages queued ahead of it and then this one. The
@@ -8,12 +8,15 @@ the link carries nothing but the messages queued ahead of it and then this one. 
 previous arrival from the same peer is time the link spent carrying that message. Summing
 bytes and those intervals over a window of at least ``window_s`` gives a rate; the receiver's
 scheduling jitter moves single arrivals but cancels over a window. A message that was not
-QUEUED ends the window (the link may have been idle before it). Windows feed an exponentially
-weighted mean with time constant ``tau_s`` (a window of length d weighs 1 - exp(-d/tau)).
+QUEUED ends the window (the link may have been idle before it); a window that ends so but
+carried at least ``min_bytes`` (a probe burst on an idle link) still counts. Windows feed an
+exponentially weighted mean with time constant ``tau_s`` (a window of length d weighs
+1 - exp(-d/tau)); after a silence of 4 tau a new window replaces the old estimate.
 
-A link that carries little (never backlogged) yields no samples: its estimate keeps its age,
-which the scheduler weighs. A link that stops moving entirely yields no arrivals either; the
-sender notices that (:meth:`SendQueue.stalled`), not this class.
+A link that carries little (never backlogged) yields no samples, except from the small
+probe bursts a server sends over links idle for a while
+(:meth:`geoserver.wan_transport.WanTransport.probe_idle`). A link that stops moving
+entirely yields no arrivals either; the sender notices that (:meth:`SendQueue.stalled`).
 
 Pure logic (the server feeds arrivals); O(1) per arrival.
 """
@@ -36,11 +39,12 @@ class _Link:
 class LinkMonitor:
     """Inbound rate estimates of one DC's WAN links, keyed by the sending DC."""
 
-    def __init__(self, window_s: float = 0.5, tau_s: float = 1.5):
+    def __init__(self, window_s: float = 0.5, tau_s: float = 1.5, min_bytes: int = 256 * 1024):
         if not (window_s > 0 and tau_s > 0):
             raise ValueError(f"window_s and tau_s must be > 0, got {window_s}, {tau_s}")
         self.window_s = window_s
         self.tau_s = tau_s
+        self.min_bytes = min_bytes
         self._links: dict = {}
 
     def on_arrival(self, source: str, nbytes: int, queued: bool, now: float) -> None:
@@ -48,17 +52,29 @@ class LinkMonitor:
         link = self._links.setdefault(source, _Link())
         previous, link.last_arrival = link.last_arrival, now
         if not queued or previous is None or now < previous:
-            link.window_bytes, link.window_s = 0, 0.0      # the link may have idled
+            # the link may have idled: close the window; a short busy run (a probe burst)
+            # still counts if it carried at least min_bytes
+            if link.window_bytes >= self.min_bytes and previous is not None:
+                self._sample(link, previous)
+            link.window_bytes, link.window_s = 0, 0.0
             return
         link.window_bytes += nbytes
         link.window_s += now - previous
         if link.window_s >= self.window_s:
-            sample = 8 * link.window_bytes / link.window_s / 1e6
-            weight = 1.0 - math.exp(-link.window_s / self.tau_s)
-            link.mbps = sample if link.mbps is None else link.mbps + weight * (sample - link.mbps)
-            link.updated_at = now
-            link.samples += 1
-            link.window_bytes, link.window_s = 0, 0.0
+            self._sample(link, now)
+
+    def _sample(self, link: _Link, now: float) -> None:
+        if link.window_s <= 0:
+            return
+        sample = 8 * link.window_bytes / link.window_s / 1e6
+        weight = 1.0 - math.exp(-link.window_s / self.tau_s)
+        if link.mbps is None or link.updated_at is None or now - link.updated_at > self.tau_s * 4:
+            link.mbps = sample               # nothing recent to smooth with
+        else:
+            link.mbps += weight * (sample - link.mbps)
+        link.updated_at = now
+        link.samples += 1
+        link.window_bytes, link.window_s = 0, 0.0
 
     def estimates(self, now: float) -> dict:
         """``{source: (mbps, age_s)}`` for every link measured so far."""

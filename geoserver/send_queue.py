@@ -73,6 +73,10 @@ class SendQueue:
                 recent = self._recent[peer] = collections.deque(maxlen=self._keep)
             recent.append(msg)
 
+    def last_sent(self, peer) -> float:
+        """When a message to ``peer`` was last handed over (0.0: never)."""
+        return self._progress.get(peer, 0.0) if not self._heaps.get(peer) else self._clock()
+
     def backlogged(self) -> list:
         """Peers with messages waiting here: poll them for writability."""
         return [peer for peer, heap in self._heaps.items() if heap]

@@ -43,6 +43,7 @@ class GeoServer:
         rates = {}
         for a, b, ab, ba in meta.get("links", ()):     # the WAN the scheduler planned on
             rates[(a, b)], rates[(b, a)] = float(ab), float(ba)
+        self.probe_idle_s = float(meta.get("probe_idle_s", 0.0))   # 0: never probe
         self.wan = WanTransport(self.dc, self.servers, self.po, rates, int(meta["chunk_bytes"]),
                                 float(meta.get("stall_s", 3.0)), time.monotonic)
         self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
@@ -96,7 +97,10 @@ class GeoServer:
                 log.error("%s: bad INIT of key %d from %s: %s", self.dc, msg.key, source, exc)
             return
         if msg.kind == Kind.PROBE:
-            self.prober.on_piece(source, sum(len(f) for f in msg.frames), time.monotonic())
+            nbytes, now = sum(len(f) for f in msg.frames), time.monotonic()
+            self.prober.on_piece(source, nbytes, now)          # start-up measurement
+            self.wan.monitor.on_arrival(source, wire.HEADER.size + nbytes,
+                                        bool(msg.flags & wire.Flag.QUEUED), now)
             self._maybe_report_probe()
             return
         if msg.kind not in (Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY):
@@ -208,6 +212,8 @@ class GeoServer:
             for node in writable:
                 self.wan.outbox.flush(node)
             self.wan.check_stalls()
+            if self.probe_idle_s and self.policies.by_version:
+                self.wan.probe_idle(self.probe_idle_s)
             msg = self.po.van.recv(0) if readable else None
             if msg is not None and not self.handle(msg):
                 return

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
+
 from . import wire
 from .aggregation import ChunkId
 from .link_monitor import LinkMonitor
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 
 CHUNK_KINDS = (Kind.CHUNK_UP, Kind.CHUNK_DOWN)
 RECENT = 8        # messages per peer kept for re-sending when the link stalls
+PROBE_BURST = 8   # pieces of PROBE_PIECE_BYTES in one idle-link probe
+PROBE_PIECE_BYTES = 64 * 1024
 STALL_FRACTION = 0.05   # a link slower than this part of its known rate may count as failed
 
 
@@ -44,6 +48,8 @@ class WanTransport:
         self.monitor = LinkMonitor()
         # a chunk is at most chunk_bytes (>= 1 element); parts claim at most that many
         self.reassembly = Reassembler(max_elements=max(1, chunk_bytes))
+        self._probed: dict = {}          # neighbour -> when its link was last probed
+        self._probe_piece = np.zeros(PROBE_PIECE_BYTES, dtype=np.uint8)
         for name, node in servers.items():
             if name != dc:
                 postoffice.connect(node, send_hwm=SEND_HWM)
@@ -198,6 +204,26 @@ class WanTransport:
         else:
             meta.update(to=to, hops=hops + 1)
             self.send(nxt, self._chunk(Kind.RELAY, cid, array, meta), priority)
+
+    def probe_idle(self, every_s: float) -> None:
+        """Send a small burst (:data:`PROBE_BURST` pieces) over every known link that has
+        carried nothing for ``every_s`` and has nothing waiting, so that its receiver can
+        measure it (pieces after the first are marked QUEUED: they follow back to back).
+        Also how a link given up as stalled is found to work again. O(neighbours)."""
+        now = self.clock()
+        for (a, v), mbps in self.router.rates.items():
+            node = self.servers.get(v)
+            if a != self.dc or node is None or self.outbox.waiting(node) \
+                    or self.router.is_stalled(v, now):
+                continue
+            if now - max(self.outbox.last_sent(node), self._probed.get(v, 0.0)) < every_s:
+                continue
+            self._probed[v] = now
+            piece = self._probe_piece
+            for i in range(PROBE_BURST):
+                self.send(v, Message(Kind.PROBE, dtype=piece.dtype, frames=[piece],
+                                     flags=wire.Flag.QUEUED if i else wire.Flag.NONE),
+                          priority=(float("inf"),))      # behind any chunk
 
     def on_routes(self, meta: dict) -> None:
         self.router.set_plan(meta.get("relays"), meta.get("rates"))

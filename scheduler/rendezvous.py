@@ -23,6 +23,7 @@ from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, plan
 
 PROBE_BYTES = 2 << 20       # per directed pair: enough to leave TCP slow start at WAN rates
 PROBE_TIMEOUT_S = 6.0       # a measurement never takes longer than this
+IDLE_PROBE_S = 10.0         # adapt: a link idle this long gets a 512 KiB probe burst
 
 log = logging.getLogger("netstorm.scheduler")
 SCHEDULER_ID = 0
@@ -175,6 +176,7 @@ class Scheduler:
                 "policy": None if policy is None else policy.to_json(),
                 "chunk_bytes": self.config.chunk_bytes, "timeout_s": self.config.timeout_s,
                 "heartbeat_s": self.config.heartbeat_s, "stall_s": self.config.stall_s,
+                "probe_idle_s": IDLE_PROBE_S if self.config.adapt else 0.0,
                 "links": [] if self.wan_topology is None else
                 [[l.a, l.b, l.mbps_ab, l.mbps_ba] for l in self.wan_topology.links]}))
             self.last_seen[node.id] = now

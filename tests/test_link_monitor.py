@@ -67,3 +67,16 @@ def test_clock_going_backwards_or_bad_settings_do_not_corrupt():
     assert monitor.estimates(6.0) == {}
     with pytest.raises(ValueError):
         LinkMonitor(window_s=0)
+
+
+def test_a_short_probe_burst_on_an_idle_link_is_measured_when_it_ends():
+    monitor = LinkMonitor()
+    t = feed(monitor, "a", 30.0, n=8, size=64 * 1024)          # 512 KiB: 0.14 s, no window
+    assert monitor.estimates(t) == {}
+    monitor.on_arrival("a", 100, queued=False, now=t + 10.0)   # the next thing ends it
+    mbps, age = monitor.estimates(t + 10.0)["a"]
+    assert mbps == pytest.approx(30.0, rel=0.02) and age == pytest.approx(10.0)
+    small = LinkMonitor()
+    t = feed(small, "a", 30.0, n=3, size=64 * 1024)            # too few bytes to trust
+    small.on_arrival("a", 100, queued=False, now=t + 1.0)
+    assert small.estimates(t + 1.0) == {}

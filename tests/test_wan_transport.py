@@ -217,3 +217,24 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
     for tree in policies[-1]["trees"]:
         assert {tree["parent"]["dc1"], tree["parent"]["dc2"]} != {"dc2", "dc1"}
         assert tree["parent"]["dc1"] != "dc2" and tree["parent"]["dc2"] != "dc1"
+
+
+def test_idle_links_get_a_probe_burst_and_busy_ones_do_not():
+    rng = random.Random(0)
+    trees, shares = random_trees(["dc0", "dc1", "dc2"], rng, max_trees=1)
+    world = World(rng, 3, Policy(1, 0, tuple(trees), tuple(shares)), chunk_bytes=1 << 16)
+    wan = world.wan["dc0"]
+    world.clock.t = 100.0
+    wan.probe_idle(every_s=10.0)
+    bursts = {dst: len(q) for (src, dst), q in world.net.buffers.items() if src == "dc0"}
+    assert bursts == {"dc1": 8, "dc2": 8}
+    for (src, dst), q in world.net.buffers.items():
+        q.clear()
+    world.clock.t = 105.0
+    wan.probe_idle(every_s=10.0)                     # probed 5 s ago: not yet
+    world.clock.t = 116.0
+    wan.send("dc1", wire.Message(wire.Kind.INIT))    # dc1's link just carried something
+    wan.probe_idle(every_s=10.0)
+    sent = {dst: [wire.decode(f).kind for f in q] for (src, dst), q in world.net.buffers.items()
+            if src == "dc0" and q}
+    assert sent == {"dc1": [wire.Kind.INIT], "dc2": [wire.Kind.PROBE] * 8}
