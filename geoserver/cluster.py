@@ -32,7 +32,7 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     adapt = false           # fapt: re-plan the trees from rates measured on the traffic
     replan_threshold = 0.1  # adapt: switch when the current policy is predicted this much
                             # slower than the best one under fresh estimates
-    min_dwell_s = 5         # adapt: at least this long between two switches
+    min_dwell_s = 10        # adapt: at least this long between two switches
     multipath = false       # fapt: idle links carry part of busy links' chunks via relays
 
     [[link]]                # optional: the WAN links and their rates (Mbit/s). If given,
@@ -90,7 +90,7 @@ class ClusterConfig:
     hub: str = ""
     adapt: bool = False
     replan_threshold: float = 0.1
-    min_dwell_s: float = 5.0
+    min_dwell_s: float = 10.0
     multipath: bool = False
     links: tuple = ()
     stats: str = ""         # scheduler: JSON-lines log of estimates and policies ("": none)

@@ -5,7 +5,8 @@ Servers report inbound link estimates and stalled outbound links on their heartb
 :class:`LinkRates` keeps the latest per direction, starting from the cluster file's rates
 (or the start-up measurement). :class:`Replanner` decides when the policy in force is worth
 replacing: when, under the fresh estimates, it is predicted more than ``threshold`` slower
-than the best policy, and the last switch is at least ``min_dwell_s`` old (no flapping).
+than the best policy, for at least ``confirm_s``, and the last switch is at least
+``min_dwell_s`` old (no flapping).
 Pure logic with an explicit clock; the scheduler process feeds it.
 """
 from __future__ import annotations
@@ -93,30 +94,39 @@ class Replanner:
     """Hysteresis for policy switches: a relative ``threshold`` and a ``min_dwell_s``."""
 
     def __init__(self, model_bytes: float, chunk_bytes: float, threshold: float = 0.1,
-                 min_dwell_s: float = 5.0):
-        if threshold < 0 or min_dwell_s < 0:
-            raise ValueError(f"threshold and min_dwell_s must be >= 0, got {threshold}, "
-                             f"{min_dwell_s}")
+                 min_dwell_s: float = 10.0, confirm_s: float = 1.0):
+        if threshold < 0 or min_dwell_s < 0 or confirm_s < 0:
+            raise ValueError(f"threshold, min_dwell_s and confirm_s must be >= 0, got "
+                             f"{threshold}, {min_dwell_s}, {confirm_s}")
         self.model_bytes, self.chunk_bytes = model_bytes, chunk_bytes
-        self.threshold, self.min_dwell_s = threshold, min_dwell_s
+        self.threshold, self.min_dwell_s, self.confirm_s = threshold, min_dwell_s, confirm_s
         self.last_switch: float | None = None
+        self._better_since: float | None = None     # when a switch first looked worth it
 
-    def consider(self, policy, topology: Topology, now: float) -> Decision | None:
-        """None while the last switch is younger than ``min_dwell_s``; else the comparison,
-        with ``switch`` set (and the dwell clock restarted) when it pays. A policy whose
-        trees use a link that is gone is predicted as infinitely slow. Cost: one
-        :func:`scheduler.fapt.compute_policy`."""
+    def consider(self, policy, topology: Topology, now: float,
+                 urgent: bool = False) -> Decision | None:
+        """None while the last switch is younger than ``min_dwell_s`` (unless ``urgent``);
+        else the comparison, with ``switch`` set (and the dwell clock restarted) when a
+        switch has paid for at least ``confirm_s`` (one noisy estimate is not enough), or
+        at once when ``urgent``. A policy whose trees use a link that is gone is predicted
+        as infinitely slow. Cost: one :func:`scheduler.fapt.compute_policy`."""
         from .fapt import compute_policy, predict_iteration_s
-        if self.last_switch is not None and now - self.last_switch < self.min_dwell_s:
+        if not urgent and self.last_switch is not None and \
+                now - self.last_switch < self.min_dwell_s:
             return None
         try:
             current = predict_iteration_s(policy, topology, self.model_bytes, self.chunk_bytes)
         except ValueError:
             current = float("inf")
         plan = compute_policy(topology, self.model_bytes, self.chunk_bytes)
-        switch = current > plan.predicted_s * (1.0 + self.threshold)
+        better = current > plan.predicted_s * (1.0 + self.threshold)
+        if not better:
+            self._better_since = None
+        elif self._better_since is None:
+            self._better_since = now
+        switch = better and (urgent or now - self._better_since >= self.confirm_s)
         if switch:
-            self.last_switch = now
+            self.last_switch, self._better_since = now, None
         return Decision(switch, current, plan.predicted_s, plan if switch else None)
 
     def switched(self, now: float) -> None:
@@ -164,11 +174,9 @@ class Adaptation:
         """Compare ``policy`` with the best under the current rates (and log them): the new
         PolicyPlan when it should be replaced, else None."""
         self._next = now + self.every_s
-        urgent, self._urgent = self._urgent, False
-        if urgent:
-            self.replanner.last_switch = None        # leave a failed link now
+        urgent, self._urgent = self._urgent, False      # a failed link: leave it now
         topology = self.rates.topology()
-        decision = self.replanner.consider(policy, topology, now)
+        decision = self.replanner.consider(policy, topology, now, urgent=urgent)
         self.stats({"t": round(now, 3), "event": "rates", "round": round_now,
                     "rates": self.rates.snapshot(now),
                     **({} if decision is None else

@@ -299,7 +299,7 @@ class Scheduler:
         plan = self.adaptation.tick(self.policy, time.monotonic(),
                                     max(self.rounds.values(), default=0))
         if plan is not None:
-            self.announce(plan.policy.trees, plan.shares, lead_rounds=1)
+            self.announce(plan.policy.trees, plan.shares, lead_rounds=2)
             self._log_policy("re-planned", round(plan.predicted_s, 4))
         self._send_routes()
 
@@ -335,7 +335,8 @@ class Scheduler:
         ahead of time, so every DC switches at the same round boundary without a barrier.
         A server that gets it too late aborts the run with a clear error rather than
         disagree with the others."""
-        start = self.rounds_ahead(lead_rounds)
+        # never before the previous version's start: a newer policy must not be shadowed
+        start = max(self.rounds_ahead(lead_rounds), self.policy.start_round)
         self.policy = Policy(self.policy.version + 1, start, tuple(trees), tuple(shares))
         for node in self.table.nodes.values():
             if node.role == SERVER:

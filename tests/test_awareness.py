@@ -43,13 +43,18 @@ def test_replanning_needs_the_threshold_and_the_dwell_time():
     same = replanner.consider(policy, topo, now=6.0)
     assert not same.switch and same.current_s == pytest.approx(same.best_s, rel=0.01)
     slower = topo.with_rates({("dc9", "dc6"): 5.0, ("dc6", "dc9"): 5.0})
-    decision = replanner.consider(policy, slower, now=7.0)
+    first = replanner.consider(policy, slower, now=7.0)
+    assert not first.switch and first.current_s > 1.1 * first.best_s        # confirm first
+    assert not replanner.consider(policy, topo, now=7.5).switch             # it was noise
+    assert not replanner.consider(policy, slower, now=8.0).switch           # seen anew
+    decision = replanner.consider(policy, slower, now=9.0)
     assert decision.switch and decision.current_s > 1.1 * decision.best_s
     new = decision.plan.policy
     assert predict_iteration_s(new, slower, B, CHUNK) == pytest.approx(decision.best_s)
-    assert replanner.consider(new, slower, now=8.0) is None                  # dwell restarts
+    assert replanner.consider(new, slower, now=10.0) is None                 # dwell restarts
+    assert replanner.consider(policy, slower, now=10.0, urgent=True).switch  # unless urgent
     slightly = slower.with_rates({("dc1", "dc2"): 0.97 * slower.rate("dc1", "dc2")})
-    assert not replanner.consider(new, slightly, now=20.0).switch           # within threshold
+    assert not replanner.consider(new, slightly, now=30.0).switch           # within threshold
 
 
 def test_adaptation_reads_reports_and_leaves_a_stalled_link_at_once():
