@@ -72,27 +72,24 @@ class Van:
         return peer in self._peers
 
     def send(self, peer, msg: wire.Message) -> None:
-        msg.sender = self.node_id
-        frames = wire.encode(msg)
-        with self._send_lock:
-            sock = self._peers.get(peer)
-            if sock is None:
-                raise TransportError(f"{self.name}: no connection to peer {peer!r}")
-            sock.send_multipart(frames, copy=False)
+        self._send(peer, msg, 0)
 
     def try_send(self, peer, msg: wire.Message) -> bool:
         """Send without blocking; False (nothing sent) while ``peer``'s queue is full."""
+        try:
+            self._send(peer, msg, zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
+    def _send(self, peer, msg: wire.Message, flags: int) -> None:
         msg.sender = self.node_id
         frames = wire.encode(msg)
         with self._send_lock:
             sock = self._peers.get(peer)
             if sock is None:
                 raise TransportError(f"{self.name}: no connection to peer {peer!r}")
-            try:
-                sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return False
-            return True
+            sock.send_multipart(frames, flags=flags, copy=False)
 
     def wait(self, timeout_s: float, writable=()) -> tuple:
         """Block until a message is waiting, a peer in ``writable`` can take more, or

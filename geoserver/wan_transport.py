@@ -65,12 +65,18 @@ class WanTransport:
             self.send(dc, self._chunk(kind, cid, array), priority)
             return
         for via, start, stop in parts:
-            meta = {"part": [start, len(array)], "from": self.dc}
-            if via is None:
-                self.send(dc, self._chunk(kind, cid, array[start:stop], meta), priority)
-            else:
-                meta.update(to=dc, kind=int(kind), hops=1)
-                self.send(via, self._chunk(Kind.RELAY, cid, array[start:stop], meta), priority)
+            self._send_part(via or dc, dc, kind, cid, array[start:stop], [start, len(array)],
+                            self.dc, hops=1)
+
+    def _send_part(self, nxt: str, to: str, kind: Kind, cid: ChunkId, array, part: list,
+                   origin: str, hops: int) -> None:
+        """One part of a chunk from ``origin`` for ``to``: straight to it when ``nxt`` is
+        ``to``, else as a RELAY through ``nxt`` (its ``hops``-th relay)."""
+        meta = {"part": part, "from": origin}
+        if nxt != to:
+            meta.update(to=to, kind=int(kind), hops=hops)
+            kind = Kind.RELAY
+        self.send(nxt, self._chunk(kind, cid, array, meta), (cid.rnd, cid.key, cid.chunk))
 
     @staticmethod
     def _chunk(kind, cid: ChunkId, array, meta=None) -> Message:
@@ -137,13 +143,7 @@ class WanTransport:
             log.warning("%s: no detour to %s for key %d chunk %d; it waits for the link",
                         self.dc, to, cid.key, cid.chunk)
             nxt = to
-        priority = (cid.rnd, cid.key, cid.chunk)
-        if nxt == to:
-            part = {"part": meta["part"], "from": meta["from"]}
-            self.send(to, self._chunk(kind, cid, array, part), priority)
-        else:
-            meta["hops"] += 1
-            self.send(nxt, self._chunk(Kind.RELAY, cid, array, meta), priority)
+        self._send_part(nxt, to, kind, cid, array, meta["part"], meta["from"], meta["hops"] + 1)
         return None
 
     # ------------------------------------------------------------ stalls and the scheduler
@@ -185,25 +185,19 @@ class WanTransport:
             return
         array = msg.arrays()[0]
         cid = ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
-        meta = dict(msg.meta)
+        meta = msg.meta
         if msg.kind == Kind.RELAY:
-            to, hops = meta["to"], meta["hops"]
+            to, kind, hops = meta["to"], Kind(meta["kind"]), meta["hops"]
         else:
-            to, hops = dead, 0
-            meta = {"part": meta.get("part", [0, len(array)]), "from": meta.get("from", self.dc),
-                    "kind": int(msg.kind)}
+            to, kind, hops = dead, msg.kind, 0
         nxt = self.router.next_hop(to, now, came_from=(dead,))
-        priority = (cid.rnd, cid.key, cid.chunk)
         if nxt is None:
             log.error("%s: no way around the stalled link to %s for key %d chunk %d; it waits",
                       self.dc, dead, cid.key, cid.chunk)
-            self.send(dead, msg, priority)
-        elif nxt == to:
-            part = {"part": meta["part"], "from": meta["from"]}
-            self.send(to, self._chunk(Kind(meta["kind"]), cid, array, part), priority)
-        else:
-            meta.update(to=to, hops=hops + 1)
-            self.send(nxt, self._chunk(Kind.RELAY, cid, array, meta), priority)
+            self.send(dead, msg, (cid.rnd, cid.key, cid.chunk))
+            return
+        self._send_part(nxt, to, kind, cid, array, meta.get("part", [0, len(array)]),
+                        meta.get("from", self.dc), hops + 1)
 
     def probe_idle(self, every_s: float) -> None:
         """Send a small burst (:data:`PROBE_BURST` pieces) over every known link that has
