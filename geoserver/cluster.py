@@ -30,7 +30,7 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     policy = "fapt"         # fapt: multi-root aggregation trees; star: one global server
     hub = "eu"              # star centre; default: the first DC
     adapt = false           # fapt: re-plan the trees from rates measured on the traffic
-    replan_threshold = 0.1  # adapt: switch when the current policy is predicted this much
+    replan_threshold = 0.2  # adapt: switch when the current policy is predicted this much
                             # slower than the best one under fresh estimates
     min_dwell_s = 10        # adapt: at least this long between two switches
     multipath = false       # fapt: idle links carry part of busy links' chunks via relays
@@ -89,7 +89,7 @@ class ClusterConfig:
     policy: str = "star"
     hub: str = ""
     adapt: bool = False
-    replan_threshold: float = 0.1
+    replan_threshold: float = 0.2
     min_dwell_s: float = 10.0
     multipath: bool = False
     links: tuple = ()

@@ -208,3 +208,20 @@ def _same_relays(a: list, b: list, tolerance: float = 0.05) -> bool:
     """Equal routes up to ``tolerance`` in every fraction (not worth a message otherwise)."""
     return len(a) == len(b) and all(x[:3] == y[:3] and abs(x[3] - y[3]) <= tolerance
                                     for x, y in zip(a, b))
+
+
+def safe_start_round(latest: int, first_seen: dict, now: float, margin_s: float) -> int:
+    """The first round a policy announced at ``now`` can start at without any DC having
+    begun it under the old policy: the next one (``latest + 1``) when the current round is
+    young enough that no DC can start the next within ``margin_s`` (the announcement's way
+    plus the age of the round reports), judged as half a typical round past the current
+    round's start; otherwise the one after. ``first_seen``: round -> when some DC was first
+    reported in it. Rounds of uneven length only make it pick ``latest + 2`` more often.
+    O(rounds remembered)."""
+    starts = sorted((r, t) for r, t in first_seen.items() if r <= latest)
+    durations = [b[1] - a[1] for a, b in zip(starts, starts[1:]) if b[0] == a[0] + 1]
+    if latest not in first_seen or not durations:
+        return latest + 2
+    typical = sorted(durations)[len(durations) // 2]
+    young = now + margin_s < first_seen[latest] + 0.5 * typical
+    return latest + (1 if young else 2)

@@ -17,7 +17,7 @@ from geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
 from geoserver.tree import Policy
 from geoserver.van import Van
 
-from .awareness import Adaptation, Replanner
+from .awareness import Adaptation, Replanner, safe_start_round
 from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, planning_topology, \
     random_trees
 
@@ -51,6 +51,7 @@ class Scheduler:
         self.barriers: dict = {}
         self.rounds: dict = {}          # server id -> latest round started (from heartbeats)
         self.round_log = collections.deque(maxlen=64)   # (time, max round) as reported
+        self.round_seen: dict = {}      # round -> when a DC was first reported in it
         self.policy = None
 
     # ---------------------------------------------------------------- rendezvous
@@ -147,7 +148,9 @@ class Scheduler:
         return self.table
 
     def _start_adaptation(self, measured) -> None:
-        """With ``adapt`` (multi-root policies only): re-plan from the servers' reports."""
+        """Once the first policy is set: log it, keep the WAN it was planned on (servers
+        choose detours by its rates) and, with ``adapt`` (multi-root policies only), start
+        re-planning from the servers' reports."""
         self._log_policy("initial")
         if self.config.links or measured:
             self.wan_topology = planning_topology(self.config, measured)
@@ -276,7 +279,11 @@ class Scheduler:
                 self._node_alive(msg.sender)
                 if msg.kind == wire.Kind.HEARTBEAT and "round" in msg.meta:
                     self.rounds[msg.sender] = int(msg.meta["round"])
-                    self.round_log.append((time.monotonic(), max(self.rounds.values())))
+                    latest = max(self.rounds.values())
+                    self.round_log.append((time.monotonic(), latest))
+                    self.round_seen.setdefault(latest, time.monotonic())
+                    if len(self.round_seen) > 16:
+                        del self.round_seen[min(self.round_seen)]
                     if self.adaptation is not None:
                         self.adaptation.on_report(self.table[msg.sender].dc, msg.meta,
                                                   time.monotonic())
@@ -299,7 +306,7 @@ class Scheduler:
         plan = self.adaptation.tick(self.policy, time.monotonic(),
                                     max(self.rounds.values(), default=0))
         if plan is not None:
-            self.announce(plan.policy.trees, plan.shares, lead_rounds=2)
+            self.announce(plan.policy.trees, plan.shares, lead_rounds=1)
             self._log_policy("re-planned", round(plan.predicted_s, 4))
         self._send_routes()
 
@@ -318,17 +325,21 @@ class Scheduler:
                     "relays": routes["relays"]})
 
     def rounds_ahead(self, lead_rounds: int) -> int:
-        """The first round a policy announced now can safely start at: the latest reported
-        round, plus the rounds the fastest DC may run before the announcement reaches it
-        (reports are up to one heartbeat old; twice that plus a second as margin, at the
-        round rate seen over the last few seconds), plus ``lead_rounds``."""
+        """The first round a policy announced now can safely start at, plus ``lead_rounds``
+        - 1. Short rounds: the latest reported round plus the rounds the fastest DC may run
+        before the announcement reaches it (reports are up to one heartbeat old; twice that
+        plus a second, at the round rate of the last few seconds), plus one. Long rounds:
+        :func:`scheduler.awareness.safe_start_round`, often the very next round."""
         latest = max(self.rounds.values(), default=0)
         now = time.monotonic()
+        margin = 2 * self.config.heartbeat_s + 1.0
         window = [(t, r) for t, r in self.round_log if now - t <= 5.0]
         rate = 0.0
         if len(window) >= 2 and window[-1][0] > window[0][0]:
             rate = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
-        return latest + math.ceil(rate * (2 * self.config.heartbeat_s + 1.0)) + lead_rounds
+        short = latest + math.ceil(rate * margin) + 1
+        return max(short, safe_start_round(latest, self.round_seen, now, margin)) \
+            + lead_rounds - 1
 
     def announce(self, trees, shares, lead_rounds: int = 3):
         """Send a new policy version to every server, in force from :meth:`rounds_ahead`:

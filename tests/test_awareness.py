@@ -74,3 +74,12 @@ def test_adaptation_reads_reports_and_leaves_a_stalled_link_at_once():
     assert all(set(edge) != set(tree_link) for t in plan.policy.trees
                for edge in t.parent.items() if edge[1])
     assert log and log[-1]["event"] == "rates" and log[-1]["round"] == 4
+
+
+def test_a_switch_starts_next_round_only_while_the_current_round_is_young():
+    from scheduler.awareness import safe_start_round
+    seen = {3: 100.0, 4: 120.0, 5: 140.0}          # rounds of 20 s; round 5 began at 140
+    assert safe_start_round(5, seen, now=141.0, margin_s=2.0) == 6     # young: next round
+    assert safe_start_round(5, seen, now=149.0, margin_s=2.0) == 7     # past half: skip one
+    assert safe_start_round(5, {5: 140.0}, now=141.0, margin_s=2.0) == 7   # no history
+    assert safe_start_round(5, {3: 100.0, 5: 140.0}, now=141.0, margin_s=2.0) == 7
