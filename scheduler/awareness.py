@@ -93,7 +93,7 @@ class Decision:
 class Replanner:
     """Hysteresis for policy switches: a relative ``threshold`` and a ``min_dwell_s``."""
 
-    def __init__(self, model_bytes: float, chunk_bytes: float, threshold: float = 0.1,
+    def __init__(self, model_bytes: float, chunk_bytes: float, threshold: float = 0.2,
                  min_dwell_s: float = 10.0, confirm_s: float = 1.0):
         if threshold < 0 or min_dwell_s < 0 or confirm_s < 0:
             raise ValueError(f"threshold, min_dwell_s and confirm_s must be >= 0, got "
