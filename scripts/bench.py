@@ -102,6 +102,7 @@ SYSTEMS = {
                                                    multipath=True),
 }
 STATS_FILE = "scheduler-stats.jsonl"
+ADAPTIVE = ("netstorm-aware", "netstorm-full")     # their estimates are compared under --dynamic
 
 
 @dataclass
@@ -374,7 +375,7 @@ def main(argv=None) -> int:
                     r = collect(out, args.mode)
                     r["busiest_links"] = busiest_links(before, wan.link_bytes(), topology,
                                                        args.iters + 1)
-                    if runner is not None and (out / STATS_FILE).exists():
+                    if runner is not None and name in ADAPTIVE:
                         r["awareness"] = bench_awareness.summary(out / STATS_FILE, runner)
                 r.update(exit_code=code, cpu_util=round(cpu.mean, 3),
                          wall_s=round(time.monotonic() - started, 1))
