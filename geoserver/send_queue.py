@@ -46,14 +46,16 @@ class SendQueue:
         """Send ``msg`` to ``peer`` (already connected) now if its socket takes it, else
         queue it by ``priority`` (lower first; ``()`` before any tuple)."""
         heap = self._heaps.setdefault(peer, [])
-        if not heap:
+        waited = bool(heap)
+        if not waited:
             if self.van.try_send(peer, msg):
                 self._handed(peer, msg)
                 return
             self._progress[peer] = self._clock()       # the wait starts now
         msg.flags |= wire.Flag.QUEUED
         heapq.heappush(heap, (priority, next(self._order), msg))
-        self.flush(peer)
+        if waited:         # the socket may have room by now; it just refused this one
+            self.flush(peer)
 
     def flush(self, peer) -> None:
         """Hand ``peer``'s most urgent messages to the Van until its queue is full."""

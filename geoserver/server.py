@@ -205,15 +205,17 @@ class GeoServer:
         while True:
             now = time.monotonic()
             if now >= next_beat:   # round and link rates ride on the heartbeat
+                # stalls and idle links change on the scale of seconds: look once a beat,
+                # not once a message
+                self.wan.check_stalls()
+                if self.probe_idle_s and self.policies.by_version:
+                    self.wan.probe_idle(self.probe_idle_s)
                 self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=self._heartbeat_meta()))
                 next_beat = now + self.heartbeat_s
             readable, writable = self.po.van.wait(max(0.0, next_beat - now),
                                                   self.wan.outbox.backlogged())
             for node in writable:
                 self.wan.outbox.flush(node)
-            self.wan.check_stalls()
-            if self.probe_idle_s and self.policies.by_version:
-                self.wan.probe_idle(self.probe_idle_s)
             msg = self.po.van.recv(0) if readable else None
             if msg is not None and not self.handle(msg):
                 return
