@@ -64,7 +64,9 @@ def test_ctrl_c_tears_everything_down(tmp_path):
 
 
 def test_peer_that_never_registers_times_out_clearly(no_leftovers):
-    cluster = _cluster_file(no_leftovers, [("eu", 0, 1), ("us", 0, 2)], timeout_s=3.0)
+    # 10 s: long enough for eu's own worker to import mxnet and register (at 3 s it
+    # sometimes did not, and the scheduler rightly listed it as missing too)
+    cluster = _cluster_file(no_leftovers, [("eu", 0, 1), ("us", 0, 2)], timeout_s=10.0)
     started = time.monotonic()
     # start only eu's processes (and the scheduler): us never registers
     run = launch(["--cluster", cluster, "--dc", "eu", "--scheduler"],
