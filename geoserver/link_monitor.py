@@ -11,7 +11,10 @@ scheduling jitter moves single arrivals but cancels over a window. A message tha
 QUEUED ends the window (the link may have been idle before it); a window that ends so but
 carried at least ``min_bytes`` (a probe burst on an idle link) still counts. Windows feed an
 exponentially weighted mean with time constant ``tau_s`` (a window of length d weighs
-1 - exp(-d/tau)); after a silence of 4 tau a new window replaces the old estimate.
+1 - exp(-d/tau)); after a silence of 4 tau a new window replaces the old estimate. Each
+window enters the mean as the median of itself and the two windows before it (when those
+are recent): a single slow window (the sending server busy elsewhere for a moment, on a
+loaded host) does not move the estimate, a real change does one window later.
 
 A link that carries little (never backlogged) yields no samples, except from the small
 probe bursts a server sends over links idle for a while
@@ -23,7 +26,7 @@ Pure logic (the server feeds arrivals); O(1) per arrival.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -34,6 +37,7 @@ class _Link:
     mbps: float | None = None
     updated_at: float | None = None
     samples: int = 0
+    recent: list = field(default_factory=list)     # the last 3 windows: (end time, Mbit/s)
 
 
 class LinkMonitor:
@@ -66,7 +70,10 @@ class LinkMonitor:
     def _sample(self, link: _Link, now: float) -> None:
         if link.window_s <= 0:
             return
-        sample = 8 * link.window_bytes / link.window_s / 1e6
+        raw = 8 * link.window_bytes / link.window_s / 1e6
+        link.recent = [(t, x) for t, x in link.recent[-2:] if now - t <= self.tau_s * 4]
+        link.recent.append((now, raw))
+        sample = sorted(x for _, x in link.recent)[1] if len(link.recent) == 3 else raw
         weight = 1.0 - math.exp(-link.window_s / self.tau_s)
         if link.mbps is None or link.updated_at is None or now - link.updated_at > self.tau_s * 4:
             link.mbps = sample               # nothing recent to smooth with

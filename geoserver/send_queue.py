@@ -41,6 +41,7 @@ class SendQueue:
         self._keep = keep_recent
         self._recent: dict = {}        # peer -> deque of messages handed over
         self._last_bytes: dict = {}    # peer -> sizes of the last messages handed over
+        self._timed: dict = {}         # peer -> when a QUEUED message last left (measurable)
 
     def send(self, peer, msg: wire.Message, priority: tuple = ()) -> None:
         """Send ``msg`` to ``peer`` (already connected) now if its socket takes it, else
@@ -65,6 +66,8 @@ class SendQueue:
 
     def _handed(self, peer, msg: wire.Message) -> None:
         self._progress[peer] = self._clock()
+        if msg.flags & wire.Flag.QUEUED:
+            self._timed[peer] = self._progress[peer]
         sizes = self._last_bytes.get(peer)
         if sizes is None:
             sizes = self._last_bytes[peer] = collections.deque(maxlen=SEND_HWM + 2)
@@ -75,9 +78,10 @@ class SendQueue:
                 recent = self._recent[peer] = collections.deque(maxlen=self._keep)
             recent.append(msg)
 
-    def last_sent(self, peer) -> float:
-        """When a message to ``peer`` was last handed over (0.0: never)."""
-        return self._progress.get(peer, 0.0) if not self._heaps.get(peer) else self._clock()
+    def last_timed(self, peer) -> float:
+        """When a message to ``peer`` that had waited here (so followed another back to back,
+        which its receiver can time) was last handed over (0.0: never)."""
+        return self._timed.get(peer, 0.0)
 
     def backlogged(self) -> list:
         """Peers with messages waiting here: poll them for writability."""
@@ -99,6 +103,19 @@ class SendQueue:
         message waiting for ``peer``, most urgent first."""
         heap = self._heaps.pop(peer, [])
         return list(self._recent.pop(peer, ())), [item[2] for item in sorted(heap)]
+
+    def take_waiting(self, peer, select) -> list:
+        """Remove and return, most urgent first, the messages waiting for ``peer`` for which
+        ``select(msg)`` holds (to send them another way); the rest keep their places."""
+        heap = self._heaps.get(peer)
+        if not heap:
+            return []
+        taken = sorted(item for item in heap if select(item[2]))
+        if taken:
+            kept = [item for item in heap if not select(item[2])]
+            heapq.heapify(kept)
+            self._heaps[peer] = kept
+        return [item[2] for item in taken]
 
     def waiting(self, peer=None) -> int:
         """How many messages wait here (for ``peer``, or for all peers)."""

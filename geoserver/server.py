@@ -54,6 +54,14 @@ class GeoServer:
                               contribute=self.exchange.contribute,
                               forward_init=self._forward_init)
         self.stats = {"messages": 0, "dropped": 0}
+        # round gate (adapt): a worker's push of a round not yet open waits here; asking for
+        # the round is an early heartbeat, so a re-planned policy starts at the next round
+        self.round_gate = bool(meta.get("round_gate", False))
+        self.open_timeout_s = float(meta.get("timeout_s", 60.0))
+        self.opened = 0                 # the latest round the scheduler opened
+        self.requested = 0              # the latest round this DC asked for
+        self._held: list = []           # pushes of rounds not yet open, in arrival order
+        self._held_since = None
 
     # ------------------------------------------------------------ callbacks
     def _deliver(self, key, chunk, rnd, total) -> None:
@@ -153,12 +161,45 @@ class GeoServer:
         self.exchange.policy_added()
         waiting, self._before_policy = self._before_policy, []
         for request in waiting:
-            self._from_worker(request)
+            self._accept_worker(request)
+
+    def _accept_worker(self, msg: Message) -> None:
+        """A local worker's request: held while its round is not open or no policy is known
+        yet, else handled."""
+        if self.round_gate and msg.kind == Kind.PUSH and msg.seq > self.opened:
+            if not self._held:
+                self._held_since = time.monotonic()
+            self._held.append(msg)
+            if msg.seq > self.requested:
+                self.requested = msg.seq
+                self._send_heartbeat()
+        elif not self.policies.by_version:
+            self._before_policy.append(msg)
+        else:
+            self._from_worker(msg)
+
+    def _on_round_open(self, msg: Message) -> None:
+        self.opened = max(self.opened, msg.seq)
+        ready = [m for m in self._held if m.seq <= self.opened]
+        self._held = [m for m in self._held if m.seq > self.opened]
+        self._held_since = time.monotonic() if self._held else None
+        for request in ready:
+            self._accept_worker(request)
+
+    def _check_held(self, now: float) -> None:
+        if self._held and now - self._held_since > self.open_timeout_s:
+            raise AbortError(f"{self.dc}: round {self._held[0].seq} not opened by the "
+                             f"scheduler within timeout_s={self.open_timeout_s:g}s; its "
+                             f"{len(self._held)} pushes cannot start")
 
     def _heartbeat_meta(self) -> dict:
-        """This DC's round, its inbound link estimates ``{src: [Mbit/s, age s]}`` and the
-        DCs its own messages are stuck towards (nothing left for ``stall_s``)."""
-        return {"round": self.store.max_round, **self.wan.report()}
+        """This DC's round (with the round gate: the latest it asked for), its inbound link
+        estimates ``{src: [Mbit/s, age s]}`` and the DCs its own messages are stuck towards
+        (nothing left for ``stall_s``)."""
+        return {"round": max(self.store.max_round, self.requested), **self.wan.report()}
+
+    def _send_heartbeat(self) -> None:
+        self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=self._heartbeat_meta()))
 
     def handle(self, msg: Message) -> bool:
         """Process one message; False once the server should stop."""
@@ -174,6 +215,9 @@ class GeoServer:
         if msg.kind == Kind.ROUTES and msg.sender == self.table.scheduler().id:
             self.wan.on_routes(msg.meta)
             return True
+        if msg.kind == Kind.ROUND_OPEN and msg.sender == self.table.scheduler().id:
+            self._on_round_open(msg)
+            return True
         if msg.kind == Kind.PROBE_REQUEST and msg.sender == self.table.scheduler().id:
             self._on_probe_request(msg)
             return True
@@ -184,10 +228,7 @@ class GeoServer:
                         msg.sender)
         elif sender.role == WORKER and msg.sender in self.local_workers \
                 and msg.kind in WORKER_REQUESTS:
-            if self.policies.by_version:
-                self._from_worker(msg)
-            else:
-                self._before_policy.append(msg)
+            self._accept_worker(msg)
         elif sender.role == SERVER and msg.sender != self.po.me.id:
             self._from_server(msg)
         else:
@@ -210,7 +251,8 @@ class GeoServer:
                 self.wan.check_stalls()
                 if self.probe_idle_s and self.policies.by_version:
                     self.wan.probe_idle(self.probe_idle_s)
-                self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=self._heartbeat_meta()))
+                self._check_held(now)
+                self._send_heartbeat()
                 next_beat = now + self.heartbeat_s
             readable, writable = self.po.van.wait(max(0.0, next_beat - now),
                                                   self.wan.outbox.backlogged())

@@ -201,8 +201,9 @@ class WanTransport:
 
     def probe_idle(self, every_s: float) -> None:
         """Send a small burst (:data:`PROBE_BURST` pieces) over every known link that has
-        carried nothing for ``every_s`` and has nothing waiting, so that its receiver can
-        measure it (pieces after the first are marked QUEUED: they follow back to back).
+        nothing waiting and carried nothing its receiver could time for ``every_s`` (idle,
+        or only ever lightly used), so that the receiver can measure it (pieces after the
+        first are marked QUEUED: they follow back to back; they queue behind any chunk).
         Also how a link given up as stalled is found to work again. O(neighbours)."""
         now = self.clock()
         for (a, v), mbps in self.router.rates.items():
@@ -210,7 +211,7 @@ class WanTransport:
             if a != self.dc or node is None or self.outbox.waiting(node) \
                     or self.router.is_stalled(v, now):
                 continue
-            if now - max(self.outbox.last_sent(node), self._probed.get(v, 0.0)) < every_s:
+            if now - max(self.outbox.last_timed(node), self._probed.get(v, 0.0)) < every_s:
                 continue
             self._probed[v] = now
             piece = self._probe_piece
@@ -220,9 +221,26 @@ class WanTransport:
                           priority=(float("inf"),))      # behind any chunk
 
     def on_routes(self, meta: dict) -> None:
+        """A new relay plan applies at once, also to whole chunks still waiting here (a
+        link that slowed mid-round sheds the rest of that round's chunks too)."""
+        before = dict(self.router.relays)
         self.router.set_plan(meta.get("relays"), meta.get("rates"))
         log.info("%s: relay plan %s", self.dc,
                  {v: parts for v, parts in self.router.relays.items()} or "none")
+        now = self.clock()
+        for v in self.router.relays:
+            node = self.servers.get(v)
+            if node is None or self.router.relays[v] == before.get(v) or \
+                    self.router.is_stalled(v, now):
+                continue
+            whole = self.outbox.take_waiting(
+                node, lambda m: m.kind in CHUNK_KINDS and "part" not in m.meta)
+            for msg in whole:
+                self.send_chunk(v, msg.kind, ChunkId(msg.key, msg.chunk, msg.seq, msg.policy,
+                                                     msg.tree), msg.arrays()[0])
+            if whole:
+                log.info("%s: %d waiting chunks for %s re-split by the new plan", self.dc,
+                         len(whole), v)
 
     def report(self) -> dict:
         """Heartbeat meta: inbound link estimates and the neighbours given up as stalled."""

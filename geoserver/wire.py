@@ -56,6 +56,7 @@ class Kind(enum.IntEnum):
     PROBE_REPORT = 25   # server -> scheduler: measured rate of every flow into this DC
     RELAY = 26          # server -> relay server: part of a chunk to forward (meta: to, from)
     ROUTES = 27         # scheduler -> servers: multipath relay plan and current link rates
+    ROUND_OPEN = 28     # scheduler -> servers (adapt): round `seq` may start; its policy is final
     ERROR = 30          # server -> worker: the request was rejected; reason in meta
 
 

@@ -23,7 +23,7 @@ from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, plan
 
 PROBE_BYTES = 2 << 20       # per directed pair: enough to leave TCP slow start at WAN rates
 PROBE_TIMEOUT_S = 6.0       # a measurement never takes longer than this
-IDLE_PROBE_S = 10.0         # adapt: a link idle this long gets a 512 KiB probe burst
+IDLE_PROBE_S = 5.0          # adapt: a link not timed this long gets a 512 KiB probe burst
 
 log = logging.getLogger("netstorm.scheduler")
 SCHEDULER_ID = 0
@@ -53,6 +53,12 @@ class Scheduler:
         self.round_log = collections.deque(maxlen=64)   # (time, max round) as reported
         self.round_seen: dict = {}      # round -> when a DC was first reported in it
         self.policy = None
+        # adapt: servers start a round only once it is open, and a re-planned policy starts
+        # at the first round not yet open - the very next round, with no lead and no race
+        self.round_gate = config.adapt and config.policy == "fapt" and len(config.dcs) > 1
+        self.opened = 0                 # the latest round opened (round_gate)
+        self.announced: list = []       # every policy sent, oldest first (relays follow the
+                                        # one in force, which may be older than self.policy)
 
     # ---------------------------------------------------------------- rendezvous
     def _expected(self) -> dict:
@@ -152,6 +158,7 @@ class Scheduler:
         choose detours by its rates) and, with ``adapt`` (multi-root policies only), start
         re-planning from the servers' reports."""
         self._log_policy("initial")
+        self.announced.append(self.policy)
         if self.config.links or measured:
             self.wan_topology = planning_topology(self.config, measured)
         if not (self.config.adapt and self.config.policy == "fapt" and len(self.table.dcs) > 1):
@@ -180,6 +187,7 @@ class Scheduler:
                 "chunk_bytes": self.config.chunk_bytes, "timeout_s": self.config.timeout_s,
                 "heartbeat_s": self.config.heartbeat_s, "stall_s": self.config.stall_s,
                 "probe_idle_s": IDLE_PROBE_S if self.config.adapt else 0.0,
+                "round_gate": self.round_gate,
                 "links": [] if self.wan_topology is None else
                 [[l.a, l.b, l.mbps_ab, l.mbps_ba] for l in self.wan_topology.links]}))
             self.last_seen[node.id] = now
@@ -287,6 +295,8 @@ class Scheduler:
                     if self.adaptation is not None:
                         self.adaptation.on_report(self.table[msg.sender].dc, msg.meta,
                                                   time.monotonic())
+                    if self.round_gate:
+                        self._open_round(int(msg.meta["round"]))
                 if msg.kind == wire.Kind.BARRIER:
                     self._on_barrier(msg)
                 elif msg.kind == wire.Kind.BYE:
@@ -310,14 +320,35 @@ class Scheduler:
             self._log_policy("re-planned", round(plan.predicted_s, 4))
         self._send_routes()
 
-    def _broadcast_servers(self, kind, meta: dict) -> None:
+    def _broadcast_servers(self, kind, meta: dict, seq: int = 0) -> None:
         for node in self.table.nodes.values():
             if node.role == SERVER:
-                self.van.send(node.id, wire.Message(kind, meta=meta))
+                self.van.send(node.id, wire.Message(kind, seq=seq, meta=meta))
+
+    def _open_round(self, rnd: int) -> None:
+        """A server wants to start round ``rnd``: from now on every policy it could use is
+        final, so open it everywhere. A policy announced before this went out first on the
+        same connections, so every server knows it before the round opens."""
+        if rnd > self.opened:
+            before = self._policy_in_force()
+            self.opened = rnd
+            self._broadcast_servers(wire.Kind.ROUND_OPEN, {}, seq=rnd)
+            now_in_force = self._policy_in_force()
+            self.stats({"t": round(time.monotonic(), 3), "event": "round_open", "round": rnd,
+                        "version": now_in_force.version})
+            if self.adaptation is not None and now_in_force is not before:
+                self._send_routes()             # relays for the trees now carrying chunks
+
+    def _policy_in_force(self) -> Policy:
+        """The policy of the latest round open (round gate) or reported: the newest-starting
+        one at or before it, as servers choose."""
+        rnd = self.opened if self.round_gate else max(self.rounds.values(), default=0)
+        started = [p for p in self.announced if p.start_round <= rnd] or self.announced[:1]
+        return max(started, key=lambda p: (p.start_round, p.version))
 
     def _send_routes(self) -> None:
         """Multipath relays (and the rates detours choose by) when they changed."""
-        routes = self.adaptation.routes(self.policy)
+        routes = self.adaptation.routes(self._policy_in_force())
         if routes is None:
             return
         self._broadcast_servers(wire.Kind.ROUTES, routes)
@@ -342,18 +373,25 @@ class Scheduler:
             + lead_rounds - 1
 
     def announce(self, trees, shares, lead_rounds: int = 3):
-        """Send a new policy version to every server, in force from :meth:`rounds_ahead`:
-        ahead of time, so every DC switches at the same round boundary without a barrier.
-        A server that gets it too late aborts the run with a clear error rather than
-        disagree with the others."""
+        """Send a new policy version to every server. With ``round_gate`` it is in force from
+        the first round not yet open. Otherwise from :meth:`rounds_ahead`: ahead of time, so
+        every DC switches at the same round boundary without a barrier; a server that gets
+        it too late aborts the run with a clear error rather than disagree with the
+        others."""
         # never before the previous version's start: a newer policy must not be shadowed
-        start = max(self.rounds_ahead(lead_rounds), self.policy.start_round)
+        ahead = self.opened + 1 if self.round_gate else self.rounds_ahead(lead_rounds)
+        start = max(ahead, self.policy.start_round)
         self.policy = Policy(self.policy.version + 1, start, tuple(trees), tuple(shares))
+        self.announced.append(self.policy)
+        in_force = self._policy_in_force()
+        self.announced = [p for p in self.announced if p.start_round > in_force.start_round
+                          or p is in_force]           # older ones can never apply again
         for node in self.table.nodes.values():
             if node.role == SERVER:
                 self.van.send(node.id, wire.Message(wire.Kind.POLICY,
                                                     meta={"policy": self.policy.to_json()}))
-        log.info("announced policy %d from round %d", self.policy.version, start)
+        log.info("announced policy %d from round %d%s", self.policy.version, start,
+                 f" (round {self.opened} open)" if self.round_gate else "")
         return self.policy
 
     def run(self) -> int:

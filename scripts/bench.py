@@ -138,14 +138,19 @@ def collect(out: Path, mode: str) -> dict:
     if not ranks or len(ranks) != ranks[0]["num_workers"]:
         return {"iter_s": [], "correct": False, "error": f"{len(ranks)} worker results"}
     per_iter = np.max(np.array([r["iter_s"] for r in ranks]), axis=0)[1:]   # drop warm-up
+    times = {}
     if mode == "comm":
         correct = all(r["exact_sums"] for r in ranks)
+        if all("iter_start_monotonic" in r for r in ranks):    # every iteration, warm-up too
+            times = {"_iter_start": np.min([r["iter_start_monotonic"] for r in ranks],
+                                           axis=0).tolist(),
+                     "_iter_all_s": np.max([r["iter_s"] for r in ranks], axis=0).tolist()}
     else:
         correct = len({r["weights_sha256"] for r in ranks}) == 1
     return {"iter_s": [round(float(t), 4) for t in per_iter],
             "median_s": round(float(np.median(per_iter)), 4),
             "p90_s": round(float(np.percentile(per_iter, 90)), 4), "correct": bool(correct),
-            "model_bytes": ranks[0]["model_bytes"]}
+            "model_bytes": ranks[0]["model_bytes"], **times}
 
 
 def busiest_links(before: dict, after: dict, topology, iterations: int, top: int = 3) -> list:
@@ -208,6 +213,12 @@ def table(result: dict) -> str:
                          f"estimates; {aware['policy_switches']} policy switches; iterations "
                          f"to react per rate change: "
                          f"{[x['iterations'] for x in aware['reactions']]}")
+        costs = r.get("round_costs")
+        if costs:
+            lines.append(f"{name} per round (time model at the emulator's rates): measured "
+                         f"{costs['mean_measured_s']}s, policy in force worth "
+                         f"{costs['mean_in_force_s']}s, best policy worth "
+                         f"{costs['mean_best_s']}s (means)")
     names = [n for n, r in result["systems"].items() if r.get("iter_s")]
     for a in names:
         for b in names:
@@ -314,7 +325,8 @@ def parse_args(argv=None):
     p.add_argument("--bandwidth-scale", type=float, default=1.0,
                    help="multiply every link rate (lower it if a run is CPU-bound)")
     p.add_argument("--dynamic", default=None, help="rate trace, e.g. paper9-fluctuating")
-    p.add_argument("--period", type=float, default=20.0, help="seconds between rate changes")
+    p.add_argument("--period", type=float, default=180.0,
+                   help="seconds between rate changes (default: the paper's 180)")
     p.add_argument("--json", default=None)
     p.add_argument("--plot", default=None)
     p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
@@ -377,6 +389,15 @@ def main(argv=None) -> int:
                                                        args.iters + 1)
                     if runner is not None and name in ADAPTIVE:
                         r["awareness"] = bench_awareness.summary(out / STATS_FILE, runner)
+                    if runner is not None and "_iter_start" in r and name.startswith("netstorm"):
+                        rows = bench_awareness.round_costs(
+                            bench_awareness.read_stats(out / STATS_FILE), runner, topology,
+                            r["_iter_start"], r["_iter_all_s"], nbytes, args.chunk_bytes)
+                        r["rounds"] = rows
+                        r["trace_started_monotonic"] = runner.started
+                        r["round_costs"] = bench_awareness.round_costs_summary(rows)
+                    r.pop("_iter_start", None)
+                    r.pop("_iter_all_s", None)
                 r.update(exit_code=code, cpu_util=round(cpu.mean, 3),
                          wall_s=round(time.monotonic() - started, 1))
                 if code != 0:

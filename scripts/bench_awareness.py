@@ -10,6 +10,11 @@ effect. Both use this machine's monotonic clock.
   the emulator had set when it was measured; each measurement counted once.
 * :func:`reactions`: for every rate change, the round in progress when it took effect and
   the first round of the next re-planned policy, if one was announced before the next change.
+* :func:`round_costs`: for every round, the measured time beside the time model's prediction
+  for the policy that was in force, at the rates the emulator had set (what the policy was
+  worth), and for the best policy at those rates (what a policy chosen with no delay and
+  exact estimates would have been worth). Measured over the first is what the
+  implementation lost; the first over the second is what stale or late policies lost.
 """
 from __future__ import annotations
 
@@ -17,6 +22,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+
+from geoserver.tree import Policy
+from scheduler.fapt import compute_policy, predict_iteration_s
 
 
 def read_stats(path) -> list:
@@ -71,6 +79,56 @@ def reactions(records: list, runner) -> list:
         out.append({"t_s": round(t, 1), "round": rnd, "new_policy_round": start,
                     "iterations": None if start is None or rnd is None else start - rnd})
     return out
+
+
+def policy_for_round(records: list, rnd: int, dcs) -> Policy | None:
+    """The policy the stats log says was in force for round ``rnd`` (newest-starting
+    ``start_round <= rnd``, ties to the higher version), as the servers choose it."""
+    best = None
+    for rec in records:
+        if rec.get("event") == "policy" and rec["start_round"] <= rnd:
+            if best is None or (rec["start_round"], rec["version"]) > \
+                    (best["start_round"], best["version"]):
+                best = rec
+    if best is None:
+        return None
+    shares = [t["share"] for t in best["trees"]]     # rounded in the log: re-normalise
+    return Policy.from_json({"version": best["version"], "start_round": best["start_round"],
+                             "trees": best["trees"],
+                             "shares": [x / sum(shares) for x in shares]}, dcs)
+
+
+def round_costs(records: list, runner, topology, iter_start: list, iter_s: list,
+                model_bytes: float, chunk_bytes: float) -> list:
+    """``[{"round", "measured_s", "version", "in_force_s", "best_s"}]`` for every round after
+    the first (iteration i pushes round i + 1), each judged at the rates set at the round's
+    middle. O(rounds · compute_policy)."""
+    out = []
+    for i, (start, took) in enumerate(zip(iter_start, iter_s)):
+        rnd = i + 1
+        policy = policy_for_round(records, rnd, topology.dcs)
+        if rnd == 1 or policy is None:
+            continue
+        truth = topology.with_rates(runner.rates_at(start + took / 2 - runner.started))
+        out.append({"round": rnd, "measured_s": round(took, 3), "version": policy.version,
+                    "in_force_s": round(predict_iteration_s(policy, truth, model_bytes,
+                                                            chunk_bytes), 3),
+                    "best_s": round(compute_policy(truth, model_bytes,
+                                                   chunk_bytes).predicted_s, 3)})
+    return out
+
+
+def round_costs_summary(rows: list) -> dict:
+    """Medians of the ratios :func:`round_costs` separates."""
+    if not rows:
+        return {}
+    med = lambda xs: round(float(np.median(xs)), 3)      # noqa: E731
+    return {"median_measured_over_in_force": med([r["measured_s"] / r["in_force_s"]
+                                                   for r in rows]),
+            "median_in_force_over_best": med([r["in_force_s"] / r["best_s"] for r in rows]),
+            "mean_measured_s": round(float(np.mean([r["measured_s"] for r in rows])), 3),
+            "mean_in_force_s": round(float(np.mean([r["in_force_s"] for r in rows])), 3),
+            "mean_best_s": round(float(np.mean([r["best_s"] for r in rows])), 3)}
 
 
 def summary(stats_path, runner) -> dict:

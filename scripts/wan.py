@@ -655,7 +655,8 @@ def main(argv=None) -> int:
         if name == "run":
             p.add_argument("--trace", help="apply a named dynamic trace during CMD "
                                            "(paper9-fluctuating)")
-            p.add_argument("--period", type=float, default=20.0, help="trace period, s")
+            p.add_argument("--period", type=float, default=180.0,
+                           help="trace period, s (default: the paper's 180)")
             p.usage = "wan.py run TOPOLOGY [--run ID] [--scale F] [--trace NAME] -- CMD ..."
     p = sub.add_parser("down", help="remove a run (or every run)")
     group = p.add_mutually_exclusive_group(required=True)

@@ -52,3 +52,32 @@ def test_reactions_give_rounds_from_the_change_to_the_next_policy():
                      {"t_s": 40.0, "round": 5, "new_policy_round": None, "iterations": None}]
     summary = ba.summary("/nonexistent", Runner())
     assert summary["awareness_median_rel_error"] is None and summary["estimates"] == 0
+
+
+def test_round_costs_judge_the_policy_in_force_at_the_rates_set_mid_round():
+    from geoserver.tree import Tree
+    from scheduler.fapt import predict_iteration_s
+    from scheduler.topology import Link, Topology
+    topology = Topology("two", ("a", "b"), (Link("a", "b", 100.0, 100.0),))
+
+    class TwoWay(Runner):
+        applied = [Change(0.0, {("a", "b"): 100.0, ("b", "a"): 100.0}),
+                   Change(20.0, {("a", "b"): 50.0, ("b", "a"): 25.0})]
+
+    def policy(version, start, root, t):
+        parent = {"a": None, "b": "a"} if root == "a" else {"a": "b", "b": None}
+        return {"t": t, "event": "policy", "reason": "re-planned", "version": version,
+                "start_round": start, "trees": [{"root": root, "share": 1.0, "parent": parent}]}
+    records = [policy(1, 0, "a", 999.0), policy(2, 3, "b", 1012.0), policy(3, 9, "a", 1013.0)]
+    rows = ba.round_costs(records, TwoWay(), topology, iter_start=[1000.0, 1010.0, 1022.0],
+                          iter_s=[10.0, 12.0, 8.0], model_bytes=1e6, chunk_bytes=1 << 20)
+    assert [(r["round"], r["version"], r["measured_s"]) for r in rows] == [(2, 1, 12.0),
+                                                                           (3, 2, 8.0)]
+    slow = topology.with_rates({("a", "b"): 50.0, ("b", "a"): 25.0})
+    tree_b = [(Tree("b", {"a": "b", "b": None}), 1.0)]
+    assert rows[1]["in_force_s"] == pytest.approx(predict_iteration_s(tree_b, slow, 1e6),
+                                                  abs=1e-3)
+    assert rows[0]["in_force_s"] < rows[1]["in_force_s"]        # round 2 ran at 100 Mbit/s
+    assert all(r["best_s"] <= r["in_force_s"] + 1e-3 for r in rows)
+    summary = ba.round_costs_summary(rows)
+    assert summary["mean_measured_s"] == pytest.approx(10.0)

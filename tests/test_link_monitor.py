@@ -80,3 +80,18 @@ def test_a_short_probe_burst_on_an_idle_link_is_measured_when_it_ends():
     t = feed(small, "a", 30.0, n=3, size=64 * 1024)            # too few bytes to trust
     small.on_arrival("a", 100, queued=False, now=t + 1.0)
     assert small.estimates(t + 1.0) == {}
+
+
+def test_one_slow_window_does_not_move_the_estimate_but_a_lasting_change_does():
+    """On a loaded host the sending server may leave a link idle for a moment: the window
+    that includes the gap is slow. The median of three ignores it; two slow windows in a row
+    are a change and are followed."""
+    monitor = LinkMonitor(tau_s=1.5)
+    t = feed(monitor, "a", 80.0, n=100)
+    t += 0.4                                                    # the sender was busy
+    t = feed(monitor, "a", 80.0, n=5, start=t, first_queued=True)
+    mbps, _ = monitor.estimates(t)["a"]
+    assert mbps == pytest.approx(80.0, rel=0.02)
+    t = feed(monitor, "a", 20.0, n=12, start=t, first_queued=True)   # 5 s at 20
+    mbps, _ = monitor.estimates(t)["a"]
+    assert mbps < 30.0

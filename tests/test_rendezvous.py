@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO, WORKERS, free_port
 from geoserver import wire
-from geoserver.cluster import pseudo_cluster, to_toml
+from geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
 from geoserver.van import Van
 
 pytestmark = pytest.mark.slow
@@ -83,6 +83,27 @@ def test_dead_node_aborts_everyone_with_its_name(manual, victim):
     for name in ("scheduler", "server dc0"):
         code, _ = cluster.wait(name, timeout=10)
         assert code == 1
+
+
+def test_round_gate_without_scheduler_aborts_clearly(manual, tmp_path):
+    """With the round gate (adapt) a server starts no round the scheduler has not opened: if
+    the scheduler dies, the servers stop with a clear error within timeout_s, not hang."""
+    links = (LinkSpec("dc0", "dc1", 100.0, 100.0),)
+    stats = tmp_path / "stats.jsonl"
+    cluster = manual(heartbeat_s=0.2, timeout_s=10.0, adapt=True, policy="fapt", links=links,
+                     stats=str(stats))
+    cluster.start_all()
+    deadline = time.monotonic() + 60
+    while '"round":3,' not in (stats.read_text() if stats.exists() else ""):
+        assert time.monotonic() < deadline, "round 3 never opened"
+        time.sleep(0.2)                   # rounds are running
+    assert cluster.procs["server dc0"].poll() is None
+    cluster.procs["scheduler"].send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    code, out = cluster.wait("server dc0", timeout=30)
+    assert code != 0
+    assert "not opened by the scheduler within timeout_s=10s" in out, out[-3000:]
+    assert time.monotonic() - killed_at < 10.0 + 10      # timeout_s + slack
 
 
 def test_scheduler_rejects_bad_registrations(manual, tmp_path):
@@ -163,13 +184,18 @@ def test_messages_arriving_before_welcome_are_kept_for_the_node():
         node_van.close()
 
 
-def test_live_policy_switches_keep_sums_exact(manual):
-    """The scheduler announces a random policy every 0.3 s while workers run 150 rounds; each
-    announcement rides ahead of the rounds, every DC switches at the same round, and the
-    fault worker checks every round's sum exactly."""
+@pytest.mark.parametrize("gated", [False, True], ids=["announced-ahead", "round-gate"])
+def test_live_policy_switches_keep_sums_exact(manual, gated):
+    """The scheduler announces a random policy every 0.3 s while workers run 150 rounds; every
+    DC switches at the same round, and the fault worker checks every round's sum exactly.
+    Announced ahead: each policy rides ahead of the rounds. Round gate (adapt, links declared
+    so no start-up measurement): each policy starts at the first round not yet open, and
+    servers start a round only once the scheduler opened it."""
     import re
     rounds = 150
-    cluster = manual(dcs=3, workers_per_dc=1, heartbeat_s=0.1)
+    gate = dict(adapt=True, policy="fapt", links=tuple(
+        LinkSpec(a, b, 100.0, 100.0) for a, b in (("dc0", "dc1"), ("dc1", "dc2"), ("dc0", "dc2"))))
+    cluster = manual(dcs=3, workers_per_dc=1, heartbeat_s=0.1, **(gate if gated else {}))
     py = sys.executable
     cluster.start("scheduler", [py, "-m", "scheduler", "--cluster", str(cluster.file),
                                 "--switch-policy-every", "0.3", "--seed", "7"])
@@ -183,11 +209,11 @@ def test_live_policy_switches_keep_sums_exact(manual):
     for dc in cluster.config.dcs:
         code, out = cluster.wait(f"worker {dc.name}/0", timeout=180)
         assert code == 0 and f"finished {rounds} rounds" in out, out[-2000:]
-    code, out = cluster.wait("scheduler", timeout=30)
-    assert code == 0, out[-2000:]
-    starts = [int(r) for r in re.findall(r"announced policy \d+ from round (\d+)", out)]
+    code, sched_out = cluster.wait("scheduler", timeout=30)
+    assert code == 0, sched_out[-2000:]
+    starts = [int(r) for r in re.findall(r"announced policy \d+ from round (\d+)", sched_out)]
     # several policies really took effect during the run, each at one boundary for all DCs
-    assert len([r for r in starts if r <= rounds]) >= 3, out[-2000:]
+    assert len([r for r in starts if r <= rounds]) >= 3, sched_out[-2000:]
     for dc in cluster.config.dcs:
         code, out = cluster.wait(f"server {dc.name}", timeout=30)
         assert code == 0 and "policy 3 announced" in out, out[-2000:]

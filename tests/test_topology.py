@@ -304,7 +304,7 @@ def test_paper9_fluctuating():
     assert len(trace) == 20 and trace[1][0] == 180
     assert trace == load_trace("paper9-fluctuating", period_s=180, duration_s=3600)
     assert all(len(r) == 26 and all(20 <= v <= 155 for v in r.values()) for _, r in trace)
-    assert len(load_trace("paper9-fluctuating")) == 180          # default period 20 s
+    assert len(load_trace("paper9-fluctuating")) == 20           # default period 180 s
     with pytest.raises(TopologyError, match="unknown trace 'x'"):
         load_trace("x")
 

@@ -219,7 +219,9 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
         assert tree["parent"]["dc1"] != "dc2" and tree["parent"]["dc2"] != "dc1"
 
 
-def test_idle_links_get_a_probe_burst_and_busy_ones_do_not():
+def test_untimed_links_get_a_probe_burst_and_timed_ones_do_not():
+    """A link is probed when for ``every_s`` nothing crossed it that its receiver could time
+    (a message that waited behind another): idle, or only lone messages."""
     rng = random.Random(0)
     trees, shares = random_trees(["dc0", "dc1", "dc2"], rng, max_trees=1)
     world = World(rng, 3, Policy(1, 0, tuple(trees), tuple(shares)), chunk_bytes=1 << 16)
@@ -233,8 +235,42 @@ def test_idle_links_get_a_probe_burst_and_busy_ones_do_not():
     world.clock.t = 105.0
     wan.probe_idle(every_s=10.0)                     # probed 5 s ago: not yet
     world.clock.t = 116.0
-    wan.send("dc1", wire.Message(wire.Kind.INIT))    # dc1's link just carried something
+    # dc1's link just carried a message that had waited (its receiver timed it); dc2's only
+    # a lone message, which times nothing
+    wan.send("dc1", wire.Message(wire.Kind.INIT, flags=wire.Flag.QUEUED))
+    wan.send("dc2", wire.Message(wire.Kind.INIT))
     wan.probe_idle(every_s=10.0)
     sent = {dst: [wire.decode(f).kind for f in q] for (src, dst), q in world.net.buffers.items()
             if src == "dc0" and q}
-    assert sent == {"dc1": [wire.Kind.INIT], "dc2": [wire.Kind.PROBE] * 8}
+    assert sent == {"dc1": [wire.Kind.INIT], "dc2": [wire.Kind.INIT] + [wire.Kind.PROBE] * 8}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_new_relay_plan_re_splits_chunks_still_waiting(seed):
+    """A link slows mid-round (here: blocked, so chunks wait for it); the scheduler's next
+    plan sends part of its traffic through a relay. Whole chunks still waiting are split by
+    the new plan at once; parts and chunks already handed over stay as they are. Sums exact."""
+    rng, nprng = random.Random(seed), np.random.RandomState(seed)
+    n = 4
+    trees, shares = random_trees([f"dc{i}" for i in range(n)], rng, max_trees=2)
+    policy = Policy(1, 0, tuple(trees), tuple(shares))
+    world = World(rng, n, policy, chunk_bytes=1 << 16)
+    tree = policy.trees[0]
+    child = next(dc for dc, p in tree.parent.items() if p is not None)
+    parent = tree.parent[child]
+    world.net.blocked.add((child, parent))
+    expected = contribute(world, nprng, chunks=8, size=600, rnd=1)
+    node = world.wan[child].servers[parent]
+    while not world.wan[child].outbox.waiting(node):
+        assert world.step(), "nothing ever waited for the slow link"
+    waiting = world.wan[child].outbox.waiting(node)
+    relay = rng.choice([dc for dc in world.dcs if dc not in (child, parent)])
+    world.wan[child].on_routes({"relays": [[child, parent, relay, 0.5]]})
+    assert world.wan[child].outbox.waiting(node) == waiting    # as many, now half-size parts
+    relayed = [wire.decode(f) for f in world.net.buffers.get((child, relay), [])]
+    assert sum(m.kind == wire.Kind.RELAY and m.meta["to"] == parent for m in relayed) >= 1
+    world.net.blocked.discard((child, parent))
+    while world.step():
+        world.flush_all()
+    check(world, expected, 1)
+    assert all(w.reassembly.pending == 0 for w in world.wan.values())
