@@ -1,20 +1,22 @@
 """Passive throughput measurement of WAN links, from the training traffic itself.
 
-No probes compete with training and no clocks are compared. The *sender* knows whether a link was busy: a message
-that had to wait in its :class:`~geoserver.send_queue.SendQueue` (ZeroMQ's queue towards that
-peer was full when it was queued) is marked ``Flag.QUEUED``, and from then until it leaves
-the link carries nothing but the messages queued ahead of it and then this one. The
-*receiver* timestamps arrivals with its own clock: for a QUEUED message, the time since the
-previous arrival from the same peer is time the link spent carrying that message. Summing
-bytes and those intervals over a window of at least ``window_s`` gives a rate; the receiver's
-scheduling jitter moves single arrivals but cancels over a window. A message that was not
-QUEUED ends the window (the link may have been idle before it); a window that ends so but
-carried at least ``min_bytes`` (a probe burst on an idle link) still counts. Windows feed an
-exponentially weighted mean with time constant ``tau_s`` (a window of length d weighs
-1 - exp(-d/tau)); after a silence of 4 tau a new window replaces the old estimate. Each
-window enters the mean as the median of itself and the two windows before it (when those
-are recent): a single slow window (the sending server busy elsewhere for a moment, on a
-loaded host) does not move the estimate, a real change does one window later.
+No probes compete with training and no clocks are compared. The *sender* knows whether a
+link was busy: a message that had to wait in its :class:`~geoserver.send_queue.SendQueue`
+(ZeroMQ's queue towards that peer was full when it was queued) is marked ``Flag.QUEUED``,
+and from then until it leaves the link carries nothing but the messages queued ahead of it
+and then this one. The *receiver* timestamps arrivals with its own clock: for a QUEUED
+message, the time since the previous arrival from the same peer is time the link spent
+carrying that message. Summing bytes and those intervals over a window of at least
+``window_s`` gives a rate; the receiver's scheduling jitter moves single arrivals but
+cancels over a window. A message that was not QUEUED ends the window (the link may have
+been idle before it); a window that ends so but carried at least ``min_bytes`` (a probe
+burst on an idle link) still counts. Windows feed an exponentially weighted mean with time
+constant ``tau_s`` in continuous time: a window ending d seconds after the last update
+weighs 1 - exp(-d/tau), so back-to-back windows weigh by their length, and a probe burst
+seconds after the last news nearly replaces the estimate (after a silence of 4 tau it
+does). Each window enters the mean as the median of itself and the two windows before it
+(when those are recent): a single slow window (the sending server busy elsewhere for a
+moment, on a loaded host) does not move the estimate, a real change does one window later.
 
 A link that carries little (never backlogged) yields no samples, except from the small
 probe bursts a server sends over links idle for a while
@@ -74,7 +76,11 @@ class LinkMonitor:
         link.recent = [(t, x) for t, x in link.recent[-2:] if now - t <= self.tau_s * 4]
         link.recent.append((now, raw))
         sample = sorted(x for _, x in link.recent)[1] if len(link.recent) == 3 else raw
-        weight = 1.0 - math.exp(-link.window_s / self.tau_s)
+        # continuous-time smoothing: the old estimate fades with the time since it was made,
+        # so back-to-back windows weigh by their length and a sparse probe sample (the only
+        # news in seconds) nearly replaces it
+        weight = 1.0 - math.exp(-(now - link.updated_at if link.updated_at is not None
+                                  else link.window_s) / self.tau_s)
         if link.mbps is None or link.updated_at is None or now - link.updated_at > self.tau_s * 4:
             link.mbps = sample               # nothing recent to smooth with
         else:

@@ -37,6 +37,7 @@ class GeoServer:
         first = meta.get("policy")      # None: it follows the start-up link measurement
         self.policies = PolicyBook(Policy.from_json(first, self.table.dcs) if first else None)
         self._before_policy: list = []  # worker requests that came before the first policy
+        self._early_inits: list = []    # other DCs' INITs that came before it
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
@@ -75,12 +76,25 @@ class GeoServer:
         self.wan.send_chunk(dc, kind, cid, array)
 
     def _forward_init(self, entry, generation) -> None:
-        meta = {"shape": list(entry.shape), "dtype": entry.dtype.str}
-        for dc in self.servers:
-            if dc != self.dc:
-                self._to_server(dc, Message(Kind.INIT, key=entry.key, seq=generation,
-                                            flags=wire.Flag.HAS_VALUE, meta=meta,
-                                            dtype=entry.dtype, frames=[entry.value]))
+        """A local worker's initial value goes to every other DC along the first tree of
+        the first policy (its links taken undirected), each DC passing it on to the next:
+        over tree links only, once per link, instead of from this DC to every other."""
+        self._spread_init(Message(Kind.INIT, key=entry.key, seq=generation,
+                                  flags=wire.Flag.HAS_VALUE,
+                                  meta={"shape": list(entry.shape), "dtype": entry.dtype.str,
+                                        "origin": self.dc},
+                                  dtype=entry.dtype, frames=[entry.value]))
+
+    def _spread_init(self, msg: Message) -> None:
+        try:
+            tree = self.policies.for_round(0).trees[0]
+            children = tree.children_from(str(msg.meta.get("origin")), self.dc)
+        except PolicyError as exc:
+            log.error("%s: cannot pass on INIT of key %d: %s", self.dc, msg.key, exc)
+            return
+        for dc in children:
+            self._to_server(dc, Message(Kind.INIT, key=msg.key, seq=msg.seq, flags=msg.flags,
+                                        meta=msg.meta, dtype=msg.dtype, frames=msg.frames))
 
     # ------------------------------------------------------------ dispatch
     def _from_worker(self, msg: Message) -> None:
@@ -99,10 +113,15 @@ class GeoServer:
     def _from_server(self, msg: Message) -> None:
         source = self.dc_of_server[msg.sender]
         if msg.kind == Kind.INIT:
+            if not self.policies.by_version:        # the way on depends on the first policy
+                self._early_inits.append(msg)
+                return
             try:
                 self.store.on_init(msg)
             except (RequestError, wire.WireError) as exc:
                 log.error("%s: bad INIT of key %d from %s: %s", self.dc, msg.key, source, exc)
+                return
+            self._spread_init(msg)
             return
         if msg.kind == Kind.PROBE:
             nbytes, now = sum(len(f) for f in msg.frames), time.monotonic()
@@ -162,6 +181,9 @@ class GeoServer:
         waiting, self._before_policy = self._before_policy, []
         for request in waiting:
             self._accept_worker(request)
+        early, self._early_inits = self._early_inits, []
+        for msg in early:
+            self._from_server(msg)
 
     def _accept_worker(self, msg: Message) -> None:
         """A local worker's request: held while its round is not open or no policy is known

@@ -24,6 +24,27 @@ class Tree:
     def children(self, dc: str) -> list:
         return sorted(c for c, p in self.parent.items() if p == dc)
 
+    def children_from(self, origin: str, dc: str) -> list:
+        """``dc``'s children when the tree's links, taken undirected, carry something from
+        ``origin`` to every DC (each DC gets it once, over tree links only). O(n)."""
+        if origin not in self.parent or dc not in self.parent:
+            raise PolicyError(f"{origin!r} or {dc!r} is not in this tree")
+        neighbours = {d: set() for d in self.parent}
+        for child, parent in self.parent.items():
+            if parent is not None:
+                neighbours[child].add(parent)
+                neighbours[parent].add(child)
+        towards_origin, frontier = {origin: None}, [origin]
+        while frontier:
+            nxt = []
+            for d in frontier:
+                for n in neighbours[d]:
+                    if n not in towards_origin:
+                        towards_origin[n] = d
+                        nxt.append(n)
+            frontier = nxt
+        return sorted(n for n in neighbours[dc] if towards_origin.get(n) == dc)
+
     def validate(self, dcs) -> None:
         """Raise :class:`PolicyError` unless this is a spanning tree of ``dcs`` rooted at root."""
         dcs = set(dcs)

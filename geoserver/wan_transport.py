@@ -29,9 +29,19 @@ log = logging.getLogger(__name__)
 
 CHUNK_KINDS = (Kind.CHUNK_UP, Kind.CHUNK_DOWN)
 RECENT = 8        # messages per peer kept for re-sending when the link stalls
-PROBE_BURST = 8   # pieces of PROBE_PIECE_BYTES in one idle-link probe
+PROBE_BURST = (8, 32)   # pieces of PROBE_PIECE_BYTES in one idle-link probe: at least,
+PROBE_BURST_S = 0.25    # and at most; in between, this long at the link's known rate
 PROBE_PIECE_BYTES = 64 * 1024
 STALL_FRACTION = 0.05   # a link slower than this part of its known rate may count as failed
+
+
+def probe_pieces(known_mbps: float) -> int:
+    """Pieces in one probe burst: about :data:`PROBE_BURST_S` of traffic at the link's known
+    rate, within :data:`PROBE_BURST`. The receiver times the burst with its own clock; a
+    burst much shorter than the moments its server spends on other messages would be timed
+    too short (the pieces wait and are read back to back)."""
+    pieces = round(PROBE_BURST_S * max(0.0, known_mbps) * 1e6 / 8 / PROBE_PIECE_BYTES)
+    return int(min(PROBE_BURST[1], max(PROBE_BURST[0], pieces)))
 
 
 class WanTransport:
@@ -200,7 +210,7 @@ class WanTransport:
                         meta.get("from", self.dc), hops + 1)
 
     def probe_idle(self, every_s: float) -> None:
-        """Send a small burst (:data:`PROBE_BURST` pieces) over every known link that has
+        """Send a small burst (:func:`probe_pieces`) over every known link that has
         nothing waiting and carried nothing its receiver could time for ``every_s`` (idle,
         or only ever lightly used), so that the receiver can measure it (pieces after the
         first are marked QUEUED: they follow back to back; they queue behind any chunk).
@@ -215,7 +225,7 @@ class WanTransport:
                 continue
             self._probed[v] = now
             piece = self._probe_piece
-            for i in range(PROBE_BURST):
+            for i in range(probe_pieces(mbps)):
                 self.send(v, Message(Kind.PROBE, dtype=piece.dtype, frames=[piece],
                                      flags=wire.Flag.QUEUED if i else wire.Flag.NONE),
                           priority=(float("inf"),))      # behind any chunk

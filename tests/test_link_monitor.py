@@ -95,3 +95,15 @@ def test_one_slow_window_does_not_move_the_estimate_but_a_lasting_change_does():
     t = feed(monitor, "a", 20.0, n=12, start=t, first_queued=True)   # 5 s at 20
     mbps, _ = monitor.estimates(t)["a"]
     assert mbps < 30.0
+
+
+def test_a_link_measured_only_by_sparse_probes_follows_a_change_at_the_next_probe():
+    """An idle link gets a 512 KiB probe burst every 5 s. A burst is short, but it is the
+    only news for seconds: the estimate must follow it, not drift a few percent per probe."""
+    monitor = LinkMonitor(tau_s=1.5)
+    t = 0.0
+    for rate in (65.0, 65.0, 33.0):
+        t = feed(monitor, "a", rate, n=8, size=64 * 1024, start=t + 5.0)
+        monitor.on_arrival("a", 100, queued=False, now=t + 0.01)      # the run ends
+    mbps, _ = monitor.estimates(t + 0.01)["a"]
+    assert mbps == pytest.approx(33.0, rel=0.05)

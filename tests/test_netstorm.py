@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import launch, worker_cmd
+from conftest import free_port, launch, worker_cmd
 
 pytestmark = pytest.mark.slow
 
@@ -84,3 +84,17 @@ def test_module_matches_single_process_reference(no_leftovers):
             np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6,
                                        err_msg=f"rank {r} {name}")
             assert not np.allclose(want, mw.initial_params()[name].asnumpy())
+
+
+def test_initial_values_pass_along_the_tree_to_far_dcs(no_leftovers):
+    """Rank 0's initial values spread over the first tree's links: on a chain of 4 DCs each
+    DC passes them on to the next, and every worker still sees exactly rank 0's values."""
+    from geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
+    chain = tuple(LinkSpec(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
+    cluster = no_leftovers / "chain.toml"
+    cluster.write_text(to_toml(pseudo_cluster(4, 1, free_port(), policy="fapt", links=chain)))
+    run = launch(["--cluster", cluster], worker_cmd("api_worker.py"), no_leftovers)
+    assert run.code == 0, run.output[-5000:]
+    for rank in range(4):
+        assert f"worker {rank} all checks passed" in run.output
+    assert "FAILED" not in run.output and "cannot pass on INIT" not in run.output

@@ -72,3 +72,23 @@ def test_policy_book_picks_the_policy_in_force():
     assert [book.for_round(r).version for r in (1, 4, 5, 9, 10, 99)] == [1, 1, 3, 3, 2, 2]
     with pytest.raises(PolicyError, match="announced twice"):
         book.add(Policy(2, 11, TWO[:1]))
+
+
+def test_children_from_spreads_from_any_dc_over_tree_links_once():
+    # dc0 - dc1 - dc2 - dc3 with dc4 under dc1, rooted at dc2
+    tree = Tree("dc2", {"dc2": None, "dc1": "dc2", "dc3": "dc2", "dc0": "dc1", "dc4": "dc1"})
+    for origin in tree.parent:
+        got, reached, frontier = {}, {origin}, [origin]
+        while frontier:
+            dc = frontier.pop()
+            got[dc] = tree.children_from(origin, dc)
+            for child in got[dc]:
+                assert child not in reached             # each DC is reached once
+                reached.add(child)
+                frontier.append(child)
+        assert reached == set(tree.parent)
+    assert tree.children_from("dc0", "dc0") == ["dc1"]
+    assert tree.children_from("dc0", "dc1") == ["dc2", "dc4"]
+    assert tree.children_from("dc0", "dc3") == []
+    with pytest.raises(PolicyError):
+        tree.children_from("mars", "dc0")

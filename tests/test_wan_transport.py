@@ -9,7 +9,7 @@ import pytest
 from geoserver import wire
 from geoserver.aggregation import ChunkId, TreeExchange
 from geoserver.tree import Policy, PolicyBook
-from geoserver.wan_transport import WanTransport
+from geoserver.wan_transport import WanTransport, probe_pieces
 from scheduler.policy import random_trees
 
 
@@ -229,7 +229,8 @@ def test_untimed_links_get_a_probe_burst_and_timed_ones_do_not():
     world.clock.t = 100.0
     wan.probe_idle(every_s=10.0)
     bursts = {dst: len(q) for (src, dst), q in world.net.buffers.items() if src == "dc0"}
-    assert bursts == {"dc1": 8, "dc2": 8}
+    pieces = {v: probe_pieces(wan.router.rates[("dc0", v)]) for v in ("dc1", "dc2")}
+    assert bursts == pieces and all(8 <= n <= 32 for n in pieces.values())
     for (src, dst), q in world.net.buffers.items():
         q.clear()
     world.clock.t = 105.0
@@ -242,7 +243,13 @@ def test_untimed_links_get_a_probe_burst_and_timed_ones_do_not():
     wan.probe_idle(every_s=10.0)
     sent = {dst: [wire.decode(f).kind for f in q] for (src, dst), q in world.net.buffers.items()
             if src == "dc0" and q}
-    assert sent == {"dc1": [wire.Kind.INIT], "dc2": [wire.Kind.INIT] + [wire.Kind.PROBE] * 8}
+    assert sent == {"dc1": [wire.Kind.INIT],
+                    "dc2": [wire.Kind.INIT] + [wire.Kind.PROBE] * pieces["dc2"]}
+
+
+def test_a_probe_burst_lasts_about_a_quarter_second_at_the_known_rate():
+    assert probe_pieces(0.0) == 8 and probe_pieces(1e6) == 32
+    assert probe_pieces(40.0) == 19                  # 0.25 s at 40 Mbit/s = 1.25 MB
 
 
 @pytest.mark.parametrize("seed", range(6))
