@@ -149,6 +149,7 @@ def collect(out: Path, mode: str) -> dict:
         correct = len({r["weights_sha256"] for r in ranks}) == 1
     return {"iter_s": [round(float(t), 4) for t in per_iter],
             "median_s": round(float(np.median(per_iter)), 4),
+            "mean_s": round(float(np.mean(per_iter)), 4),
             "p90_s": round(float(np.percentile(per_iter, 90)), 4), "correct": bool(correct),
             "model_bytes": ranks[0]["model_bytes"], **times}
 
@@ -183,11 +184,11 @@ def table(result: dict) -> str:
     lines = [f"topology={result['topology']} model={result['model']} "
              f"({result['model_bytes'] / 1e6:.1f} MB) mode={result['mode']} "
              f"workers/DC={result['workers_per_dc']} lower bound={bound:.3f}s",
-             f"{'system':<16}{'median s':>10}{'p90 s':>10}{'x bound':>9}{'correct':>9}"
-             f"{'cpu':>7}  note"]
+             f"{'system':<16}{'median s':>10}{'mean s':>10}{'p90 s':>10}{'x bound':>9}"
+             f"{'correct':>9}{'cpu':>7}  note"]
     for name, r in result["systems"].items():
         if not r.get("iter_s"):
-            lines.append(f"{name:<16}{'-':>10}{'-':>10}{'-':>9}{'NO':>9}{'':>7}  "
+            lines.append(f"{name:<16}{'-':>10}{'-':>10}{'-':>10}{'-':>9}{'NO':>9}{'':>7}  "
                          f"{r.get('error', 'failed')}")
             continue
         note = "CPU-bound: lower --bandwidth-scale" if r["cpu_util"] > CPU_BOUND else ""
@@ -195,7 +196,8 @@ def table(result: dict) -> str:
             top = r["busiest_links"][0]
             note = (f"busiest {top['link']} {top['busy_s_per_iter']:.2f}s/iter incl. start-up"
                     + (f"; {note}" if note else ""))
-        lines.append(f"{name:<16}{r['median_s']:>10.3f}{r['p90_s']:>10.3f}"
+        mean = f"{r['mean_s']:.3f}" if "mean_s" in r else "-"
+        lines.append(f"{name:<16}{r['median_s']:>10.3f}{mean:>10}{r['p90_s']:>10.3f}"
                      f"{r['median_s'] / bound:>9.2f}{'yes' if r['correct'] else 'NO':>9}"
                      f"{100 * r['cpu_util']:>6.0f}%  {note}")
     plan = result.get("fapt_plan")
@@ -220,6 +222,13 @@ def table(result: dict) -> str:
                          f"{costs['mean_in_force_s']}s, best policy worth "
                          f"{costs['mean_best_s']}s (means)")
     names = [n for n, r in result["systems"].items() if r.get("iter_s")]
+    fapt = result["systems"].get("netstorm-fapt", {})
+    for a in ("netstorm-aware", "netstorm-full"):       # the awareness ablation
+        r = result["systems"].get(a, {})
+        if a in names and "netstorm-fapt" in names and "mean_s" in r and "mean_s" in fapt:
+            lines.append(f"speed-up {a} over netstorm-fapt: "
+                         f"{fapt['median_s'] / r['median_s']:.2f}x by median, "
+                         f"{fapt['mean_s'] / r['mean_s']:.2f}x by mean s/iter")
     for a in names:
         for b in names:
             if a != b and a.startswith("netstorm") and b.startswith("mxnet"):

@@ -113,3 +113,17 @@ def test_interrupted_bench_tears_down_wan_and_processes(tmp_path):
     time.sleep(0.5)
     assert not [n for n in wanlib.list_netns() if n.startswith("netstorm-")]
     assert leftovers(str(tmp_path)) == []
+
+
+def test_table_gives_the_awareness_ablation_by_median_and_by_mean():
+    def system(times):
+        return {"iter_s": times, "median_s": sorted(times)[len(times) // 2],
+                "mean_s": sum(times) / len(times), "p90_s": max(times), "correct": True,
+                "cpu_util": 0.5}
+    result = {"topology": "t", "model": "m", "model_bytes": 1e6, "mode": "comm",
+              "workers_per_dc": 1, "lower_bound_s": 1.0, "systems": {
+                  "netstorm-fapt": system([20.0, 20.0, 20.0]),
+                  "netstorm-full": system([10.0, 10.0, 40.0])}}
+    text = bench.table(result)
+    assert "speed-up netstorm-full over netstorm-fapt: 2.00x by median, 1.00x by mean" in text
+    assert "netstorm-aware over" not in text
