@@ -23,7 +23,7 @@ from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, plan
 
 PROBE_BYTES = 2 << 20       # per directed pair: enough to leave TCP slow start at WAN rates
 PROBE_TIMEOUT_S = 6.0       # a measurement never takes longer than this
-IDLE_PROBE_S = 5.0          # adapt: a link not timed this long gets a 512 KiB probe burst
+IDLE_PROBE_S = 5.0          # adapt: a link not timed this long gets a probe burst
 
 log = logging.getLogger("netstorm.scheduler")
 SCHEDULER_ID = 0
