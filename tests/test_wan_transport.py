@@ -133,17 +133,24 @@ def test_random_relay_plans_give_exact_sums_everywhere(seed):
     assert all(w.reassembly.pending == 0 for w in world.wan.values())
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_a_link_stalling_mid_round_is_detoured_and_nothing_counts_twice(seed):
+def four_dcs_with_a_blocked_tree_link(seed):
+    """4 DCs on 2 random trees; the link from some child to its parent in the first tree
+    is blocked (takes two messages, delivers nothing). Returns (rng, nprng, world, child,
+    parent)."""
     rng, nprng = random.Random(seed), np.random.RandomState(seed)
-    n = 4
-    trees, shares = random_trees([f"dc{i}" for i in range(n)], rng, max_trees=2)
+    trees, shares = random_trees([f"dc{i}" for i in range(4)], rng, max_trees=2)
     policy = Policy(1, 0, tuple(trees), tuple(shares))
-    world = World(rng, n, policy, chunk_bytes=1 << 16)
+    world = World(rng, 4, policy, chunk_bytes=1 << 16)
     tree = policy.trees[0]
     child = next(dc for dc, p in tree.parent.items() if p is not None)
-    link = (child, tree.parent[child])
-    world.net.blocked.add(link)          # stuck: what is buffered does not arrive either
+    world.net.blocked.add((child, tree.parent[child]))
+    return rng, nprng, world, child, tree.parent[child]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_link_stalling_mid_round_is_detoured_and_nothing_counts_twice(seed):
+    rng, nprng, world, child, parent = four_dcs_with_a_blocked_tree_link(seed)
+    link = (child, parent)               # stuck: what is buffered does not arrive either
     world.net.buffers[link] = []
     expected = contribute(world, nprng, chunks=8, size=500, rnd=1)
     parent_node = world.wan[child].servers[link[1]]
@@ -257,15 +264,7 @@ def test_a_new_relay_plan_re_splits_chunks_still_waiting(seed):
     """A link slows mid-round (here: blocked, so chunks wait for it); the scheduler's next
     plan sends part of its traffic through a relay. Whole chunks still waiting are split by
     the new plan at once; parts and chunks already handed over stay as they are. Sums exact."""
-    rng, nprng = random.Random(seed), np.random.RandomState(seed)
-    n = 4
-    trees, shares = random_trees([f"dc{i}" for i in range(n)], rng, max_trees=2)
-    policy = Policy(1, 0, tuple(trees), tuple(shares))
-    world = World(rng, n, policy, chunk_bytes=1 << 16)
-    tree = policy.trees[0]
-    child = next(dc for dc, p in tree.parent.items() if p is not None)
-    parent = tree.parent[child]
-    world.net.blocked.add((child, parent))
+    rng, nprng, world, child, parent = four_dcs_with_a_blocked_tree_link(seed)
     expected = contribute(world, nprng, chunks=8, size=600, rnd=1)
     node = world.wan[child].servers[parent]
     while not world.wan[child].outbox.waiting(node):
