@@ -79,8 +79,8 @@ class LinkMonitor:
         # continuous-time smoothing: the old estimate fades with the time since it was made,
         # so back-to-back windows weigh by their length and a sparse probe sample (the only
         # news in seconds) nearly replaces it
-        weight = 1.0 - math.exp(-(now - link.updated_at if link.updated_at is not None
-                                  else link.window_s) / self.tau_s)
+        since = now - link.updated_at if link.updated_at is not None else link.window_s
+        weight = 1.0 - math.exp(-max(0.0, since) / self.tau_s)
         if link.mbps is None or link.updated_at is None or now - link.updated_at > self.tau_s * 4:
             link.mbps = sample               # nothing recent to smooth with
         else:
