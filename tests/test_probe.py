@@ -56,5 +56,8 @@ def test_startup_measurement_on_the_emulated_wan_finds_the_shaped_rates():
     line = next(l for l in proc.stdout.splitlines() if "measured link rates" in l)
     rates = [float(r) for r in re.findall(r"\w+->\w+ ([\d.]+)", line)]
     assert len(rates) == 6, line
-    assert all(14.0 < r < 22.0 for r in rates), line      # shaped at 20, goodput ~96%
+    # shaped at 20, goodput ~96%. A flow whose sending server is descheduled on this loaded
+    # 2-core host reads low (13.3 seen once in a full suite run, 18-19 alone); an unshaped
+    # (hundreds) or mis-timed (double or half) measurement still fails
+    assert all(12.0 < r < 22.0 for r in rates), line
     assert proc.stdout.count("finished 3 rounds") == 3
