@@ -76,14 +76,13 @@ class LinkMonitor:
         link.recent = [(t, x) for t, x in link.recent[-2:] if now - t <= self.tau_s * 4]
         link.recent.append((now, raw))
         sample = sorted(x for _, x in link.recent)[1] if len(link.recent) == 3 else raw
-        # continuous-time smoothing: the old estimate fades with the time since it was made,
-        # so back-to-back windows weigh by their length and a sparse probe sample (the only
-        # news in seconds) nearly replaces it
-        since = now - link.updated_at if link.updated_at is not None else link.window_s
-        weight = 1.0 - math.exp(-max(0.0, since) / self.tau_s)
-        if link.mbps is None or link.updated_at is None or now - link.updated_at > self.tau_s * 4:
+        if link.mbps is None or now - link.updated_at > self.tau_s * 4:
             link.mbps = sample               # nothing recent to smooth with
         else:
+            # continuous-time smoothing: the old estimate fades with the time since it was
+            # made, so back-to-back windows weigh by their length and a sparse probe sample
+            # (the only news in seconds) nearly replaces it
+            weight = 1.0 - math.exp(-max(0.0, now - link.updated_at) / self.tau_s)
             link.mbps += weight * (sample - link.mbps)
         link.updated_at = now
         link.samples += 1

@@ -9,6 +9,7 @@ dropped, a bad request is answered with ERROR, and neither stops the server.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -92,9 +93,8 @@ class GeoServer:
         except PolicyError as exc:
             log.error("%s: cannot pass on INIT of key %d: %s", self.dc, msg.key, exc)
             return
-        for dc in children:
-            self._to_server(dc, Message(Kind.INIT, key=msg.key, seq=msg.seq, flags=msg.flags,
-                                        meta=msg.meta, dtype=msg.dtype, frames=msg.frames))
+        for dc in children:           # a copy per child: the Van stamps its sender on it
+            self._to_server(dc, dataclasses.replace(msg))
 
     # ------------------------------------------------------------ dispatch
     def _from_worker(self, msg: Message) -> None:

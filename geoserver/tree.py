@@ -168,6 +168,13 @@ class PolicyBook:
             raise PolicyError(f"no policy covers round {rnd}")
         return best
 
+    def drop_superseded(self, rnd: int) -> None:
+        """Forget the versions no round from ``rnd`` on can use: keep the one in force at
+        ``rnd`` and those starting later."""
+        keep = self.for_round(rnd)
+        self.by_version = {v: p for v, p in self.by_version.items()
+                           if p is keep or p.start_round > keep.start_round}
+
     def __getitem__(self, version: int) -> Policy:
         return self.by_version[version]
 

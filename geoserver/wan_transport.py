@@ -89,6 +89,11 @@ class WanTransport:
         self.send(nxt, self._chunk(kind, cid, array, meta), (cid.rnd, cid.key, cid.chunk))
 
     @staticmethod
+    def _cid(msg: Message) -> ChunkId:
+        """The chunk a chunk, part or relay message carries (the inverse of :meth:`_chunk`)."""
+        return ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
+
+    @staticmethod
     def _chunk(kind, cid: ChunkId, array, meta=None) -> Message:
         return Message(kind, key=cid.key, chunk=cid.chunk, seq=cid.rnd, policy=cid.version,
                        tree=cid.tree, dtype=array.dtype, meta=meta or {}, frames=[array])
@@ -105,7 +110,7 @@ class WanTransport:
         self.monitor.on_arrival(source, wire.HEADER.size + len(msg.frames[0]),
                                 bool(msg.flags & wire.Flag.QUEUED), self.clock())
         (array,) = msg.arrays()
-        cid = ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
+        cid = self._cid(msg)
         if msg.kind == Kind.RELAY:
             return self._on_relay(source, msg, cid, array)
         if "part" not in msg.meta:
@@ -194,7 +199,7 @@ class WanTransport:
                 self.send(dead, msg)
             return
         array = msg.arrays()[0]
-        cid = ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
+        cid = self._cid(msg)
         meta = msg.meta
         if msg.kind == Kind.RELAY:
             to, kind, hops = meta["to"], Kind(meta["kind"]), meta["hops"]
@@ -246,8 +251,7 @@ class WanTransport:
             whole = self.outbox.take_waiting(
                 node, lambda m: m.kind in CHUNK_KINDS and "part" not in m.meta)
             for msg in whole:
-                self.send_chunk(v, msg.kind, ChunkId(msg.key, msg.chunk, msg.seq, msg.policy,
-                                                     msg.tree), msg.arrays()[0])
+                self.send_chunk(v, msg.kind, self._cid(msg), msg.arrays()[0])
             if whole:
                 log.info("%s: %d waiting chunks for %s re-split by the new plan", self.dc,
                          len(whole), v)

@@ -14,7 +14,7 @@ import time
 from geoserver import wire
 from geoserver.cluster import ClusterConfig
 from geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
-from geoserver.tree import Policy
+from geoserver.tree import Policy, PolicyBook
 from geoserver.van import Van
 
 from .awareness import Adaptation, Replanner, safe_start_round
@@ -57,8 +57,8 @@ class Scheduler:
         # at the first round not yet open - the very next round, with no lead and no race
         self.round_gate = config.adapt and config.policy == "fapt" and len(config.dcs) > 1
         self.opened = 0                 # the latest round opened (round_gate)
-        self.announced: list = []       # every policy sent, oldest first (relays follow the
-                                        # one in force, which may be older than self.policy)
+        self.announced = PolicyBook()   # the policies sent that may still apply (relays follow
+                                        # the one in force, which may be older than self.policy)
 
     # ---------------------------------------------------------------- rendezvous
     def _expected(self) -> dict:
@@ -158,10 +158,10 @@ class Scheduler:
         choose detours by its rates) and, with ``adapt`` (multi-root policies only), start
         re-planning from the servers' reports."""
         self._log_policy("initial")
-        self.announced.append(self.policy)
+        self.announced.add(self.policy)
         if self.config.links or measured:
             self.wan_topology = planning_topology(self.config, measured)
-        if not (self.config.adapt and self.config.policy == "fapt" and len(self.table.dcs) > 1):
+        if not self.round_gate:          # the round gate is on exactly when re-planning is
             return
         replanner = Replanner(NOMINAL_MODEL_BYTES, self.config.chunk_bytes,
                               self.config.replan_threshold, self.config.min_dwell_s)
@@ -286,7 +286,8 @@ class Scheduler:
                     continue
                 self._node_alive(msg.sender)
                 if msg.kind == wire.Kind.HEARTBEAT and "round" in msg.meta:
-                    self.rounds[msg.sender] = int(msg.meta["round"])
+                    reported = int(msg.meta["round"])
+                    self.rounds[msg.sender] = reported
                     latest = max(self.rounds.values())
                     self.round_log.append((time.monotonic(), latest))
                     self.round_seen.setdefault(latest, time.monotonic())
@@ -296,7 +297,7 @@ class Scheduler:
                         self.adaptation.on_report(self.table[msg.sender].dc, msg.meta,
                                                   time.monotonic())
                     if self.round_gate:
-                        self._open_round(int(msg.meta["round"]))
+                        self._open_round(reported)
                 if msg.kind == wire.Kind.BARRIER:
                     self._on_barrier(msg)
                 elif msg.kind == wire.Kind.BYE:
@@ -339,12 +340,13 @@ class Scheduler:
             if self.adaptation is not None and now_in_force is not before:
                 self._send_routes()             # relays for the trees now carrying chunks
 
+    def _current_round(self) -> int:
+        """The latest round open (round gate) or reported."""
+        return self.opened if self.round_gate else max(self.rounds.values(), default=0)
+
     def _policy_in_force(self) -> Policy:
-        """The policy of the latest round open (round gate) or reported: the newest-starting
-        one at or before it, as servers choose."""
-        rnd = self.opened if self.round_gate else max(self.rounds.values(), default=0)
-        started = [p for p in self.announced if p.start_round <= rnd] or self.announced[:1]
-        return max(started, key=lambda p: (p.start_round, p.version))
+        """The policy of :meth:`_current_round`, as servers choose it."""
+        return self.announced.for_round(self._current_round())
 
     def _send_routes(self) -> None:
         """Multipath relays (and the rates detours choose by) when they changed."""
@@ -382,10 +384,8 @@ class Scheduler:
         ahead = self.opened + 1 if self.round_gate else self.rounds_ahead(lead_rounds)
         start = max(ahead, self.policy.start_round)
         self.policy = Policy(self.policy.version + 1, start, tuple(trees), tuple(shares))
-        self.announced.append(self.policy)
-        in_force = self._policy_in_force()
-        self.announced = [p for p in self.announced if p.start_round > in_force.start_round
-                          or p is in_force]           # older ones can never apply again
+        self.announced.add(self.policy)
+        self.announced.drop_superseded(self._current_round())  # older ones never apply again
         for node in self.table.nodes.values():
             if node.role == SERVER:
                 self.van.send(node.id, wire.Message(wire.Kind.POLICY,

@@ -137,14 +137,15 @@ def collect(out: Path, mode: str) -> dict:
     ranks = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
     if not ranks or len(ranks) != ranks[0]["num_workers"]:
         return {"iter_s": [], "correct": False, "error": f"{len(ranks)} worker results"}
-    per_iter = np.max(np.array([r["iter_s"] for r in ranks]), axis=0)[1:]   # drop warm-up
+    slowest = np.max(np.array([r["iter_s"] for r in ranks]), axis=0)
+    per_iter = slowest[1:]                                                  # drop warm-up
     times = {}
     if mode == "comm":
         correct = all(r["exact_sums"] for r in ranks)
         if all("iter_start_monotonic" in r for r in ranks):    # every iteration, warm-up too
             times = {"_iter_start": np.min([r["iter_start_monotonic"] for r in ranks],
                                            axis=0).tolist(),
-                     "_iter_all_s": np.max([r["iter_s"] for r in ranks], axis=0).tolist()}
+                     "_iter_all_s": slowest.tolist()}
     else:
         correct = len({r["weights_sha256"] for r in ranks}) == 1
     return {"iter_s": [round(float(t), 4) for t in per_iter],

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from geoserver.tree import Policy
+from geoserver.tree import Policy, PolicyBook, PolicyError
 from scheduler.fapt import compute_policy, predict_iteration_s
 
 
@@ -81,21 +81,16 @@ def reactions(records: list, runner) -> list:
     return out
 
 
-def policy_for_round(records: list, rnd: int, dcs) -> Policy | None:
-    """The policy the stats log says was in force for round ``rnd`` (newest-starting
-    ``start_round <= rnd``, ties to the higher version), as the servers choose it."""
-    best = None
+def logged_policies(records: list, dcs) -> PolicyBook:
+    """Every policy in the stats log (shares re-normalised: the log rounds them)."""
+    book = PolicyBook()
     for rec in records:
-        if rec.get("event") == "policy" and rec["start_round"] <= rnd:
-            if best is None or (rec["start_round"], rec["version"]) > \
-                    (best["start_round"], best["version"]):
-                best = rec
-    if best is None:
-        return None
-    shares = [t["share"] for t in best["trees"]]     # rounded in the log: re-normalise
-    return Policy.from_json({"version": best["version"], "start_round": best["start_round"],
-                             "trees": best["trees"],
-                             "shares": [x / sum(shares) for x in shares]}, dcs)
+        if rec.get("event") == "policy":
+            shares = [t["share"] for t in rec["trees"]]
+            book.add(Policy.from_json({"version": rec["version"],
+                                       "start_round": rec["start_round"], "trees": rec["trees"],
+                                       "shares": [x / sum(shares) for x in shares]}, dcs))
+    return book
 
 
 def round_costs(records: list, runner, topology, iter_start: list, iter_s: list,
@@ -103,11 +98,14 @@ def round_costs(records: list, runner, topology, iter_start: list, iter_s: list,
     """``[{"round", "measured_s", "version", "in_force_s", "best_s"}]`` for every round after
     the first (iteration i pushes round i + 1), each judged at the rates set at the round's
     middle. O(rounds · compute_policy)."""
-    out = []
+    book, out = logged_policies(records, topology.dcs), []
     for i, (start, took) in enumerate(zip(iter_start, iter_s)):
         rnd = i + 1
-        policy = policy_for_round(records, rnd, topology.dcs)
-        if rnd == 1 or policy is None:
+        if rnd == 1:
+            continue
+        try:
+            policy = book.for_round(rnd)    # as the servers choose it
+        except PolicyError:                 # nothing logged for this round
             continue
         truth = topology.with_rates(runner.rates_at(start + took / 2 - runner.started))
         out.append({"round": rnd, "measured_s": round(took, 3), "version": policy.version,

@@ -74,6 +74,17 @@ def test_policy_book_picks_the_policy_in_force():
         book.add(Policy(2, 11, TWO[:1]))
 
 
+def test_policy_book_forgets_only_versions_no_later_round_can_use():
+    from geoserver.tree import PolicyBook
+    book = PolicyBook(Policy(1, 0, TWO))
+    for version, start in ((2, 3), (3, 5), (4, 5), (5, 8)):
+        book.add(Policy(version, start, TWO))
+    before = {r: book.for_round(r).version for r in range(5, 12)}
+    book.drop_superseded(6)                 # in force at 6: version 4 (ties: higher version)
+    assert sorted(book.by_version) == [4, 5]
+    assert {r: book.for_round(r).version for r in range(5, 12)} == before
+
+
 def test_children_from_spreads_from_any_dc_over_tree_links_once():
     # dc0 - dc1 - dc2 - dc3 with dc4 under dc1, rooted at dc2
     tree = Tree("dc2", {"dc2": None, "dc1": "dc2", "dc3": "dc2", "dc0": "dc1", "dc4": "dc1"})
