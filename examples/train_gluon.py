@@ -45,25 +45,19 @@ def parse_args(argv=None):
 
 
 def import_netstorm():
-    """Import the kvstore package, which registers the 'netstorm' kvstore type."""
-    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if repo_root not in sys.path:
-        sys.path.append(repo_root)
+    """Import netstorm, which registers the 'netstorm' kvstore type."""
     try:
-        import kvstore  # noqa: F401  (import side effect: registers 'netstorm')
+        import netstorm  # noqa: F401  (registers 'netstorm')
     except ImportError as exc:
-        print("error: cannot import the netstorm 'kvstore' package (%s).\n"
-              "Run this script under scripts/launch.py, install the package "
-              "(pip install -e .), or use --kvstore local." % exc,
-              file=sys.stderr, flush=True)
+        print("error: cannot import netstorm (%s).\n"
+              "Install it (pip install -e . in its repository, or bash scripts/demo.sh), "
+              "or use --kvstore local." % exc, file=sys.stderr, flush=True)
         sys.exit(2)
     # mx.kv.create() silently falls back to a local store for unknown names, so
     # make sure the import really registered 'netstorm'.
     if "netstorm" not in mx.kv.KVStoreBase.kv_registry:
-        print("error: 'import kvstore' did not register the 'netstorm' kvstore type "
-              "(imported %s). Run under scripts/launch.py or install the package."
-              % (getattr(kvstore, "__file__", None) or "an empty namespace package"),
-              file=sys.stderr, flush=True)
+        print("error: 'import netstorm' did not register the 'netstorm' kvstore type "
+              "(imported %s)." % netstorm.__file__, file=sys.stderr, flush=True)
         sys.exit(2)
 
 

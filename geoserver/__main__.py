@@ -1,4 +1,4 @@
-"""``python -m geoserver --cluster FILE --dc NAME``: run one DC's server."""
+"""``python -m netstorm.geoserver --cluster FILE --dc NAME``: run one DC's server."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +16,7 @@ log = logging.getLogger("netstorm.server")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m geoserver", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m netstorm.geoserver", description=__doc__)
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--dc", required=True, help="name of this server's DC")
     parser.add_argument("--verbose", action="store_true")

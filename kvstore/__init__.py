@@ -1,7 +1,8 @@
-"""The ``'netstorm'`` kvstore for MXNet 1.9.
+"""The ``'netstorm'`` kvstore for MXNet 1.9 (``netstorm.kvstore``).
 
-``import kvstore`` registers the store: ``mx.kv.create('netstorm')``, and
-``gluon.Trainer(..., kvstore='netstorm')`` / ``Module.fit(kvstore='netstorm')`` then use it.
+Importing it registers the store (``import netstorm`` does so once MXNet is imported):
+``mx.kv.create('netstorm')``, ``gluon.Trainer(..., kvstore='netstorm')`` and
+``Module.fit(kvstore='netstorm')`` then use it.
 
 MXNet's ``_create_kvstore`` skips any kvstore *string* without ``'dist'`` in it when a worker
 has a single device, which would make ``kvstore='netstorm'`` silently train alone. Importing

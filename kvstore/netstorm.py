@@ -19,8 +19,8 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from geoserver.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
-from geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
+from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
+from netstorm.geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops
 

@@ -1,4 +1,4 @@
-"""``python -m scheduler --cluster FILE``: run the scheduler of a netstorm cluster."""
+"""``python -m netstorm.scheduler --cluster FILE``: run the scheduler of a netstorm cluster."""
 from __future__ import annotations
 
 import argparse
@@ -6,9 +6,9 @@ import json
 import logging
 import sys
 
-from geoserver.cli import Terminated, raise_on_signals, setup_logging
-from geoserver.cluster import ClusterFileError, load_cluster
-from geoserver.van import TransportError, Van
+from netstorm.geoserver.cli import Terminated, raise_on_signals, setup_logging
+from netstorm.geoserver.cluster import ClusterFileError, load_cluster
+from netstorm.geoserver.van import TransportError, Van
 
 from .rendezvous import Scheduler
 
@@ -16,7 +16,7 @@ log = logging.getLogger("netstorm.scheduler")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scheduler", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m netstorm.scheduler", description=__doc__)
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--switch-policy-every", type=float, default=0.0, metavar="S",

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from geoserver.tree import Policy, PolicyError, Tree
+from netstorm.geoserver.tree import Policy, PolicyError, Tree
 
 from .lp import LPError, solve_lp
 from .topology import Link, Topology

@@ -1,7 +1,7 @@
 """WAN synchronization policies computed by the scheduler (pure functions, no processes)."""
 from __future__ import annotations
 
-from geoserver.tree import Policy, Tree
+from netstorm.geoserver.tree import Policy, Tree
 
 
 def star_policy(dcs, hub: str, version: int = 1, start_round: int = 0) -> Policy:

@@ -11,11 +11,11 @@ import math
 import random
 import time
 
-from geoserver import wire
-from geoserver.cluster import ClusterConfig
-from geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
-from geoserver.tree import Policy, PolicyBook
-from geoserver.van import Van
+from netstorm.geoserver import wire
+from netstorm.geoserver.cluster import ClusterConfig
+from netstorm.geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
+from netstorm.geoserver.tree import Policy, PolicyBook
+from netstorm.geoserver.van import Van
 
 from .awareness import Adaptation, Replanner, safe_start_round
 from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, planning_topology, \

@@ -1,4 +1,5 @@
-"""Shared helpers: run a whole cluster through scripts/launch.py with a hard time limit."""
+"""Shared helpers: run a whole cluster through scripts/launch.py with a hard time limit; the
+skip for tests that need an emulated WAN. Tests import the installed ``netstorm`` package."""
 from __future__ import annotations
 
 import os
@@ -13,11 +14,22 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 WORKERS = REPO / "tests" / "workers"
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(WORKERS))
-sys.path.insert(0, str(REPO / "scripts"))
 
-from launch import free_port  # noqa: E402,F401  (re-exported for the tests)
+from netstorm.launcher import free_port  # noqa: F401  (re-exported for the tests)
+from netstorm.wan import netns
+
+
+def _wan_unavailable() -> str | None:
+    try:
+        netns.check_available()
+    except netns.WanUnavailable as exc:
+        return str(exc)
+    return None
+
+
+WAN_UNAVAILABLE = _wan_unavailable()
+needs_wan = pytest.mark.skipif(WAN_UNAVAILABLE is not None,
+                               reason=f"needs root and ip netns: {WAN_UNAVAILABLE}")
 
 
 @dataclass

@@ -4,10 +4,10 @@ import random
 import numpy as np
 import pytest
 
-from geoserver.aggregation import ChunkId, TreeExchange
-from geoserver.tree import Policy, PolicyBook
-from geoserver.wire import Kind
-from scheduler.policy import random_trees, star_policy
+from netstorm.geoserver.aggregation import ChunkId, TreeExchange
+from netstorm.geoserver.tree import Policy, PolicyBook
+from netstorm.geoserver.wire import Kind
+from netstorm.scheduler.policy import random_trees, star_policy
 
 
 def cid(key, chunk, rnd, policy):
@@ -96,7 +96,7 @@ def test_duplicate_totals_are_not_delivered_twice(caplog):
 
 
 def test_round_set_tracks_out_of_order_rounds():
-    from geoserver.aggregation import RoundSet
+    from netstorm.geoserver.aggregation import RoundSet
     s = RoundSet()
     s.add((0, 0, 2))
     assert (0, 0, 2) in s and (0, 0, 1) not in s

@@ -1,9 +1,9 @@
 """scheduler.awareness: the scheduler's view of the links and its re-planning hysteresis."""
 import pytest
 
-from scheduler.awareness import STALLED_MBPS, Adaptation, LinkRates, Replanner
-from scheduler.fapt import compute_policy, predict_iteration_s
-from scheduler.topology import load_topology
+from netstorm.scheduler.awareness import STALLED_MBPS, Adaptation, LinkRates, Replanner
+from netstorm.scheduler.fapt import compute_policy, predict_iteration_s
+from netstorm.wan import load_topology
 
 B, CHUNK = 50e6, 1 << 20
 
@@ -77,7 +77,7 @@ def test_adaptation_reads_reports_and_leaves_a_stalled_link_at_once():
 
 
 def test_a_switch_starts_next_round_only_while_the_current_round_is_young():
-    from scheduler.awareness import safe_start_round
+    from netstorm.scheduler.awareness import safe_start_round
     seen = {3: 100.0, 4: 120.0, 5: 140.0}          # rounds of 20 s; round 5 began at 140
     assert safe_start_round(5, seen, now=141.0, margin_s=2.0) == 6     # young: next round
     assert safe_start_round(5, seen, now=149.0, margin_s=2.0) == 7     # past half: skip one

@@ -1,15 +1,14 @@
-"""scripts/bench.py: result merging and the table, plus an end-to-end run on an emulated WAN."""
+"""netstorm.bench (scripts/bench.py): result merging and the table, plus an end-to-end run on an emulated WAN."""
 import json
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, WORKERS
-
-sys.path.insert(0, str(REPO / "scripts"))
-import bench  # noqa: E402
-import wan as wanlib  # noqa: E402
+from conftest import REPO, WORKERS, needs_wan
+from netstorm.bench.measure import collect
+from netstorm.bench.report import table
+from netstorm.wan import list_netns
 
 
 def _write(tmp_path, rank, times, **extra):
@@ -20,18 +19,18 @@ def _write(tmp_path, rank, times, **extra):
 def test_collect_takes_the_slowest_worker_per_iteration_and_drops_warmup(tmp_path):
     _write(tmp_path, 0, [9.0, 1.0, 3.0, 2.0], exact_sums=True)
     _write(tmp_path, 1, [9.0, 2.0, 1.0, 2.5], exact_sums=True)
-    r = bench.collect(tmp_path, "comm")
+    r = collect(tmp_path, "comm")
     assert r["iter_s"] == [2.0, 3.0, 2.5] and r["median_s"] == 2.5 and r["correct"]
 
 
 def test_collect_flags_wrong_sums_missing_workers_and_diverged_weights(tmp_path):
     _write(tmp_path, 0, [1.0, 1.0], exact_sums=True)
-    assert not bench.collect(tmp_path, "comm")["correct"]          # rank 1 missing
+    assert not collect(tmp_path, "comm")["correct"]          # rank 1 missing
     _write(tmp_path, 1, [1.0, 1.0], exact_sums=False)
-    assert not bench.collect(tmp_path, "comm")["correct"]
+    assert not collect(tmp_path, "comm")["correct"]
     _write(tmp_path, 0, [1.0, 1.0], weights_sha256="a")
     _write(tmp_path, 1, [1.0, 1.0], weights_sha256="b")
-    assert not bench.collect(tmp_path, "train")["correct"]
+    assert not collect(tmp_path, "train")["correct"]
 
 
 def test_table_reports_ratios_and_flags_cpu_bound_runs():
@@ -41,21 +40,14 @@ def test_table_reports_ratios_and_flags_cpu_bound_runs():
                                 "correct": True, "cpu_util": 0.2},
                   "netstorm-hips": {"iter_s": [2.0], "median_s": 2.0, "p90_s": 2.0,
                                     "correct": True, "cpu_util": 0.95}}}
-    text = bench.table(result)
+    text = table(result)
     assert "speed-up netstorm-hips over mxnet-1ps: 2.00x" in text
     assert text.count("CPU-bound") == 1 and "4.00" in text
 
 
-def _wan_or_skip():
-    try:
-        wanlib.check_available()
-    except wanlib.WanUnavailable as exc:
-        pytest.skip(f"needs root and ip netns: {exc}")
-
-
 @pytest.mark.slow
+@needs_wan
 def test_bench_runs_every_system_on_small(tmp_path):
-    _wan_or_skip()
     out = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "bench.py"), "--topology", "small",
@@ -72,24 +64,24 @@ def test_bench_runs_every_system_on_small(tmp_path):
         assert 0 <= r["cpu_util"] <= 1
     assert (tmp_path / "p.png").stat().st_size > 0
     assert (tmp_path / "p-topology.png").stat().st_size > 0
-    assert not [n for n in wanlib.list_netns() if n.startswith("netstorm-")]
+    assert not [n for n in list_netns() if n.startswith("netstorm-")]
 
 
 @pytest.mark.slow
+@needs_wan
 def test_launch_runs_a_cluster_on_the_emulated_wan():
-    _wan_or_skip()
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "launch.py"), "--wan", "small",
          "--workers-per-dc", "1", "--", sys.executable, str(WORKERS / "fault_worker.py"),
          "loop", "3"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert proc.stdout.count("finished 3 rounds") == 3
-    assert not [n for n in wanlib.list_netns() if n.startswith("netstorm-")]
+    assert not [n for n in list_netns() if n.startswith("netstorm-")]
 
 
 @pytest.mark.slow
+@needs_wan
 def test_interrupted_bench_tears_down_wan_and_processes(tmp_path):
-    _wan_or_skip()
     import os
     import signal
     import time
@@ -111,7 +103,7 @@ def test_interrupted_bench_tears_down_wan_and_processes(tmp_path):
     assert proc.returncode == 130, out.decode()[-2000:]
     assert b"interrupted" in out
     time.sleep(0.5)
-    assert not [n for n in wanlib.list_netns() if n.startswith("netstorm-")]
+    assert not [n for n in list_netns() if n.startswith("netstorm-")]
     assert leftovers(str(tmp_path)) == []
 
 
@@ -124,6 +116,6 @@ def test_table_gives_the_awareness_ablation_by_median_and_by_mean():
               "workers_per_dc": 1, "lower_bound_s": 1.0, "systems": {
                   "netstorm-fapt": system([20.0, 20.0, 20.0]),
                   "netstorm-full": system([10.0, 10.0, 40.0])}}
-    text = bench.table(result)
+    text = table(result)
     assert "speed-up netstorm-full over netstorm-fapt: 2.00x by median, 1.00x by mean" in text
     assert "netstorm-aware over" not in text

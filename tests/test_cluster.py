@@ -1,6 +1,6 @@
 import pytest
 
-from geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster, \
+from netstorm.geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster, \
     to_toml
 
 GOOD = """

@@ -7,11 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from geoserver.aggregation import TreeExchange
-from geoserver.local_store import KeyStore
-from geoserver.tree import Policy, PolicyBook, Tree
-from geoserver.wire import Flag, Kind, Message
-from scheduler.policy import random_trees
+from netstorm.geoserver.aggregation import TreeExchange
+from netstorm.geoserver.local_store import KeyStore
+from netstorm.geoserver.tree import Policy, PolicyBook, Tree
+from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.scheduler.policy import random_trees
 
 
 def random_policy(dcs, rng, version, start_round):

@@ -6,15 +6,16 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from geoserver.tree import Policy, Tree
-from scheduler import fapt
-from scheduler.fapt import (PolicyPlan, best_root, best_single_tree, best_star,
+from netstorm.geoserver.tree import Policy, Tree
+from netstorm.scheduler import fapt
+from netstorm.scheduler.fapt import (PolicyPlan, best_root, best_single_tree, best_star,
                             compute_policy, fapt_policy, fapt_score, fapt_tree, link_loads,
                             optimal_shares, pack_trees, pack_trees_detail, pipeline_fill_s,
                             predict_iteration_s, random_full_mesh, shallow_tree,
                             time_policy)
-from scheduler.lp import solve_lp
-from scheduler.topology import Link, Topology, cut_lower_bound, load_topology
+from netstorm.scheduler.lp import solve_lp
+from netstorm.scheduler.topology import Link, Topology, cut_lower_bound
+from netstorm.wan import load_topology
 
 B = 46758048                 # resnet18, float32
 MIB = 1 << 20

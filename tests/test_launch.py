@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import REPO, free_port, launch, leftovers, worker_cmd
-from geoserver.cluster import ClusterConfig, DataCenter, to_toml
+from netstorm.geoserver.cluster import ClusterConfig, DataCenter, to_toml
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from geoserver.link_monitor import LinkMonitor
+from netstorm.geoserver.link_monitor import LinkMonitor
 
 MB = 1 << 20
 

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from geoserver.local_store import KeyStore, RequestError
-from geoserver.tree import PolicyBook
-from geoserver.wire import Flag, Kind, Message
-from scheduler.policy import star_policy
+from netstorm.geoserver.local_store import KeyStore, RequestError
+from netstorm.geoserver.tree import PolicyBook
+from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.scheduler.policy import star_policy
 
 W1, W2 = 11, 12
 

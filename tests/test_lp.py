@@ -1,7 +1,7 @@
 """The dense two-phase simplex of scheduler/lp.py on hand-checked programs."""
 import pytest
 
-from scheduler.lp import LPError, solve_lp
+from netstorm.scheduler.lp import LPError, solve_lp
 
 
 def test_solve_lp_textbook_optimum_and_duals():

@@ -1,9 +1,9 @@
 """scheduler.multipath: relays level the busiest link with idle two-hop paths."""
 import pytest
 
-from scheduler.fapt import best_single_tree, compute_policy, link_loads
-from scheduler.multipath import plan_relays, predicted_busiest_s, to_json
-from scheduler.topology import load_topology
+from netstorm.scheduler.fapt import best_single_tree, compute_policy, link_loads
+from netstorm.scheduler.multipath import plan_relays, predicted_busiest_s, to_json
+from netstorm.wan import load_topology
 
 B = 46.8e6
 

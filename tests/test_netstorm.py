@@ -21,7 +21,7 @@ def _trainer_reference(num_workers, steps):
     import mxnet as mx
     from mxnet import autograd, gluon
 
-    import trainer_worker as tw
+    from workers import trainer_worker as tw
     net = tw.build_net([mx.cpu(0)])
     for p in net.collect_params().values():
         p.grad_req = "add"
@@ -41,7 +41,7 @@ def _trainer_reference(num_workers, steps):
 def _load(path):
     import mxnet as mx
 
-    import trainer_worker as tw
+    from workers import trainer_worker as tw
     net = tw.build_net([mx.cpu(0)])
     net.load_parameters(str(path))
     return {k: v.data().asnumpy() for k, v in net._collect_params_with_prefix().items()}
@@ -68,7 +68,7 @@ def test_trainer_matches_single_process_reference(no_leftovers, update_on_kvstor
 
 
 def test_module_matches_single_process_reference(no_leftovers):
-    import module_worker as mw
+    from workers import module_worker as mw
     steps, workers = 5, 3
     run = launch(["--dcs", 3, "--workers-per-dc", 1],
                  worker_cmd("module_worker.py", no_leftovers, "--steps", steps), no_leftovers)
@@ -89,7 +89,7 @@ def test_module_matches_single_process_reference(no_leftovers):
 def test_initial_values_pass_along_the_tree_to_far_dcs(no_leftovers):
     """Rank 0's initial values spread over the first tree's links: on a chain of 4 DCs each
     DC passes them on to the next, and every worker still sees exactly rank 0's values."""
-    from geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
+    from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
     chain = tuple(LinkSpec(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
     cluster = no_leftovers / "chain.toml"
     cluster.write_text(to_toml(pseudo_cluster(4, 1, free_port(), policy="fapt", links=chain)))

@@ -1,6 +1,6 @@
 import pytest
 
-from scheduler.policy import star_policy
+from netstorm.scheduler.policy import star_policy
 
 
 def test_star_is_one_tree_rooted_at_the_hub():
@@ -16,21 +16,21 @@ def test_star_hub_must_be_a_dc():
 
 
 def _config(links=(), policy="fapt"):
-    from geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+    from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
     return ClusterConfig("127.0.0.1", 1, tuple(DataCenter(n, "127.0.0.1", 0, 1)
                                                for n in ("a", "b", "c")),
                          policy=policy, links=tuple(LinkSpec(*l) for l in links))
 
 
 def test_fapt_needs_measurement_only_without_declared_links():
-    from scheduler.policy import needs_measurement
+    from netstorm.scheduler.policy import needs_measurement
     assert needs_measurement(_config())
     assert not needs_measurement(_config([("a", "b", 1.0, 1.0), ("b", "c", 1.0, 1.0)]))
     assert not needs_measurement(_config(policy="star"))
 
 
 def test_initial_policy_from_declared_or_measured_rates_spans_the_dcs():
-    from scheduler.policy import initial_policy
+    from netstorm.scheduler.policy import initial_policy
     declared = _config([("a", "b", 40.0, 40.0), ("b", "c", 100.0, 100.0),
                         ("a", "c", 10.0, 10.0)])
     policy, text = initial_policy(declared)
@@ -47,6 +47,6 @@ def test_initial_policy_from_declared_or_measured_rates_spans_the_dcs():
 
 
 def test_unusable_measurement_is_a_clear_error():
-    from scheduler.policy import initial_policy
+    from netstorm.scheduler.policy import initial_policy
     with pytest.raises(ValueError, match="measured WAN is unusable"):
         initial_policy(_config(), measured={("a", "b"): 10, ("b", "a"): 10})

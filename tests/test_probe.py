@@ -1,5 +1,6 @@
 """LinkProber: receiver-timed rates, bounded by a timeout, no clock agreement needed."""
-from geoserver.probe import PIECES, LinkProber
+from conftest import needs_wan
+from netstorm.geoserver.probe import PIECES, LinkProber
 
 
 def test_rate_is_bytes_after_the_first_piece_over_receiver_time():
@@ -31,6 +32,7 @@ def test_pieces_cover_the_probe():
     assert len(pieces) == PIECES and sum(p.nbytes for p in pieces) == 2 << 20
 
 
+@needs_wan
 def test_startup_measurement_on_the_emulated_wan_finds_the_shaped_rates():
     """3 DCs at 20 Mbit/s each way, nothing declared: the cluster measures every direction
     (all flows at once, as training runs), builds its trees from that, and trains exactly."""
@@ -38,15 +40,7 @@ def test_startup_measurement_on_the_emulated_wan_finds_the_shaped_rates():
     import subprocess
     import sys
 
-    import pytest
-
     from conftest import REPO, WORKERS
-    sys.path.insert(0, str(REPO / "scripts"))
-    import wan as wanlib
-    try:
-        wanlib.check_available()
-    except wanlib.WanUnavailable as exc:
-        pytest.skip(f"needs root and ip netns: {exc}")
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "launch.py"), "--wan", "small",
          "--bandwidth-scale", "0.5", "--policy", "fapt", "--measure", "--workers-per-dc", "1",

@@ -4,7 +4,7 @@ import random
 import numpy as np
 import pytest
 
-from geoserver.reassembly import PartError, Reassembler
+from netstorm.geoserver.reassembly import PartError, Reassembler
 
 
 def random_parts(rng, total, pieces):

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from conftest import REPO, WORKERS, free_port
-from geoserver import wire
-from geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
-from geoserver.van import Van
+from netstorm.geoserver import wire
+from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
+from netstorm.geoserver.van import Van
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ class ManualCluster:
         self.config = pseudo_cluster(dcs, workers_per_dc, free_port(), **transport)
         self.file = tmp_path / "cluster.toml"
         self.file.write_text(to_toml(self.config))
-        self.env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
+        self.env = dict(os.environ, TMPDIR=str(tmp_path))
         self.procs = {}
 
     def start(self, name, argv, **env):
@@ -32,10 +32,10 @@ class ManualCluster:
 
     def start_all(self, mode="loop", rounds=100000):
         py = sys.executable
-        self.start("scheduler", [py, "-m", "scheduler", "--cluster", str(self.file)])
+        self.start("scheduler", [py, "-m", "netstorm.scheduler", "--cluster", str(self.file)])
         for dc in self.config.dcs:
             self.start(f"server {dc.name}",
-                       [py, "-m", "geoserver", "--cluster", str(self.file), "--dc", dc.name])
+                       [py, "-m", "netstorm.geoserver", "--cluster", str(self.file), "--dc", dc.name])
             for i in range(dc.workers):
                 self.start(f"worker {dc.name}/{i}",
                            [py, str(WORKERS / "fault_worker.py"), mode, str(rounds)],
@@ -108,7 +108,7 @@ def test_round_gate_without_scheduler_aborts_clearly(manual, tmp_path):
 
 def test_scheduler_rejects_bad_registrations(manual, tmp_path):
     cluster = manual(dcs=1, timeout_s=4.0)
-    cluster.start("scheduler", [sys.executable, "-m", "scheduler", "--cluster",
+    cluster.start("scheduler", [sys.executable, "-m", "netstorm.scheduler", "--cluster",
                                 str(cluster.file)])
     van = Van("test", "127.0.0.1", 0)
     try:
@@ -129,7 +129,7 @@ def test_scheduler_rejects_bad_registrations(manual, tmp_path):
 
 
 def test_worker_without_scheduler_times_out_naming_it(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO), NETSTORM_DC="dc0",
+    env = dict(os.environ, NETSTORM_DC="dc0",
                NETSTORM_SCHEDULER=f"tcp://127.0.0.1:{free_port()}", NETSTORM_TIMEOUT_S="1")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, str(WORKERS / "fault_worker.py"), "loop"], env=env,
@@ -141,8 +141,7 @@ def test_worker_without_scheduler_times_out_naming_it(tmp_path):
 
 def test_worker_without_environment_gets_clear_error():
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETSTORM_")}
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([sys.executable, "-c", "import mxnet as mx, kvstore; "
+    proc = subprocess.run([sys.executable, "-c", "import mxnet as mx, netstorm; "
                            "mx.kv.create('netstorm')"], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode != 0
@@ -150,7 +149,7 @@ def test_worker_without_environment_gets_clear_error():
 
 
 def test_messages_arriving_before_welcome_are_kept_for_the_node():
-    from geoserver.postoffice import Postoffice
+    from netstorm.geoserver.postoffice import Postoffice
     sched = Van("sched", "127.0.0.1", 0)
     node_van = Van("node", "127.0.0.1", 0)
     try:
@@ -197,10 +196,10 @@ def test_live_policy_switches_keep_sums_exact(manual, gated):
         LinkSpec(a, b, 100.0, 100.0) for a, b in (("dc0", "dc1"), ("dc1", "dc2"), ("dc0", "dc2"))))
     cluster = manual(dcs=3, workers_per_dc=1, heartbeat_s=0.1, **(gate if gated else {}))
     py = sys.executable
-    cluster.start("scheduler", [py, "-m", "scheduler", "--cluster", str(cluster.file),
+    cluster.start("scheduler", [py, "-m", "netstorm.scheduler", "--cluster", str(cluster.file),
                                 "--switch-policy-every", "0.3", "--seed", "7"])
     for dc in cluster.config.dcs:
-        cluster.start(f"server {dc.name}", [py, "-m", "geoserver", "--cluster",
+        cluster.start(f"server {dc.name}", [py, "-m", "netstorm.geoserver", "--cluster",
                                             str(cluster.file), "--dc", dc.name])
         cluster.start(f"worker {dc.name}/0", [py, str(WORKERS / "fault_worker.py"), "loop",
                                               str(rounds)],

@@ -1,6 +1,6 @@
 """geoserver.send_queue: the most urgent message goes first once the peer can take more."""
-from geoserver import wire
-from geoserver.send_queue import SendQueue
+from netstorm.geoserver import wire
+from netstorm.geoserver.send_queue import SendQueue
 
 
 class FakeVan:

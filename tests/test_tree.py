@@ -1,6 +1,6 @@
 import pytest
 
-from geoserver.tree import Policy, PolicyError, Tree
+from netstorm.geoserver.tree import Policy, PolicyError, Tree
 
 DCS = ["a", "b", "c", "d"]
 
@@ -65,7 +65,7 @@ def test_bad_shares_are_rejected():
 
 
 def test_policy_book_picks_the_policy_in_force():
-    from geoserver.tree import PolicyBook
+    from netstorm.geoserver.tree import PolicyBook
     book = PolicyBook(Policy(1, 0, TWO))
     book.add(Policy(2, 10, TWO[:1]))
     book.add(Policy(3, 5, TWO[1:]))
@@ -75,7 +75,7 @@ def test_policy_book_picks_the_policy_in_force():
 
 
 def test_policy_book_forgets_only_versions_no_later_round_can_use():
-    from geoserver.tree import PolicyBook
+    from netstorm.geoserver.tree import PolicyBook
     book = PolicyBook(Policy(1, 0, TWO))
     for version, start in ((2, 3), (3, 5), (4, 5), (5, 8)):
         book.add(Policy(version, start, TWO))

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import zmq
 
-from geoserver import wire
-from geoserver.van import TransportError, Van
+from netstorm.geoserver import wire
+from netstorm.geoserver.van import TransportError, Van
 
 
 @pytest.fixture

@@ -6,11 +6,12 @@ import random
 import numpy as np
 import pytest
 
-from geoserver import wire
-from geoserver.aggregation import ChunkId, TreeExchange
-from geoserver.tree import Policy, PolicyBook
-from geoserver.wan_transport import WanTransport, probe_pieces
-from scheduler.policy import random_trees
+from conftest import needs_wan
+from netstorm.geoserver import wire
+from netstorm.geoserver.aggregation import ChunkId, TreeExchange
+from netstorm.geoserver.tree import Policy, PolicyBook
+from netstorm.geoserver.wan_transport import WanTransport, probe_pieces
+from netstorm.scheduler.policy import random_trees
 
 
 class Clock:
@@ -172,6 +173,7 @@ def test_a_link_stalling_mid_round_is_detoured_and_nothing_counts_twice(seed):
     assert late == 2
 
 
+@needs_wan
 def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wan(tmp_path):
     """small (3 DCs, full mesh) at 20 Mbit/s with adapt: after a few rounds of 8 MB the link
     dc1-dc2 drops to 1 kbit/s both ways. The stuck chunks go around it through dc0, the
@@ -181,16 +183,11 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
     import threading
     import time
 
-    from conftest import REPO, WORKERS
-    sys.path.insert(0, str(REPO / "scripts"))
-    import launch
-    import wan as wanlib
-    from geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
-    from scheduler.topology import load_topology
-    try:
-        wanlib.check_available()
-    except wanlib.WanUnavailable as exc:
-        pytest.skip(f"needs root and ip netns: {exc}")
+    from conftest import WORKERS
+    from netstorm import launcher as launch
+    from netstorm import wan as wanlib
+    from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+    from netstorm.wan import load_topology
     topology = load_topology("small").scaled(0.5)
     stats = tmp_path / "stats.jsonl"
     log = tmp_path / "run.log"

@@ -1,6 +1,6 @@
 import pytest
 
-from geoserver.worker_client import KVStoreError, WorkerSettings
+from netstorm.geoserver.worker_client import KVStoreError, WorkerSettings
 
 
 def test_settings_from_environment():

@@ -7,8 +7,8 @@ import sys
 import mxnet as mx
 import numpy as np
 
-import kvstore  # noqa: F401  registers 'netstorm'
-from geoserver.worker_client import KVStoreError
+import netstorm  # noqa: F401  registers 'netstorm'
+from netstorm.geoserver.worker_client import KVStoreError
 
 kv = mx.kv.create("netstorm")
 N, R = kv.num_workers, kv.rank

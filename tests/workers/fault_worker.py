@@ -15,8 +15,8 @@ import mxnet as mx
 import numpy as np
 import zmq
 
-import kvstore  # noqa: F401
-from geoserver import wire
+import netstorm  # noqa: F401
+from netstorm.geoserver import wire
 
 mode = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5

@@ -11,7 +11,7 @@ import os
 import mxnet as mx
 import numpy as np
 
-import kvstore  # noqa: F401
+import netstorm  # noqa: F401
 
 BATCH, FEATURES, CLASSES = 6, 10, 4
 

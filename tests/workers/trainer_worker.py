@@ -13,7 +13,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-import kvstore
+from netstorm.kvstore import NetStorm
 
 BATCH, FEATURES, CLASSES = 8, 12, 5
 
@@ -62,7 +62,7 @@ def main():
                             update_on_kvstore=args.update_on_kvstore == "true")
     rank = trainer_rank(trainer)
     kv = trainer._kvstore
-    assert isinstance(kv, kvstore.NetStorm), type(kv)   # the string 'netstorm' was honoured
+    assert isinstance(kv, NetStorm), type(kv)   # the string 'netstorm' was honoured
     assert trainer._update_on_kvstore == (args.update_on_kvstore == "true")
     for step in range(args.steps):
         train_step(net, trainer, ctxs, *batches(rank, step))

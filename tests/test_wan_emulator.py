@@ -1,9 +1,8 @@
-"""The emulated WAN (scripts/wan.py) for real: namespaces, shaped veths, forwarding, cleanup.
+"""The emulated WAN (netstorm.wan.emulator, scripts/wan.py) for real: namespaces, shaped veths, forwarding, cleanup.
 
 Needs root and ``ip netns``; skipped otherwise. Only sends traffic between namespaces these
 tests create, and removes them. About 20 s.
 """
-import importlib.util
 import json
 import os
 import select
@@ -14,22 +13,12 @@ import time
 
 import pytest
 
-from conftest import REPO
-from scheduler.topology import Link, Topology, load_topology
+from conftest import REPO, needs_wan
+from netstorm.scheduler.topology import Link, Topology
+from netstorm.wan import EmulatedWan, TraceRunner, WanError, WanUnavailable, load_topology
+from netstorm.wan.netns import STATE_DIR
 
 WAN_PY = REPO / "scripts" / "wan.py"
-_spec = importlib.util.spec_from_file_location("netstorm_wan", WAN_PY)
-wan_mod = sys.modules["netstorm_wan"] = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(wan_mod)
-EmulatedWan, TraceRunner = wan_mod.EmulatedWan, wan_mod.TraceRunner
-
-try:
-    wan_mod.check_available()
-    UNAVAILABLE = None
-except wan_mod.WanUnavailable as exc:
-    UNAVAILABLE = str(exc)
-needs_wan = pytest.mark.skipif(UNAVAILABLE is not None,
-                               reason=f"needs root and ip netns: {UNAVAILABLE}")
 
 PY = sys.executable
 TOLERANCE = 0.25
@@ -142,7 +131,7 @@ def cli(*args, timeout=30):
 
 def test_unavailable_without_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(wan_mod.WanUnavailable, match="needs root.*uid 1000"):
+    with pytest.raises(WanUnavailable, match="needs root.*uid 1000"):
         EmulatedWan(load_topology("small")).up()
 
 
@@ -186,7 +175,7 @@ def test_shaping_and_set_rate(small, helper):
     print(f"configured 20 and 5 Mbit/s, measured {faster:.2f} and {slower:.2f} Mbit/s")
     assert abs(faster / 20 - 1) < TOLERANCE
     assert abs(slower / 5 - 1) < TOLERANCE
-    with pytest.raises(wan_mod.WanError, match="must be a number > 0"):
+    with pytest.raises(WanError, match="must be a number > 0"):
         small.set_rate("dc0", "dc1", 0)
 
 
@@ -253,7 +242,7 @@ def test_down_on_exception_stops_processes_and_leaves_nothing():
 
 
 def wait_up(run, timeout=15.0):
-    path = wan_mod.STATE_DIR / f"{run}.json"
+    path = STATE_DIR / f"{run}.json"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -291,7 +280,7 @@ def test_killed_runs_are_cleaned_by_down_run_and_down_all():
     assert our_namespaces(prefix) == []
     for run in runs:
         assert root_links(run) == []
-        assert not (wan_mod.STATE_DIR / f"{run}.json").exists()
+        assert not (STATE_DIR / f"{run}.json").exists()
 
 
 @needs_wan

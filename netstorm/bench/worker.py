@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The worker of scripts/bench.py: one per worker process, for every system alike.
 
-    bench_worker.py --kvstore dist_sync|netstorm --model resnet18_v1 --mode comm|train
+    python -m netstorm.bench.worker --kvstore dist_sync|netstorm --model resnet18_v1 --mode comm|train
                     --iters N --out DIR
 
 comm:  every parameter of the model gets a gradient-shaped array of known values
@@ -18,14 +17,11 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 import time
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def parse_args():
@@ -107,7 +103,7 @@ def log(kv, it, iters, seconds):
 def main():
     args = parse_args()
     if args.kvstore == "netstorm":
-        import kvstore  # noqa: F401
+        import netstorm  # noqa: F401,PLC0415  (registers 'netstorm')
     kv = mx.kv.create(args.kvstore)
     net = build(args.model)
     nbytes = sum(4 * int(np.prod(p.shape)) for p in net.collect_params().values()

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from geoserver.tree import Policy, PolicyBook, PolicyError
-from scheduler.fapt import compute_policy, predict_iteration_s
+from netstorm.geoserver.tree import Policy, PolicyBook, PolicyError
+from netstorm.scheduler.fapt import compute_policy, predict_iteration_s
 
 
 def read_stats(path) -> list:

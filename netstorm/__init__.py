@@ -1,0 +1,68 @@
+"""netstorm: a hierarchical, WAN-aware parameter server for MXNet 1.9.
+
+``import netstorm`` registers the ``'netstorm'`` kvstore with MXNet, so that
+``mx.kv.create('netstorm')``, ``gluon.Trainer(..., kvstore='netstorm')`` and
+``Module.fit(kvstore='netstorm')`` use it.
+
+The installed package maps the repository's folders into one namespace:
+
+* ``netstorm.geoserver`` (``geoserver/``): the DC server, the wire format and transport;
+* ``netstorm.scheduler`` (``scheduler/``): the central scheduler and WAN planning;
+* ``netstorm.kvstore`` (``kvstore/``): the MXNet plug-in;
+* ``netstorm.launcher``, ``netstorm.wan``, ``netstorm.bench`` (in ``netstorm/``): the tools
+  that start a cluster, emulate a WAN and benchmark it.
+
+Servers and the scheduler never import MXNet unless an optimizer runs on them: importing
+MXNet costs seconds and hundreds of MB per process. So when MXNet is not imported yet, the
+registration waits for it: it runs right after ``import mxnet`` completes, whichever of the
+two imports comes first.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+
+__all__ = ["NetStorm"]
+
+
+def _register() -> None:
+    from . import kvstore  # noqa: F401,PLC0415  (registers 'netstorm' with MXNet)
+
+
+class _AfterMxnetImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; wraps the loader of ``mxnet`` so that :func:`_register` runs
+    once ``mxnet`` has been executed. Removes itself on first use."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "mxnet":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("mxnet")
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+
+        class _Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                _register()
+
+        spec.loader = _Loader()
+        return spec
+
+
+def __getattr__(name: str):
+    if name == "NetStorm":
+        from .kvstore import NetStorm  # noqa: PLC0415
+        return NetStorm
+    raise AttributeError(f"module 'netstorm' has no attribute {name!r}")
+
+
+if "mxnet" in sys.modules:
+    _register()
+elif not any(isinstance(finder, _AfterMxnetImport) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AfterMxnetImport())

@@ -1,0 +1,161 @@
+"""Side-by-side benchmark: stock MXNet and netstorm on the same emulated WAN, in one run.
+
+    sudo python scripts/bench.py --topology small --workers-per-dc 2 --model resnet18_v1 \\
+        --systems mxnet-1ps,mxnet-sharded,netstorm-hips --iters 5 --json out.json --plot out.png
+
+Brings up the emulated WAN (netstorm.wan: one network namespace per DC, tc-shaped links),
+runs every system named by --systems on it, one after the other, with the same model shapes
+and iterations, and prints a table: per-iteration time (median, p90; the first iteration is a
+warm-up and not counted), the ratio to the physical lower bound, whether every result was
+exactly right, and the machine's CPU use during the run (a CPU-bound run measures this
+machine, not the network: lower --bandwidth-scale). The WAN is always torn down.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from netstorm import wan as wanlib
+from netstorm.launcher import interrupts_raise
+from netstorm.scheduler.topology import TopologyError, cut_lower_bound
+
+from . import awareness
+from .measure import CpuSampler, busiest_links, collect, model_bytes
+from .report import fapt_plan, plot, table
+from .systems import ADAPTIVE, STATS_FILE, SYSTEMS, RunContext
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--topology", default="small", help="built-in name or topology file")
+    p.add_argument("--systems", default="mxnet-1ps,mxnet-sharded,netstorm-hips",
+                   help=f"comma-separated, from: {', '.join(SYSTEMS)}")
+    p.add_argument("--workers-per-dc", type=int, default=1)
+    p.add_argument("--model", default="resnet18_v1", help="any gluon model_zoo name")
+    p.add_argument("--mode", choices=["comm", "train"], default="comm")
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--bandwidth-scale", type=float, default=1.0,
+                   help="multiply every link rate (lower it if a run is CPU-bound)")
+    p.add_argument("--dynamic", default=None, help="rate trace, e.g. paper9-fluctuating")
+    p.add_argument("--period", type=float, default=180.0,
+                   help="seconds between rate changes (default: the paper's 180)")
+    p.add_argument("--json", default=None)
+    p.add_argument("--plot", default=None)
+    p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
+    p.add_argument("--chunk-bytes", type=int, default=1 << 20,
+                   help="netstorm's WAN chunk size (pipelining granularity)")
+    args = p.parse_args(argv)
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in args.systems if s not in SYSTEMS]
+    if unknown:
+        p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        topology = wanlib.load_topology(args.topology).scaled(args.bandwidth_scale)
+        trace = None
+        if args.dynamic:
+            trace = [(t, {k: v * args.bandwidth_scale for k, v in rates.items()})
+                     for t, rates in wanlib.load_trace(args.dynamic, period_s=args.period)]
+            topology = topology.with_rates(trace[0][1])
+    except TopologyError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    nbytes = model_bytes(args.model)
+    bound_s, bottleneck = cut_lower_bound(topology, nbytes)
+    result = {"topology": topology.name, "model": args.model, "model_bytes": nbytes,
+              "chunk_bytes": args.chunk_bytes,
+              "mode": args.mode, "workers_per_dc": args.workers_per_dc, "iters": args.iters,
+              "bandwidth_scale": args.bandwidth_scale, "lower_bound_s": round(bound_s, 4),
+              "bottleneck_cut": sorted(bottleneck), "systems": {}}
+    if "netstorm-fapt" in args.systems:
+        result["fapt_plan"] = fapt_plan(topology, nbytes, args.chunk_bytes)
+    worker_args = ["--model", args.model, "--mode", args.mode, "--iters", str(args.iters)]
+    logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        with interrupts_raise(), wanlib.EmulatedWan(topology) as wan:
+            for name in args.systems:
+                out = logs / name
+                shutil.rmtree(out, ignore_errors=True)
+                out.mkdir()
+                with open(logs / f"{name}.log", "w") as log:
+                    ctx = RunContext(wan, topology, args.workers_per_dc, worker_args, out, log,
+                                     args.chunk_bytes)
+                    print(f"bench: running {name} ...", flush=True)
+                    started = time.monotonic()
+                    before = wan.link_bytes()
+                    runner = wanlib.TraceRunner(wan, trace).start() if trace else None
+                    try:
+                        with CpuSampler() as cpu:
+                            code = SYSTEMS[name](ctx, out)
+                    finally:
+                        if runner is not None:
+                            runner.stop()
+                            wan.apply_rates(topology.rates())   # same start for the next
+                    r = collect(out, args.mode)
+                    r["busiest_links"] = busiest_links(before, wan.link_bytes(), topology,
+                                                       args.iters + 1)
+                    if runner is not None and name in ADAPTIVE:
+                        r["awareness"] = awareness.summary(out / STATS_FILE, runner)
+                    if runner is not None and "_iter_start" in r and name.startswith("netstorm"):
+                        rows = awareness.round_costs(
+                            awareness.read_stats(out / STATS_FILE), runner, topology,
+                            r["_iter_start"], r["_iter_all_s"], nbytes, args.chunk_bytes)
+                        r["rounds"] = rows
+                        r["trace_started_monotonic"] = runner.started
+                        r["round_costs"] = awareness.round_costs_summary(rows)
+                    r.pop("_iter_start", None)
+                    r.pop("_iter_all_s", None)
+                r.update(exit_code=code, cpu_util=round(cpu.mean, 3),
+                         wall_s=round(time.monotonic() - started, 1))
+                if code != 0:
+                    r["correct"] = False
+                    r.setdefault("error", f"exit code {code}; see {logs / (name + '.log')}")
+                result["systems"][name] = r
+                print(f"bench: {name}: median {r.get('median_s', '-')}s, correct="
+                      f"{r.get('correct')}, cpu {100 * cpu.mean:.0f}%", flush=True)
+    except wanlib.WanUnavailable as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench: interrupted; the WAN and every process were torn down", file=sys.stderr)
+        return 130
+    if trace:   # the bound for the mean rates seen by the longest run
+        longest = max(r["wall_s"] for r in result["systems"].values())
+        mean_topology = wanlib.mean_rates(trace, longest, topology)
+        bound_s, bottleneck = cut_lower_bound(mean_topology, nbytes)
+        result.update(lower_bound_s=round(bound_s, 4), bottleneck_cut=sorted(bottleneck),
+                      dynamic=args.dynamic, period_s=args.period)
+    fapt = result["systems"].get("netstorm-fapt", {})
+    if fapt.get("median_s") and "fapt_plan" in result:
+        predicted = result["fapt_plan"]["predicted_s"]
+        result["fapt_plan"]["prediction_error"] = round(
+            (fapt["median_s"] - predicted) / fapt["median_s"], 4)
+    print(table(result))
+    errors = {name: r["awareness"].pop("_errors") for name, r in result["systems"].items()
+              if "awareness" in r}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.plot:
+        paths = plot(result, topology, args.plot)
+        for name, errs in errors.items():
+            if errs:
+                paths.append(awareness.plot_estimates(errs, str(Path(args.plot).with_name(
+                    f"{Path(args.plot).stem}-{name}-estimates.png"))))
+        print("plots:", ", ".join(paths))
+    print(f"logs: {logs}")
+    return 0 if all(r.get("correct") for r in result["systems"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

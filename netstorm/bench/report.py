@@ -1,0 +1,148 @@
+"""A benchmark's result as a table and as plots (PNG)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+CPU_BOUND = 0.85     # mean machine CPU use above which a run is flagged CPU-bound
+
+
+def table(result: dict) -> str:
+    bound = result["lower_bound_s"]
+    lines = [f"topology={result['topology']} model={result['model']} "
+             f"({result['model_bytes'] / 1e6:.1f} MB) mode={result['mode']} "
+             f"workers/DC={result['workers_per_dc']} lower bound={bound:.3f}s",
+             f"{'system':<16}{'median s':>10}{'mean s':>10}{'p90 s':>10}{'x bound':>9}"
+             f"{'correct':>9}{'cpu':>7}  note"]
+    for name, r in result["systems"].items():
+        if not r.get("iter_s"):
+            lines.append(f"{name:<16}{'-':>10}{'-':>10}{'-':>10}{'-':>9}{'NO':>9}{'':>7}  "
+                         f"{r.get('error', 'failed')}")
+            continue
+        note = "CPU-bound: lower --bandwidth-scale" if r["cpu_util"] > CPU_BOUND else ""
+        if r.get("busiest_links"):
+            top = r["busiest_links"][0]
+            note = (f"busiest {top['link']} {top['busy_s_per_iter']:.2f}s/iter incl. start-up"
+                    + (f"; {note}" if note else ""))
+        mean = f"{r['mean_s']:.3f}" if "mean_s" in r else "-"
+        lines.append(f"{name:<16}{r['median_s']:>10.3f}{mean:>10}{r['p90_s']:>10.3f}"
+                     f"{r['median_s'] / bound:>9.2f}{'yes' if r['correct'] else 'NO':>9}"
+                     f"{100 * r['cpu_util']:>6.0f}%  {note}")
+    plan = result.get("fapt_plan")
+    if plan:
+        roots = ", ".join(f"{t['root']} {100 * t['share']:.0f}%" for t in plan["trees"])
+        lines.append(f"netstorm-fapt trees: {roots}; time model predicted "
+                     f"{plan['predicted_s']:.3f}s"
+                     + (f" (measured {100 * plan['prediction_error']:+.0f}% vs prediction)"
+                        if "prediction_error" in plan else ""))
+    for name, r in result["systems"].items():
+        aware = r.get("awareness")
+        if aware:
+            lines.append(f"{name} awareness: median estimate error "
+                         f"{aware['awareness_median_rel_error']} over {aware['estimates']} "
+                         f"estimates; {aware['policy_switches']} policy switches; iterations "
+                         f"to react per rate change: "
+                         f"{[x['iterations'] for x in aware['reactions']]}")
+        costs = r.get("round_costs")
+        if costs:
+            lines.append(f"{name} per round (time model at the emulator's rates): measured "
+                         f"{costs['mean_measured_s']}s, policy in force worth "
+                         f"{costs['mean_in_force_s']}s, best policy worth "
+                         f"{costs['mean_best_s']}s (means)")
+    names = [n for n, r in result["systems"].items() if r.get("iter_s")]
+    fapt = result["systems"].get("netstorm-fapt", {})
+    for a in ("netstorm-aware", "netstorm-full"):       # the awareness ablation
+        r = result["systems"].get(a, {})
+        if a in names and "netstorm-fapt" in names and "mean_s" in r and "mean_s" in fapt:
+            lines.append(f"speed-up {a} over netstorm-fapt: "
+                         f"{fapt['median_s'] / r['median_s']:.2f}x by median, "
+                         f"{fapt['mean_s'] / r['mean_s']:.2f}x by mean s/iter")
+    for a in names:
+        for b in names:
+            if a != b and a.startswith("netstorm") and b.startswith("mxnet"):
+                lines.append(f"speed-up {a} over {b}: "
+                             f"{result['systems'][b]['median_s'] / result['systems'][a]['median_s']:.2f}x")
+    return "\n".join(lines)
+
+
+def fapt_plan(topology, nbytes: int, chunk_bytes: int = 1 << 20) -> dict:
+    """The trees the scheduler will choose for this topology (the same call it makes) and
+    the time model's prediction for this model, to compare with the measured time."""
+    from netstorm.scheduler.fapt import compute_policy, predict_iteration_s
+    from netstorm.scheduler.policy import NOMINAL_MODEL_BYTES
+    plan = compute_policy(topology, NOMINAL_MODEL_BYTES, chunk_bytes=chunk_bytes)
+    pairs = list(zip(plan.policy.trees, plan.shares))
+    return {"trees": [{"root": t.root, "share": round(s, 4), "parent": t.parent}
+                      for t, s in pairs],
+            "predicted_s": round(predict_iteration_s(pairs, topology, nbytes, chunk_bytes), 4),
+            "method": plan.method}
+
+
+def plot_trees(plan: dict, topology, path: str) -> str:
+    """One panel per tree of the FAPT policy: its edges over the link graph, root and share."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+    trees = plan["trees"]
+    cols = min(3, len(trees))
+    rows = (len(trees) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False)
+    graph = topology.graph().to_undirected()
+    pos = nx.spring_layout(graph, seed=1)
+    for ax, tree in zip(axes.flat, trees):
+        edges = [(c, p) for c, p in tree["parent"].items() if p is not None]
+        nx.draw_networkx_edges(graph, pos, ax=ax, edge_color="#dddddd")
+        nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, width=2.5,
+                               edge_color="#d62728")
+        colors = ["#ff9896" if n == tree["root"] else "#9cc3e6" for n in graph.nodes]
+        nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colors, node_size=500)
+        nx.draw_networkx_labels(graph, pos, ax=ax, font_size=8)
+        ax.set_title(f"root {tree['root']}: {100 * tree['share']:.0f}% of the model")
+        ax.axis("off")
+    for ax in list(axes.flat)[len(trees):]:
+        ax.axis("off")
+    fig.suptitle(f"netstorm-fapt trees on {topology.name} (grey: unused links)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot(result: dict, topology, path: str) -> list:
+    import matplotlib
+    import matplotlib.ticker
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, r in result["systems"].items():
+        if r.get("iter_s"):
+            ax.plot(range(1, len(r["iter_s"]) + 1), r["iter_s"], marker="o", label=name)
+    ax.axhline(result["lower_bound_s"], color="k", linestyle="--", label="lower bound")
+    ax.set_xlabel("iteration (after warm-up)")
+    ax.set_ylabel("seconds")
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_title(f"{result['model']} {result['mode']} on {result['topology']}, "
+                 f"{result['workers_per_dc']} worker(s)/DC")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    topo_path = str(Path(path).with_name(Path(path).stem + "-topology.png"))
+    fig, ax = plt.subplots(figsize=(6, 5))
+    graph = topology.graph().to_undirected()
+    pos = nx.spring_layout(graph, seed=1)
+    nx.draw_networkx(graph, pos, ax=ax, node_color="#9cc3e6", node_size=900)
+    labels = {(l.a, l.b): f"{l.mbps_ab:.0f}/{l.mbps_ba:.0f}" for l in topology.links}
+    nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=8)
+    ax.set_title(f"{topology.name}: link rates, Mbit/s (a->b / b->a)")
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(topo_path, dpi=120)
+    plt.close(fig)
+    paths = [path, topo_path]
+    if "fapt_plan" in result:
+        paths.append(plot_trees(result["fapt_plan"], topology,
+                                str(Path(path).with_name(Path(path).stem + "-trees.png"))))
+    return paths

@@ -1,0 +1,77 @@
+"""The systems a benchmark compares, each run on the same emulated WAN: stock MXNet
+(``dist_sync`` with one PS or one PS per DC) and netstorm's policies."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
+
+STATS_FILE = "scheduler-stats.jsonl"
+ADAPTIVE = ("netstorm-aware", "netstorm-full")     # their estimates are compared under --dynamic
+
+
+@dataclass
+class RunContext:
+    wan: object
+    topology: object
+    workers_per_dc: int
+    worker_args: list
+    out_dir: Path
+    log: object
+    chunk_bytes: int = 1 << 20
+
+    @property
+    def best_dc(self) -> str:
+        """The DC with the most link capacity (in + out): where a single PS goes."""
+        graph = self.topology.graph()
+        return max(self.topology.dcs, key=lambda dc: (
+            sum(d["mbps"] for *_, d in graph.out_edges(dc, data=True))
+            + sum(d["mbps"] for *_, d in graph.in_edges(dc, data=True)), -self.topology.dcs.index(dc)))
+
+    def command(self, kvstore: str, out: Path) -> list:
+        return [sys.executable, "-m", "netstorm.bench.worker", "--kvstore", kvstore,
+                "--out", str(out), *self.worker_args]
+
+
+def run_mxnet(ctx: RunContext, out: Path, sharded: bool) -> int:
+    servers = list(ctx.topology.dcs) if sharded else [ctx.best_dc]
+    if sharded:   # scheduler beside the first server: put the best-connected DC first
+        servers.remove(ctx.best_dc)
+        servers.insert(0, ctx.best_dc)
+    return run_pslite_cluster(servers, list(ctx.topology.dcs), ctx.workers_per_dc,
+                              ctx.command("dist_sync", out), address=ctx.wan.dc_address,
+                              wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
+
+
+def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
+                 multipath: bool = False) -> int:
+    """netstorm with the scheduler in the best-connected DC. ``hips``: the star rooted there;
+    ``fapt``: multi-root trees computed at start from the links' rates (declared in the
+    cluster file, as an operator would), never updated unless ``adapt`` (re-planned from
+    passive measurements); ``multipath``: idle links relay part of busy links' chunks. The
+    scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``."""
+    hub = ctx.best_dc
+    links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in ctx.topology.links)
+    config = ClusterConfig(scheduler_host=ctx.wan.dc_address(hub),
+                           scheduler_port=free_port(),
+                           dcs=tuple(DataCenter(dc, ctx.wan.dc_address(dc), 0, ctx.workers_per_dc)
+                                     for dc in ctx.topology.dcs),
+                           policy=policy, hub=hub, links=links, timeout_s=600.0,
+                           chunk_bytes=ctx.chunk_bytes, adapt=adapt, multipath=multipath,
+                           stats=str(out / STATS_FILE))
+    return run_cluster(config, ctx.command("netstorm", out),
+                       wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
+
+
+SYSTEMS = {
+    "mxnet-1ps": lambda ctx, out: run_mxnet(ctx, out, sharded=False),
+    "mxnet-sharded": lambda ctx, out: run_mxnet(ctx, out, sharded=True),
+    "netstorm-hips": lambda ctx, out: run_netstorm(ctx, out, "star"),
+    "netstorm-fapt": lambda ctx, out: run_netstorm(ctx, out, "fapt"),
+    "netstorm-aware": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True),
+    "netstorm-full": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True,
+                                                   multipath=True),
+}

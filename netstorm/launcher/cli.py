@@ -1,0 +1,129 @@
+"""Start a netstorm cluster and run CMD on every worker.
+
+    python scripts/launch.py --dcs 2 --workers-per-dc 2 -- python examples/train_gluon.py
+    python scripts/launch.py --cluster my_cluster.toml -- python train.py --epochs 3
+
+Starts the scheduler, one server per DC and every DC's workers (each running CMD with
+NETSTORM_* variables telling it where the scheduler is; CMD imports the installed
+``netstorm`` package).
+Every output line is prefixed with its process's role. Exits non-zero if any process fails
+and then stops every other process; Ctrl-C stops everything. With --dc, only those DCs'
+processes (and the scheduler only with --scheduler) are started: one cluster file, one
+launcher call per host.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+
+from netstorm.geoserver.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
+                                        load_cluster, pseudo_cluster)
+
+from .supervisor import free_port, interrupts_raise, run_cluster
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    shape = parser.add_mutually_exclusive_group(required=True)
+    shape.add_argument("--dcs", type=int, help="number of DCs (pseudo-distributed)")
+    shape.add_argument("--cluster", help="cluster file (TOML) for full control")
+    shape.add_argument("--wan", help="topology (built-in name or file): run every DC in its "
+                                     "own network namespace of an emulated WAN (needs root)")
+    parser.add_argument("--bandwidth-scale", type=float, default=1.0,
+                        help="with --wan: multiply every link rate")
+    parser.add_argument("--policy", choices=["star", "fapt"], default=None,
+                        help="WAN policy (default: the cluster file's, else star)")
+    parser.add_argument("--adapt", action="store_true", default=None,
+                        help="re-plan the trees from passively measured link rates")
+    parser.add_argument("--multipath", action="store_true", default=None,
+                        help="let idle links relay part of busy links' chunks")
+    parser.add_argument("--stats", default=None,
+                        help="the scheduler's JSON-lines log of estimates and policies")
+    parser.add_argument("--measure", action="store_true",
+                        help="with --wan: do not declare the links' rates; the cluster "
+                             "measures them at start-up")
+    parser.add_argument("--workers-per-dc", type=int, default=1)
+    parser.add_argument("--chunk-bytes", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds any node waits for a peer before a clear error")
+    parser.add_argument("--dc", action="append", default=None,
+                        help="start only this DC's processes (repeatable; multi-host runs)")
+    parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
+                        help="start the scheduler here (default: unless --dc is given)")
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="-- followed by the worker command")
+    args = parser.parse_args(argv)
+    if args.command and args.command[0] == "--":
+        args.command = args.command[1:]
+    if not args.command:
+        parser.error("give the worker command after --, e.g. -- python train.py")
+    return args
+
+
+def run_on_wan(args, transport: dict) -> int:
+    """Bring up the emulated WAN, run the cluster with each DC in its namespace (scheduler in
+    the first DC), tear the WAN down whatever happens."""
+    from netstorm import wan as wanlib   # noqa: PLC0415 - only --wan needs the emulator
+    from netstorm.scheduler.topology import TopologyError  # noqa: PLC0415
+    try:
+        topology = wanlib.load_topology(args.wan).scaled(args.bandwidth_scale)
+    except TopologyError as exc:
+        print(f"launch: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with wanlib.EmulatedWan(topology) as wan:
+            first = topology.dcs[0]
+            links = () if args.measure else tuple(
+                LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in topology.links)
+            config = ClusterConfig(
+                scheduler_host=wan.dc_address(first), scheduler_port=free_port(),
+                dcs=tuple(DataCenter(dc, wan.dc_address(dc), 0, args.workers_per_dc)
+                          for dc in topology.dcs), source=f"<wan {topology.name}>",
+                links=links, **transport)
+            return run_cluster(config, args.command, wrap_dc=wan.exec_prefix)
+    except wanlib.WanUnavailable as exc:
+        print(f"launch: {exc}", file=sys.stderr)
+        return 2
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    transport = {} if args.policy is None else {"policy": args.policy}
+    if args.chunk_bytes is not None:
+        transport["chunk_bytes"] = args.chunk_bytes
+    if args.timeout is not None:
+        transport["timeout_s"] = args.timeout
+    for key in ("adapt", "multipath", "stats"):
+        if getattr(args, key) is not None:
+            transport[key] = getattr(args, key)
+    try:
+        if args.cluster:
+            config = load_cluster(args.cluster)
+            if transport:
+                config = replace(config, **transport)
+        elif args.wan:
+            try:
+                with interrupts_raise():
+                    return run_on_wan(args, transport)
+            except KeyboardInterrupt:
+                return 130
+        else:
+            config = pseudo_cluster(args.dcs, args.workers_per_dc, free_port(), **transport)
+        for name in args.dc or []:
+            config.dc(name)
+    except ClusterFileError as exc:
+        print(f"launch: {exc}", file=sys.stderr)
+        return 2
+    with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
+    try:
+        with interrupts_raise():
+            return run_cluster(config, args.command, dcs=args.dc,
+                               with_scheduler=with_scheduler)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""Starting and supervising a cluster's processes: the scheduler, one server per DC, the
+workers (or stock MXNet's ps-lite nodes, the benchmark's baseline).
+
+:class:`Launcher` owns the child processes: it prefixes every output line with the
+process's role, reports the first failure and always stops every process (SIGTERM, then
+SIGKILL to the process group). :func:`run_cluster` runs a netstorm cluster from a
+:class:`~netstorm.geoserver.cluster.ClusterConfig`; :func:`run_pslite_cluster` the baseline.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from netstorm.geoserver.cluster import ClusterConfig, to_toml
+
+STOP_GRACE_S = 5.0
+SHUTDOWN_GRACE_S = 15.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Proc:
+    name: str
+    role: str
+    popen: subprocess.Popen
+    reader: threading.Thread | None = None
+
+
+class Launcher:
+    """Owns the child processes of one cluster; always tears them all down."""
+
+    def __init__(self, out=None):
+        self.procs: list = []
+        self.events: "queue.Queue" = queue.Queue()
+        self.out = out or sys.stdout
+        self._print_lock = threading.Lock()
+
+    def _emit(self, prefix: str, line: str) -> None:
+        with self._print_lock:
+            self.out.write(f"[{prefix}] {line}")
+            if not line.endswith("\n"):
+                self.out.write("\n")
+            self.out.flush()
+
+    def _pump(self, proc: Proc) -> None:
+        for raw in iter(proc.popen.stdout.readline, b""):
+            self._emit(proc.name, raw.decode("utf-8", "replace"))
+        self.events.put((proc, proc.popen.wait()))
+
+    def start(self, name: str, role: str, argv: list, env: dict, wrap=None) -> Proc:
+        full = (wrap or []) + argv
+        popen = subprocess.Popen(full, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True, cwd=os.getcwd())
+        proc = Proc(name, role, popen)
+        proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
+        proc.reader.start()
+        self.procs.append(proc)
+        return proc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, _tb):
+        """Always stop every process; an interrupt is reported and propagates."""
+        if exc_type is KeyboardInterrupt:
+            self._emit("launch", f"interrupted ({exc or 'SIGINT'}); stopping the cluster")
+        self.stop_all()
+        return False
+
+    def stop_all(self) -> None:
+        """SIGTERM every live process group, SIGKILL what remains after a grace period."""
+        live = [p for p in self.procs if p.popen.poll() is None]
+        for p in live:
+            _signal_group(p.popen, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for p in live:
+            try:
+                p.popen.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            _signal_group(p.popen, signal.SIGKILL)  # also reaps grandchildren left behind
+            try:
+                p.popen.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            if p.reader is not None:
+                p.reader.join(timeout=2)
+
+    def wait(self, workers_total: int) -> int:
+        """Block until the workers finish; return the cluster's exit code.
+
+        A worker's non-zero exit, or any server/scheduler failure, stops the cluster. Servers
+        and the scheduler exit 0 only after every worker said goodbye, so a clean exit of
+        theirs is never a failure.
+        """
+        workers_ok, pending = 0, {p.name for p in self.procs}
+        while pending:
+            timeout = SHUTDOWN_GRACE_S if workers_ok == workers_total else None
+            try:
+                proc, code = self.events.get(timeout=timeout)
+            except queue.Empty:
+                self._emit("launch", f"still running {SHUTDOWN_GRACE_S:g}s after the workers "
+                                     f"finished: {', '.join(sorted(pending))}; stopping them")
+                return 0
+            pending.discard(proc.name)
+            if code == 0:
+                workers_ok += proc.role == "worker"
+                continue
+            what = (f"was killed by {signal.Signals(-code).name}" if code < 0
+                    else f"exited with code {code}")
+            self._emit("launch", f"{proc.name} {what}; stopping the cluster")
+            return code if code > 0 else 1
+        return 0
+
+
+@contextlib.contextmanager
+def interrupts_raise():
+    """Within the block, SIGINT and SIGTERM raise KeyboardInterrupt (so clean-up runs)."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for s in previous:
+        signal.signal(s, interrupted)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _signal_group(popen, sig) -> None:
+    try:
+        os.killpg(popen.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def child_env(extra: dict) -> dict:
+    """This process's environment without ps-lite's ``DMLC_*`` variables (importing mxnet
+    with ``DMLC_ROLE`` set would turn the child into a ps-lite node), unbuffered, plus
+    ``extra``. Children import the installed ``netstorm`` package like any other."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=True,
+                wrap_dc=None, out=None, python=sys.executable) -> int:
+    """Run a whole cluster (or the named ``dcs`` of it) and ``command`` on its workers.
+
+    ``wrap_dc(dc_name)`` may return a command prefix (e.g. ``ip netns exec NS``) for the
+    processes of that DC. Returns the exit code; nothing is left running.
+    """
+    launcher = Launcher(out)
+    wrap_dc = wrap_dc or (lambda _dc: [])
+    chosen = [dc for dc in config.dcs if dcs is None or dc.name in dcs]
+    with tempfile.TemporaryDirectory(prefix="netstorm-") as tmp:
+        cluster_file = Path(tmp) / "cluster.toml"
+        cluster_file.write_text(to_toml(config))
+        base = child_env({})
+        with launcher:
+            if with_scheduler:
+                launcher.start("scheduler", "scheduler",
+                               [python, "-m", "netstorm.scheduler", "--cluster", str(cluster_file)], base,
+                               wrap_dc(config.hub_dc))
+            for dc in chosen:
+                launcher.start(f"server {dc.name}", "server",
+                               [python, "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
+                                "--dc", dc.name], base, wrap_dc(dc.name))
+            for dc in chosen:
+                for i in range(dc.workers):
+                    env = child_env({"NETSTORM_SCHEDULER": config.scheduler_address,
+                                     "NETSTORM_DC": dc.name, "NETSTORM_HOST": dc.host,
+                                     "NETSTORM_LOCAL_INDEX": str(i),
+                                     "NETSTORM_TIMEOUT_S": str(config.timeout_s)})
+                    launcher.start(f"worker {dc.name}/{i}", "worker", command, env,
+                                   wrap_dc(dc.name))
+            started = time.monotonic()
+            code = launcher.wait(sum(dc.workers for dc in chosen))
+            status = "ok" if code == 0 else f"FAILED (exit {code})"
+            launcher._emit("launch", f"{status}: {len(chosen)} DC(s), "
+                                     f"{sum(dc.workers for dc in chosen)} worker(s), "
+                                     f"{time.monotonic() - started:.1f}s")
+            return code
+
+
+def run_pslite_cluster(server_dcs: list, worker_dcs: list, workers_per_dc: int, command: list,
+                       address=lambda dc: "127.0.0.1", wrap_dc=None, out=None,
+                       python=sys.executable, extra_env=None) -> int:
+    """Stock MXNet ``dist_sync`` (ps-lite), the baseline: a scheduler and one server in each
+    of ``server_dcs`` (the scheduler beside the first), ``workers_per_dc`` workers in each of
+    ``worker_dcs``. Only these processes set DMLC_ROLE; importing mxnet with it set turns a
+    process into a ps-lite node (MXNet's own tools/launch.py is broken on Python 3.11)."""
+    launcher = Launcher(out)
+    wrap_dc = wrap_dc or (lambda _dc: [])
+    root_dc = server_dcs[0]
+    common = {"DMLC_PS_ROOT_URI": address(root_dc), "DMLC_PS_ROOT_PORT": str(free_port()),
+              "DMLC_NUM_SERVER": str(len(server_dcs)),
+              "DMLC_NUM_WORKER": str(len(worker_dcs) * workers_per_dc), "PS_VERBOSE": "0",
+              **(extra_env or {})}
+    node = [python, "-c", "import mxnet"]     # the import runs the ps-lite node, then exits
+    with launcher:
+        launcher.start("ps scheduler", "scheduler", node,
+                       child_env({**common, "DMLC_ROLE": "scheduler",
+                                  "DMLC_NODE_HOST": address(root_dc)}), wrap_dc(root_dc))
+        for dc in server_dcs:
+            launcher.start(f"ps server {dc}", "server", node,
+                           child_env({**common, "DMLC_ROLE": "server",
+                                      "DMLC_NODE_HOST": address(dc)}), wrap_dc(dc))
+        for dc in worker_dcs:
+            for i in range(workers_per_dc):
+                launcher.start(f"worker {dc}/{i}", "worker", command,
+                               child_env({**common, "DMLC_ROLE": "worker",
+                                          "DMLC_NODE_HOST": address(dc)}), wrap_dc(dc))
+        return launcher.wait(len(worker_dcs) * workers_per_dc)

@@ -1,0 +1,76 @@
+"""Packaging (setup.cfg): one ``netstorm`` namespace over the repository's folders, package
+data, no import-path tricks; and a non-editable install that works from another directory."""
+import configparser
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, WORKERS
+
+FOLDERS = {"netstorm": "netstorm", "netstorm.geoserver": "geoserver",
+           "netstorm.kvstore": "kvstore", "netstorm.scheduler": "scheduler"}
+
+
+def _options():
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    packages = config["options"]["packages"].split()
+    package_dir = dict(line.split(" = ") for line in
+                       config["options"]["package_dir"].strip().splitlines())
+    return packages, package_dir
+
+
+def test_every_package_folder_is_installed_under_netstorm():
+    packages, package_dir = _options()
+    assert package_dir == FOLDERS
+    found = []
+    for name, folder in FOLDERS.items():
+        for init in sorted((REPO / folder).rglob("__init__.py")):
+            relative = init.parent.relative_to(REPO / folder).parts
+            found.append(".".join((name, *relative)))
+    assert sorted(packages) == sorted(found), "setup.cfg [options] packages must list these"
+    assert all(p == "netstorm" or p.startswith("netstorm.") for p in packages)
+
+
+def test_no_import_path_tricks_anywhere():
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout.split()
+    offenders = [path for path in tracked
+                 if re.search(r"sys\.path\.(insert|append)|PYTHONPATH",
+                              (REPO / path).read_text()) and path != "tests/test_packaging.py"]
+    assert offenders == []
+
+
+@pytest.mark.slow
+def test_non_editable_install_works_from_another_directory(tmp_path):
+    """``pip install .`` (into a target folder, dependencies from this environment): only
+    ``netstorm`` lands at the top level, ``import netstorm`` registers the kvstore, the
+    built-in topologies load, and a pseudo-distributed cluster trains from it."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--target", str(target), str(REPO)], check=True, cwd=tmp_path,
+                   capture_output=True, timeout=600)
+    top = sorted(p.name for p in target.iterdir()
+                 if p.name not in ("bin", "__pycache__") and not p.name.endswith(".dist-info"))
+    assert top == ["netstorm"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(target))
+    check = ("import mxnet as mx, netstorm\n"
+             "assert netstorm.__file__.startswith(%r), netstorm.__file__\n"
+             "assert 'netstorm' in mx.kv.KVStoreBase.kv_registry\n"
+             "from netstorm.wan import load_topology\n"
+             "assert len(load_topology('paper9').dcs) == 9\n"
+             "print('ok')\n") % str(target)
+    done = subprocess.run([sys.executable, "-c", check], cwd=elsewhere, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    run = subprocess.run([sys.executable, "-m", "netstorm.launcher", "--dcs", "2",
+                          "--workers-per-dc", "1", "--", sys.executable,
+                          str(WORKERS / "fault_worker.py"), "loop", "2"],
+                         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert run.stdout.count("finished 2 rounds") == 2
