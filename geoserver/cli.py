@@ -1,4 +1,5 @@
-"""Helpers shared by the process entry points (``python -m netstorm.scheduler``, ``python -m netstorm.geoserver``)."""
+"""Helpers shared by the process entry points (``python -m netstorm.scheduler``,
+``python -m netstorm.geoserver``)."""
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
-"""netstorm.bench (scripts/bench.py): result merging and the table, plus an end-to-end run on an emulated WAN."""
+"""netstorm.bench (scripts/bench.py): result merging and the table, plus end-to-end runs on an
+emulated WAN."""
 import json
 import subprocess
 import sys

@@ -44,6 +44,31 @@ def test_no_import_path_tricks_anywhere():
     assert offenders == []
 
 
+def _python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("order", ["netstorm first", "mxnet first"])
+def test_import_netstorm_registers_the_kvstore_in_either_order(order):
+    imports = "import netstorm\nimport mxnet as mx\n"
+    if order == "mxnet first":
+        imports = "import mxnet as mx\nimport netstorm\n"
+    out = _python(imports + "print('netstorm' in mx.kv.KVStoreBase.kv_registry, "
+                            "mx.kv.KVStoreBase.kv_registry.get('netstorm') is netstorm.NetStorm)")
+    assert out == "True True"
+
+
+def test_server_and_scheduler_modules_do_not_import_mxnet():
+    """Servers and the scheduler import MXNet only when an optimizer runs on them: it costs
+    seconds and hundreds of MB per process."""
+    out = _python("import sys, netstorm.geoserver.server, netstorm.geoserver.__main__, "
+                  "netstorm.scheduler.__main__\nprint('mxnet' in sys.modules)")
+    assert out == "False"
+
+
 @pytest.mark.slow
 def test_non_editable_install_works_from_another_directory(tmp_path):
     """``pip install .`` (into a target folder, dependencies from this environment): only

@@ -1,9 +1,9 @@
 """netstorm.wan.builtin: the built-in topologies and their shipped files."""
-
 import networkx as nx
 import pytest
 
-from netstorm.wan.builtin import BUILTINS, GENERATORS, PAPER9_EDGES, builtin_file_text, load_topology, topology_path
+from netstorm.wan.builtin import (BUILTINS, GENERATORS, PAPER9_EDGES, builtin_file_text,
+                                  load_topology, topology_path)
 
 
 # --- built-ins -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The emulated WAN (netstorm.wan.emulator, scripts/wan.py) for real: namespaces, shaped veths, forwarding, cleanup.
+"""The emulated WAN (netstorm.wan.emulator, scripts/wan.py) for real: namespaces, shaped veths,
+forwarding, cleanup.
 
 Needs root and ``ip netns``; skipped otherwise. Only sends traffic between namespaces these
 tests create, and removes them. About 20 s.

@@ -1,5 +1,4 @@
 """netstorm.wan.routes: the emulated WAN's IP routes."""
-
 import networkx as nx
 import pytest
 

@@ -1,5 +1,4 @@
 """netstorm.wan.topology_file: reading, validating and writing topology files."""
-
 import pytest
 
 from netstorm.scheduler.topology import Link, TopologyError

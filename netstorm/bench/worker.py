@@ -1,7 +1,7 @@
 """The worker of scripts/bench.py: one per worker process, for every system alike.
 
-    python -m netstorm.bench.worker --kvstore dist_sync|netstorm --model resnet18_v1 --mode comm|train
-                    --iters N --out DIR
+    python -m netstorm.bench.worker --kvstore dist_sync|netstorm --model resnet18_v1
+                                    --mode comm|train --iters N --out DIR
 
 comm:  every parameter of the model gets a gradient-shaped array of known values
        ((rank + 1) * (iteration % 5 + 1), small integers, so fp32 sums are exact) and is

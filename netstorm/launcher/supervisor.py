@@ -182,7 +182,8 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
         with launcher:
             if with_scheduler:
                 launcher.start("scheduler", "scheduler",
-                               [python, "-m", "netstorm.scheduler", "--cluster", str(cluster_file)], base,
+                               [python, "-m", "netstorm.scheduler", "--cluster",
+                                str(cluster_file)], base,
                                wrap_dc(config.hub_dc))
             for dc in chosen:
                 launcher.start(f"server {dc.name}", "server",
