@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from .planning import compute_policy, link_loads, predict_iteration_s
 from .topology import Link, Topology
 
 STALLED_MBPS = 0.01     # the rate a stalled direction is planned with when it cannot be left
@@ -91,10 +92,11 @@ class Decision:
 
 
 class Replanner:
-    """Hysteresis for policy switches: a relative ``threshold`` and a ``min_dwell_s``."""
+    """Hysteresis for policy switches: a relative ``threshold`` and a ``min_dwell_s`` (the
+    cluster file's ``replan_threshold`` and ``min_dwell_s``, whose defaults live there)."""
 
-    def __init__(self, model_bytes: float, chunk_bytes: float, threshold: float = 0.2,
-                 min_dwell_s: float = 10.0, confirm_s: float = 1.0):
+    def __init__(self, model_bytes: float, chunk_bytes: float, threshold: float,
+                 min_dwell_s: float, confirm_s: float = 1.0):
         if threshold < 0 or min_dwell_s < 0 or confirm_s < 0:
             raise ValueError(f"threshold, min_dwell_s and confirm_s must be >= 0, got "
                              f"{threshold}, {min_dwell_s}, {confirm_s}")
@@ -109,8 +111,7 @@ class Replanner:
         else the comparison, with ``switch`` set (and the dwell clock restarted) when a
         switch has paid for at least ``confirm_s`` (one noisy estimate is not enough), or
         at once when ``urgent``. A policy whose trees use a link that is gone is predicted
-        as infinitely slow. Cost: one :func:`scheduler.fapt.compute_policy`."""
-        from .fapt import compute_policy, predict_iteration_s
+        as infinitely slow. Cost: one :func:`netstorm.scheduler.planning.compute_policy`."""
         if not urgent and self.last_switch is not None and \
                 now - self.last_switch < self.min_dwell_s:
             return None
@@ -189,7 +190,6 @@ class Adaptation:
         differs from the last one sent (else None). Rates go along for detours."""
         if not self.multipath:
             return None
-        from .fapt import link_loads
         from .multipath import plan_relays, to_json
         topology = self.rates.topology()
         rates = topology.rates()

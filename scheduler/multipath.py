@@ -17,11 +17,11 @@ def plan_relays(busy_s: dict, rates: dict, max_steps: int = 64,
                 min_gain: float = 0.005) -> dict:
     """``{(u, v): [(w, fraction), ...]}`` for directions worth splitting.
 
-    ``busy_s``: the policy's seconds per direction (:func:`scheduler.fapt.link_loads`);
-    ``rates``: Mbit/s per direction (every usable direction, idle ones included). A step
-    stops the busiest direction from being the bottleneck by at least ``min_gain``
-    (relative) or the planning ends; if the busiest direction overall did not get faster by
-    ``min_gain``, the plan is empty. Fractions are of the direction's own tree traffic and
+    ``busy_s``: the policy's seconds per direction
+    (:func:`netstorm.scheduler.planning.link_loads`); ``rates``: Mbit/s per direction
+    (every usable direction, idle ones included). A step stops the busiest direction from
+    being the bottleneck by at least ``min_gain`` (relative) or the planning ends; if the
+    busiest direction overall did not get faster by ``min_gain``, the plan is empty. Fractions are of the direction's own tree traffic and
     sum to < 1 per direction.
     """
     busy = {d: float(busy_s.get(d, 0.0)) for d in rates}

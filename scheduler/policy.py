@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from netstorm.geoserver.tree import Policy, Tree
 
+from .planning import NOMINAL_MODEL_BYTES, compute_policy
+
 
 def star_policy(dcs, hub: str, version: int = 1, start_round: int = 0) -> Policy:
     """GeoMX's HiPS star: one global server at ``hub`` aggregates every DC's sum.
@@ -14,11 +16,6 @@ def star_policy(dcs, hub: str, version: int = 1, start_round: int = 0) -> Policy
         raise ValueError(f"hub {hub!r} is not one of the DCs {dcs}")
     tree = Tree(root=hub, parent={dc: (None if dc == hub else hub) for dc in dcs})
     return Policy(version=version, start_round=start_round, trees=(tree,))
-
-
-# The trees and shares that minimise the bottleneck do not depend on the model's size; only
-# the pipeline-fill term of the time model does, for which a typical model size is assumed.
-NOMINAL_MODEL_BYTES = 50 * 10**6
 
 
 def cluster_topology(config):
@@ -62,7 +59,6 @@ def initial_policy(config, measured: dict | None = None):
     dcs = [dc.name for dc in config.dcs]
     if config.policy == "star" or len(dcs) == 1:
         return star_policy(dcs, config.hub_dc), f"star rooted at {config.hub_dc}"
-    from .fapt import compute_policy
     topology = planning_topology(config, measured)
     plan = compute_policy(topology, NOMINAL_MODEL_BYTES,
                           chunk_bytes=config.chunk_bytes, version=1, start_round=0)

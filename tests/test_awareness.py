@@ -2,7 +2,7 @@
 import pytest
 
 from netstorm.scheduler.awareness import STALLED_MBPS, Adaptation, LinkRates, Replanner
-from netstorm.scheduler.fapt import compute_policy, predict_iteration_s
+from netstorm.scheduler.planning import compute_policy, predict_iteration_s
 from netstorm.wan import load_topology
 
 B, CHUNK = 50e6, 1 << 20

@@ -1,7 +1,7 @@
 """scheduler.multipath: relays level the busiest link with idle two-hop paths."""
 import pytest
 
-from netstorm.scheduler.fapt import best_single_tree, compute_policy, link_loads
+from netstorm.scheduler.planning import best_single_tree, compute_policy, link_loads
 from netstorm.scheduler.multipath import plan_relays, predicted_busiest_s, to_json
 from netstorm.wan import load_topology
 

@@ -1,94 +1,15 @@
-"""netstorm.scheduler.topology: the Topology model and the cut lower bound."""
-import itertools
-
+"""netstorm.scheduler.topology: the Topology model (the cut lower bound is tested in
+test_planning_cut_bound.py)."""
 import networkx as nx
 import pytest
 
-from netstorm.scheduler.topology import Link, Topology, TopologyError, cut_lower_bound, cut_lower_bound_s
-from netstorm.wan.builtin import BUILTINS, full_mesh, load_topology
-
-MB10 = 10_000_000
+from netstorm.scheduler.topology import Link, Topology, TopologyError
+from netstorm.wan.builtin import full_mesh
 
 
 def topo(dcs, *links, name="t"):
     """links: (a, b, mbps) or (a, b, mbps_ab, mbps_ba)."""
     return Topology(name, tuple(dcs), tuple(Link(l[0], l[1], l[2], l[-1]) for l in links))
-
-
-def naive_bound(t: Topology, model_bytes):
-    """Plain-Python reference: every S, both directions summed by hand."""
-    best = 0.0
-    for size in range(1, len(t.dcs)):
-        for side in itertools.combinations(t.dcs, size):
-            side = set(side)
-            out = sum(t.rate(a, b) for a in side for b in t.dcs if b not in side)
-            into = sum(t.rate(b, a) for a in side for b in t.dcs if b not in side)
-            best = max(best, model_bytes * 8 / (1e6 * min(out, into)))
-    return best
-
-
-# --- cut lower bound: hand-checked -----------------------------------------------------------
-
-def test_two_dcs_one_link():
-    t = topo(["a", "b"], ("a", "b", 10))
-    assert cut_lower_bound(t, MB10) == (8.0, frozenset({"a"}))
-    assert cut_lower_bound_s(t, MB10) == 8.0
-
-
-def test_line_of_three():
-    # a -20- b -10- c. Cuts: {a}|{b,c}: 20 each way; {c}|{a,b}: 10; {b}|{a,c}: 30.
-    # Bottleneck {c}: 10 MB * 8 / 10 Mbit/s = 8 s. The smaller side is returned.
-    t = topo(["a", "b", "c"], ("a", "b", 20), ("b", "c", 10))
-    assert cut_lower_bound(t, MB10) == (8.0, frozenset({"c"}))
-    # rates 10 then 20: {a} decides, same 8 s
-    t = topo(["a", "b", "c"], ("a", "b", 10), ("b", "c", 20))
-    assert cut_lower_bound(t, MB10) == (8.0, frozenset({"a"}))
-
-
-def test_full_mesh_of_three():
-    # every single-DC cut: 2 links x 40 = 80 Mbit/s each way -> 80 Mbit / 80 = 1 s
-    seconds, side = cut_lower_bound(full_mesh("m", ["x", "y", "z"], 40), MB10)
-    assert seconds == pytest.approx(1.0)
-    assert side == frozenset({"x"})               # ties: the first cut enumerated
-
-
-def test_asymmetric_link_slower_direction_decides():
-    t = topo(["a", "b"], ("a", "b", 100, 10))
-    assert cut_lower_bound(t, MB10) == (8.0, frozenset({"a"}))
-    # a -(50 a->b, 5 b->a)- b -20- c: {a}: min(50, 5) = 5; {c}: 20; {b}: min(25, 70) = 25
-    t = topo(["a", "b", "c"], ("a", "b", 50, 5), ("b", "c", 20))
-    assert cut_lower_bound(t, MB10) == (16.0, frozenset({"a"}))
-
-
-def test_bottleneck_between_two_groups():
-    # two well-connected pairs joined by 10 + 5: the 2|2 cut (15 Mbit/s) decides
-    t = topo(["a", "b", "c", "d"], ("a", "b", 100), ("c", "d", 100), ("b", "c", 10),
-             ("a", "d", 5))
-    seconds, side = cut_lower_bound(t, MB10)
-    assert seconds == pytest.approx(80 / 15)
-    assert side == frozenset({"a", "b"})
-
-
-@pytest.mark.parametrize("name", BUILTINS)
-def test_bound_matches_naive_enumeration(name):
-    t = load_topology(name)
-    seconds, side = cut_lower_bound(t, 123_456_789)
-    assert seconds == pytest.approx(naive_bound(t, 123_456_789), rel=1e-12)
-    out = sum(t.rate(a, b) for a in side for b in t.dcs if b not in side)
-    into = sum(t.rate(b, a) for a in side for b in t.dcs if b not in side)
-    assert seconds == pytest.approx(123_456_789 * 8 / (1e6 * min(out, into)))
-    assert len(side) * 2 <= len(t.dcs)
-
-
-def test_ring_and_size_limit():
-    ring = topo([f"d{i}" for i in range(12)], *[(f"d{i}", f"d{(i + 1) % 12}", 10)
-                                                  for i in range(12)])
-    assert cut_lower_bound_s(ring, MB10) == pytest.approx(4.0)    # any cut crosses 2 links
-    big = full_mesh("big", [f"d{i}" for i in range(23)], 1)
-    with pytest.raises(TopologyError, match="limited to 22 DCs"):
-        cut_lower_bound(big, MB10)
-    with pytest.raises(TopologyError, match="model_bytes must be > 0"):
-        cut_lower_bound(ring, 0)
 
 
 # --- the Topology class ----------------------------------------------------------------------

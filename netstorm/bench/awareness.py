@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from netstorm.geoserver.tree import Policy, PolicyBook, PolicyError
-from netstorm.scheduler.fapt import compute_policy, predict_iteration_s
+from netstorm.scheduler.planning import compute_policy, predict_iteration_s
 
 
 def read_stats(path) -> list:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from netstorm import wan as wanlib
 from netstorm.launcher import interrupts_raise
-from netstorm.scheduler.topology import TopologyError, cut_lower_bound
+from netstorm.scheduler.planning import cut_lower_bound
+from netstorm.scheduler.topology import TopologyError
 
 from . import awareness
 from .measure import CpuSampler, busiest_links, collect, model_bytes

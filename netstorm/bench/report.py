@@ -67,8 +67,8 @@ def table(result: dict) -> str:
 def fapt_plan(topology, nbytes: int, chunk_bytes: int = 1 << 20) -> dict:
     """The trees the scheduler will choose for this topology (the same call it makes) and
     the time model's prediction for this model, to compare with the measured time."""
-    from netstorm.scheduler.fapt import compute_policy, predict_iteration_s
-    from netstorm.scheduler.policy import NOMINAL_MODEL_BYTES
+    from netstorm.scheduler.planning import (NOMINAL_MODEL_BYTES, compute_policy,
+                                             predict_iteration_s)
     plan = compute_policy(topology, NOMINAL_MODEL_BYTES, chunk_bytes=chunk_bytes)
     pairs = list(zip(plan.policy.trees, plan.shares))
     return {"trees": [{"root": t.root, "share": round(s, 4), "parent": t.parent}

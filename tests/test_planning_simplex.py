@@ -1,7 +1,7 @@
-"""The dense two-phase simplex of scheduler/lp.py on hand-checked programs."""
+"""netstorm.scheduler.planning.simplex: the two-phase solver on hand-checked programs."""
 import pytest
 
-from netstorm.scheduler.lp import LPError, solve_lp
+from netstorm.scheduler.planning import LPError, solve_lp
 
 
 def test_solve_lp_textbook_optimum_and_duals():

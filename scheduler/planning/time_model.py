@@ -1,0 +1,169 @@
+"""The time model: predicted seconds of one all-reduce under a set of trees with shares.
+
+For a model of B bytes, tree t puts s_t·B bytes on each of its edges once up (child ->
+parent) and once down (parent -> child). Chunks stream, so one iteration is predicted as ::
+
+    T = max over directed links e of 8·B·Σ_{t uses e} s_t / (1e6·c_e)      (busiest link)
+      + max over trees t (s_t > 0) of fill_t                                 (pipeline fill)
+
+    fill_t = 8·chunk_t/1e6 · ( max_v Σ_{hops h on v -> root} 1/c_h
+                             + max_v Σ_{hops h on root -> v} 1/c_h ),
+    chunk_t = min(chunk, s_t·B)
+
+``fill_t`` is the time one chunk needs to climb tree t's slowest leaf-to-root path and come
+back down its slowest root-to-leaf path, store-and-forward: the part of an iteration during
+which the bottleneck link cannot be busy yet. It is at most depth × (chunk time on the
+slowest hop). It is not small: 1 MiB at 10-100 Mbit/s is 0.08-0.8 s per hop, so deep trees
+pay seconds (it dominates at 64 DCs); and a tree whose share is a single chunk does not
+pipeline at all, where adding the two terms over-counts. Propagation delay is not modelled
+(topologies carry no latency). The first term is never below
+:func:`~netstorm.scheduler.planning.cut_bound.cut_lower_bound`: every spanning tree crosses
+every cut, so all B bytes cross it in each direction. Because each tree edge carries the
+same bytes up and down, a tree edge is only as good as its slower direction: on very
+asymmetric links no tree policy gets near the cut bound (separate reduce and broadcast
+trees would be needed).
+
+``trees_with_shares`` is ``[(Tree, share)]`` (shares >= 0, sum 1), a Policy or a
+:class:`PolicyPlan`; k = trees.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from netstorm.geoserver.tree import Policy
+
+from .network import Net, as_net, parent_array
+
+# TODO(lead): import the runtime default (geoserver.cluster.ClusterConfig.chunk_bytes).
+DEFAULT_CHUNK_BYTES = 1 << 20
+# The trees and shares that minimise the bottleneck do not depend on the model's size; only
+# the pipeline-fill term does, for which planning assumes this typical model size.
+NOMINAL_MODEL_BYTES = 50 * 10**6
+
+
+@dataclass(frozen=True)
+class PolicyPlan:
+    """A policy, its shares (aligned with ``policy.trees``; ``policy.shares`` holds them
+    too), the predicted iteration time, the per-direction busy seconds (every declared
+    direction), which method won and each method's prediction."""
+    policy: Policy
+    shares: tuple
+    predicted_s: float
+    link_loads: dict
+    method: str = ""
+    candidates_s: dict = field(default_factory=dict)
+
+
+def tree_pairs(trees_with_shares) -> list:
+    """``[(Tree, share)]`` from such pairs, a Policy or a PolicyPlan; checks the shares.
+    O(k)."""
+    if isinstance(trees_with_shares, PolicyPlan):
+        return list(zip(trees_with_shares.policy.trees, trees_with_shares.shares))
+    if isinstance(trees_with_shares, Policy):
+        return list(zip(trees_with_shares.trees, trees_with_shares.shares))
+    pairs = [(tree, float(share)) for tree, share in trees_with_shares]
+    if not pairs:
+        raise ValueError("no trees")
+    if any(not (s >= 0) for _, s in pairs) or abs(sum(s for _, s in pairs) - 1.0) > 1e-6:
+        raise ValueError(f"shares {[s for _, s in pairs]} must be >= 0 and sum to 1")
+    return pairs
+
+
+def load_matrix(net: Net, parents, shares) -> np.ndarray:
+    """n x n: Σ of the shares of the trees using each direction. O(k·n)."""
+    n = len(net.dcs)
+    load = np.zeros((n, n))
+    for parent, share in zip(parents, shares):
+        child = np.flatnonzero(parent >= 0)
+        up = parent[child]
+        np.add.at(load, (child, up), share)
+        np.add.at(load, (up, child), share)
+    return load
+
+
+def fill_hops(net: Net, parent: np.ndarray) -> float:
+    """Σ 1/c (s/Mbit) of the slowest leaf -> root path plus the slowest root -> leaf path.
+    O(n)."""
+    n = len(parent)
+    children = [[] for _ in range(n)]
+    root = -1
+    for i, p in enumerate(parent):
+        if p < 0:
+            root = i
+        else:
+            children[int(p)].append(i)
+    up = np.zeros(n)
+    down = np.zeros(n)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in children[node]:
+            up[child] = up[node] + 1.0 / net.cap[child, node]
+            down[child] = down[node] + 1.0 / net.cap[node, child]
+            stack.append(child)
+    return float(up.max() + down.max())
+
+
+def fill_s(net: Net, parent: np.ndarray, share: float, model_bytes: float,
+           chunk_bytes: float) -> float:
+    """One tree's pipeline fill in seconds. O(n)."""
+    return 8.0 * min(chunk_bytes, share * model_bytes) / 1e6 * fill_hops(net, parent)
+
+
+def predict(net: Net, parents, shares, model_bytes: float, chunk_bytes: float):
+    """(predicted seconds, busy seconds per direction as n x n). O(k·n)."""
+    if not model_bytes > 0 or not chunk_bytes > 0:
+        raise ValueError(f"model_bytes and chunk_bytes must be > 0, got {model_bytes!r}, "
+                         f"{chunk_bytes!r}")
+    load = load_matrix(net, parents, shares)
+    busy = np.zeros_like(load)
+    used = load > 0
+    busy[used] = 8.0 * model_bytes * load[used] / (1e6 * net.cap[used])
+    fill = max((fill_s(net, p, s, model_bytes, chunk_bytes)
+                for p, s in zip(parents, shares) if s > 0), default=0.0)
+    return float(busy.max()) + fill, busy
+
+
+def by_direction(net: Net, busy: np.ndarray) -> dict:
+    """``{(u, v): busy[u, v]}`` for every declared direction. O(declared directions)."""
+    return {(a, b): float(busy[net.index[a], net.index[b]]) for a, b in net.graph.edges()}
+
+
+def link_loads(trees_with_shares, topology_or_graph, model_bytes: float) -> dict:
+    """Busy time per direction: ``{(u, v): seconds}`` = 8·B·Σ_{t uses u->v} s_t / (1e6·c).
+
+    Every declared direction is a key (0.0 when unused), so the result can be set beside
+    measured per-link times. ``trees_with_shares``: ``[(Tree, share)]``, a Policy or a
+    PolicyPlan. Raises ValueError for a tree that does not span the DCs over usable links.
+    O(k·n + n^2 + declared directions).
+    """
+    net = as_net(topology_or_graph)
+    pairs = tree_pairs(trees_with_shares)
+    parents = [parent_array(net, t) for t, _ in pairs]
+    _, busy = predict(net, parents, [s for _, s in pairs], model_bytes, DEFAULT_CHUNK_BYTES)
+    return by_direction(net, busy)
+
+
+def pipeline_fill_s(trees_with_shares, topology_or_graph, model_bytes: float,
+                    chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> float:
+    """The pipeline-fill term of the time model alone (see the module docstring).
+    O(k·n + n^2)."""
+    net = as_net(topology_or_graph)
+    pairs = tree_pairs(trees_with_shares)
+    return max((fill_s(net, parent_array(net, t), s, model_bytes, chunk_bytes)
+                for t, s in pairs if s > 0), default=0.0)
+
+
+def predict_iteration_s(trees_with_shares, topology_or_graph, model_bytes: float,
+                        chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> float:
+    """Predicted seconds of one all-reduce of ``model_bytes``: busiest link + pipeline fill.
+
+    ``trees_with_shares``: ``[(Tree, share)]`` (shares >= 0, sum 1), a Policy or a
+    PolicyPlan. O(k·n + n^2) for k trees.
+    """
+    net = as_net(topology_or_graph)
+    pairs = tree_pairs(trees_with_shares)
+    parents = [parent_array(net, t) for t, _ in pairs]
+    return predict(net, parents, [s for _, s in pairs], model_bytes, chunk_bytes)[0]

@@ -1,0 +1,47 @@
+"""netstorm.scheduler.planning.time_model: busiest link + pipeline fill, by hand."""
+import pytest
+
+from netstorm.scheduler.planning import (compute_policy, link_loads, pipeline_fill_s,
+                                         predict_iteration_s)
+from planning_cases import BUILTIN, MIB, B, topo, tree
+
+
+def test_star_prediction_by_hand():
+    small = BUILTIN["small"]
+    star = tree("dc0", dc1="dc0", dc2="dc0")
+    loads = link_loads([(star, 1.0)], small, B)
+    assert set(loads) == set(small.rates())
+    assert loads[("dc1", "dc2")] == 0 and loads[("dc2", "dc1")] == 0
+    assert loads[("dc1", "dc0")] == pytest.approx(8 * B / 40e6)
+    fill = 8 * MIB / 40e6 * 2                        # one hop up, one hop down
+    assert pipeline_fill_s([(star, 1.0)], small, B, MIB) == pytest.approx(fill)
+    assert predict_iteration_s([(star, 1.0)], small, B, MIB) == \
+        pytest.approx(8 * B / 40e6 + fill)
+    # a model smaller than one chunk travels as one chunk of its own size
+    assert pipeline_fill_s([(star, 1.0)], small, 1000, MIB) == pytest.approx(8e3 / 40e6 * 2)
+
+
+def test_fill_follows_the_slowest_paths_up_and_down():
+    line = topo("xyz", ("x", "y", 10, 20), ("y", "z", 40, 80))
+    t = tree("x", y="x", z="y")
+    up = 1 / 20 + 1 / 80                             # z -> y -> x
+    down = 1 / 10 + 1 / 40                           # x -> y -> z
+    assert pipeline_fill_s([(t, 1.0)], line, B, MIB) == pytest.approx(8 * MIB / 1e6 * (up + down))
+
+
+def test_time_model_rejects_trees_over_missing_links():
+    with pytest.raises(ValueError, match="usable both ways"):
+        predict_iteration_s([(tree("dc1", dc2="dc1", dc3="dc2", dc4="dc1", dc5="dc1",
+                                   dc6="dc1", dc7="dc1", dc8="dc1", dc9="dc1"), 1.0)],
+                            BUILTIN["paper9"], B)
+
+
+def test_small_prediction_equals_the_hand_optimum():
+    # 3 DCs at 40 Mbit/s: the 3 two-edge paths with 1/3 each put 2/3 of the model on every
+    # direction; each path is rooted in its middle: one hop up and one down.
+    plan = compute_policy(BUILTIN["small"], B)
+    expected = 8 * B * (2 / 3) / 40e6 + 2 * 8 * MIB / 40e6
+    assert plan.predicted_s == pytest.approx(expected, rel=1e-9)
+    assert sorted(plan.shares) == pytest.approx([1 / 3] * 3, abs=1e-9)
+    for t in plan.policy.trees:
+        assert len(t.children(t.root)) == 2
