@@ -148,6 +148,19 @@ class TreeExchange:
             return
         self._finish(tree, cid, array)
 
+    def on_chunk(self, source: str, kind: Kind, cid: ChunkId, array) -> None:
+        """A whole chunk from neighbour ``source``, as the WAN transport delivers it: a
+        partial sum going up (``CHUNK_UP``) or a total coming down. A chunk naming a tree
+        its policy does not have is logged and dropped."""
+        try:
+            if kind == Kind.CHUNK_UP:
+                self.on_up(source, cid, array)
+            else:
+                self.on_down(source, cid, array)
+        except IndexError as exc:
+            log.warning("%s: dropped %s of key %d from %s: %s", self.dc, kind.name, cid.key,
+                        source, exc)
+
     def policy_added(self) -> None:
         """Replay the chunks that were waiting for a policy version now known."""
         waiting, self._waiting = self._waiting, []

@@ -18,12 +18,12 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     server_port = 9101
     workers = 2
 
-    [transport]
-    chunk_bytes = 1048576   # tensors larger than this travel as several chunks
-    timeout_s = 60          # how long any node waits for a peer before a clear error
-    heartbeat_s = 0.5       # how often every node tells the scheduler it is alive
-    dead_after_s = 10       # a node silent this long is declared dead: the run aborts
-    stall_s = 3             # a WAN link that moves nothing this long while data waits
+    [transport]             # every field optional (defaults: geoserver/settings.py)
+    chunk_bytes = 262144    # tensors larger than this travel as several chunks
+    timeout_s = 120         # how long any node waits for a peer before a clear error
+    heartbeat_s = 0.25      # how often every node tells the scheduler it is alive
+    dead_after_s = 5        # a node silent this long is declared dead: the run aborts
+    stall_s = 2             # a WAN link that moves nothing this long while data waits
                             # is reported stalled (treated as failed; see adapt)
 
     [wan]
@@ -42,7 +42,9 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     mbps = 100              # or mbps_ab / mbps_ba for the two directions
 
 The file is read once, at the edge of each process, into the frozen :class:`ClusterConfig`
-that is passed down; nothing deeper reads files or the environment.
+that is passed down; nothing deeper reads files or the environment. The settings servers and
+workers need travel from the scheduler as one
+:class:`~geoserver.settings.RuntimeSettings`, whose defaults are this file's.
 """
 from __future__ import annotations
 
@@ -50,6 +52,9 @@ import ipaddress
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, \
+    DEFAULT_TIMEOUT_S, MIN_CHUNK_BYTES
 
 POLICIES = ("star", "fapt")
 
@@ -81,11 +86,11 @@ class ClusterConfig:
     scheduler_host: str
     scheduler_port: int
     dcs: tuple
-    chunk_bytes: int = 1 << 20
-    timeout_s: float = 60.0
-    heartbeat_s: float = 0.5
-    dead_after_s: float = 10.0
-    stall_s: float = 3.0
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    dead_after_s: float = 10.0      # scheduler only
+    stall_s: float = DEFAULT_STALL_S
     policy: str = "star"
     hub: str = ""
     adapt: bool = False
@@ -181,8 +186,8 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     kwargs = {}
     if "chunk_bytes" in transport:
         kwargs["chunk_bytes"] = _need(transport, "chunk_bytes", int, where)
-        if kwargs["chunk_bytes"] < 1024:
-            raise ClusterFileError(f"{where}: chunk_bytes must be >= 1024")
+        if kwargs["chunk_bytes"] < MIN_CHUNK_BYTES:
+            raise ClusterFileError(f"{where}: chunk_bytes must be >= {MIN_CHUNK_BYTES}")
     if "stats" in sched:
         kwargs["stats"] = _need(sched, "stats", str, f"{source} [scheduler]")
     for key in ("timeout_s", "heartbeat_s", "dead_after_s", "stall_s"):

@@ -10,6 +10,7 @@ import socket
 from dataclasses import dataclass
 
 from . import wire
+from .settings import RuntimeSettings, SettingsError
 from .van import TransportError, Van
 
 SCHEDULER = "scheduler"
@@ -102,7 +103,8 @@ class Postoffice:
         self.scheduler_address = scheduler_address
         self.table: NodeTable | None = None
         self.me: NodeInfo | None = None
-        self.welcome_meta: dict = {}
+        self.settings: RuntimeSettings | None = None   # from the WELCOME, validated
+        self.welcome_policy = None      # the first policy as sent (None: after a measurement)
         # messages that beat the WELCOME here (a peer may get its WELCOME first and send
         # at once); the node handles them as soon as it knows the table
         self.early: list = []
@@ -136,7 +138,12 @@ class Postoffice:
         except (KeyError, TypeError, ValueError) as exc:
             raise RendezvousError(f"{self.role} in {self.dc}: malformed node table "
                                   f"from scheduler: {exc}") from exc
-        self.welcome_meta = msg.meta
+        try:
+            self.settings = RuntimeSettings.from_json(msg.meta.get("settings"))
+        except SettingsError as exc:
+            raise RendezvousError(f"{self.role} in {self.dc}: bad settings from the "
+                                  f"scheduler: {exc}") from exc
+        self.welcome_policy = msg.meta.get("policy")
         self.van.node_id = self.me.id
         return self.me
 
@@ -159,3 +166,12 @@ class Postoffice:
 
     def send_scheduler(self, msg: wire.Message) -> None:
         self.van.send(SCHEDULER, msg)
+
+    def wait(self, timeout_s: float, writable=()) -> tuple:
+        """Until a message is waiting or a node in ``writable`` can take more (see
+        :meth:`Van.wait`): ``(message_waiting, [nodes now writable])``."""
+        return self.van.wait(timeout_s, writable)
+
+    def recv(self, timeout_s: float | None):
+        """The next valid message, or None once ``timeout_s`` passed (see :meth:`Van.recv`)."""
+        return self.van.recv(timeout_s)

@@ -63,6 +63,14 @@ class LinkProber:
         complete = all(self.flows.get(p, _Flow()).pieces >= PIECES for p in self.peers)
         return complete or now - self.started_at >= self.timeout_s
 
+    def take_report(self, now: float):
+        """The rates to report (:meth:`rates_mbps`) once :meth:`done`, exactly once; else
+        None."""
+        if self.reported or not self.done(now):
+            return None
+        self.reported = True
+        return self.rates_mbps()
+
     def rates_mbps(self) -> dict:
         """Measured rate of every peer's flow into this DC, Mbit/s (0: nothing usable)."""
         rates = {}

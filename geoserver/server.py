@@ -6,6 +6,10 @@ of a chunk passes from one to the other as a reference, with no extra hop or cop
 optimizer replica sits next to the sums it consumes. One loop, blocking on the socket with a
 timeout equal to the heartbeat interval; a malformed or unexpected message is logged and
 dropped, a bad request is answered with ERROR, and neither stops the server.
+
+This class is wiring and dispatch: the WAN transport hands whole chunks straight to the tree
+exchange, the round gate (:mod:`geoserver.round_gate`) decides which pushes wait, and the
+settings come typed from the scheduler's WELCOME (:mod:`geoserver.settings`).
 """
 from __future__ import annotations
 
@@ -14,10 +18,12 @@ import logging
 import time
 
 from . import wire
-from .aggregation import ChunkId, TreeExchange
+from .aggregation import TreeExchange
 from .local_store import KeyStore, RequestError
 from .probe import LinkProber
 from .postoffice import SERVER, WORKER, AbortError, Postoffice
+from .round_gate import RoundGate
+from .settings import ProbeRequest, SettingsError
 from .wan_transport import WanTransport
 from .tree import Policy, PolicyBook, PolicyError
 from .wire import Kind, Message
@@ -33,48 +39,35 @@ class GeoServer:
         self.po = postoffice
         self.table = postoffice.table
         self.dc = postoffice.me.dc
-        meta = postoffice.welcome_meta
-        self.heartbeat_s = float(meta["heartbeat_s"])
-        first = meta.get("policy")      # None: it follows the start-up link measurement
+        self.settings = settings = postoffice.settings
+        first = postoffice.welcome_policy   # None: it follows the start-up link measurement
         self.policies = PolicyBook(Policy.from_json(first, self.table.dcs) if first else None)
         self._before_policy: list = []  # worker requests that came before the first policy
         self._early_inits: list = []    # other DCs' INITs that came before it
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
-        rates = {}
-        for a, b, ab, ba in meta.get("links", ()):     # the WAN the scheduler planned on
-            rates[(a, b)], rates[(b, a)] = float(ab), float(ba)
-        self.probe_idle_s = float(meta.get("probe_idle_s", 0.0))   # 0: never probe
-        self.wan = WanTransport(self.dc, self.servers, self.po, rates, int(meta["chunk_bytes"]),
-                                float(meta.get("stall_s", 3.0)), time.monotonic)
+        # links: the WAN the scheduler planned on (detours choose by its rates)
+        self.wan = WanTransport(self.dc, self.servers, self.po, settings.rates(),
+                                settings.chunk_bytes, settings.stall_s, time.monotonic)
         self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
-        self.exchange = TreeExchange(self.dc, self.policies, send=self._send_chunk,
+        self.exchange = TreeExchange(self.dc, self.policies, send=self.wan.send_chunk,
                                      deliver=self._deliver)
-        self.store = KeyStore(self.dc, self.local_workers, int(meta["chunk_bytes"]),
+        self.wan.deliver_to(self.exchange.on_chunk)
+        self.store = KeyStore(self.dc, self.local_workers, settings.chunk_bytes,
                               self.policies, reply=self.po.send,
                               contribute=self.exchange.contribute,
                               forward_init=self._forward_init)
         self.stats = {"messages": 0, "dropped": 0}
-        # round gate (adapt): a worker's push of a round not yet open waits here; asking for
-        # the round is an early heartbeat, so a re-planned policy starts at the next round
-        self.round_gate = bool(meta.get("round_gate", False))
-        self.open_timeout_s = float(meta.get("timeout_s", 60.0))
-        self.opened = 0                 # the latest round the scheduler opened
-        self.requested = 0              # the latest round this DC asked for
-        self._held: list = []           # pushes of rounds not yet open, in arrival order
-        self._held_since = None
+        # round gate (adapt): a worker's push of a round not yet open waits there; asking
+        # for the round is an early heartbeat, so a re-planned policy starts at the next round
+        self.gate = RoundGate(settings.round_gate, settings.timeout_s)
 
     # ------------------------------------------------------------ callbacks
     def _deliver(self, key, chunk, rnd, total) -> None:
+        """A chunk's total, from the exchange to the store (built after the exchange it
+        contributes to)."""
         self.store.deliver(key, chunk, rnd, total)
-
-    def _to_server(self, dc: str, msg: Message) -> None:
-        """Control messages: through the send queue, ahead of any chunk."""
-        self.wan.send(dc, msg)
-
-    def _send_chunk(self, dc, kind, cid: ChunkId, array) -> None:
-        self.wan.send_chunk(dc, kind, cid, array)
 
     def _forward_init(self, entry, generation) -> None:
         """A local worker's initial value goes to every other DC along the first tree of
@@ -94,7 +87,7 @@ class GeoServer:
             log.error("%s: cannot pass on INIT of key %d: %s", self.dc, msg.key, exc)
             return
         for dc in children:           # a copy per child: the Van stamps its sender on it
-            self._to_server(dc, dataclasses.replace(msg))
+            self.wan.send(dc, dataclasses.replace(msg))     # ahead of any chunk
 
     # ------------------------------------------------------------ dispatch
     def _from_worker(self, msg: Message) -> None:
@@ -113,7 +106,7 @@ class GeoServer:
     def _from_server(self, msg: Message) -> None:
         source = self.dc_of_server[msg.sender]
         if msg.kind == Kind.INIT:
-            if not self.policies.by_version:        # the way on depends on the first policy
+            if self.policies.empty:                 # the way on depends on the first policy
                 self._early_inits.append(msg)
                 return
             try:
@@ -124,41 +117,30 @@ class GeoServer:
             self._spread_init(msg)
             return
         if msg.kind == Kind.PROBE:
-            nbytes, now = sum(len(f) for f in msg.frames), time.monotonic()
-            self.prober.on_piece(source, nbytes, now)          # start-up measurement
-            self.wan.monitor.on_arrival(source, wire.HEADER.size + nbytes,
-                                        bool(msg.flags & wire.Flag.QUEUED), now)
+            now = time.monotonic()
+            self.prober.on_piece(source, sum(len(f) for f in msg.frames), now)   # start-up
+            self.wan.on_probe(source, msg, now)                 # and passive measurement
             self._maybe_report_probe()
-            return
-        if msg.kind not in (Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY):
+        elif msg.kind in (Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY):
+            self.wan.on_message(source, msg)        # whole chunks go on to the exchange
+        else:
             log.warning("%s: ignored %s from server of %s", self.dc, msg.kind.name, source)
-            return
-        whole = self.wan.on_message(source, msg)
-        if whole is None:
-            return
-        source, kind, cid, array = whole
-        try:
-            if kind == Kind.CHUNK_UP:
-                self.exchange.on_up(source, cid, array)
-            else:
-                self.exchange.on_down(source, cid, array)
-        except IndexError as exc:
-            log.warning("%s: dropped %s of key %d from %s: %s", self.dc, msg.kind.name,
-                        msg.key, source, exc)
 
     def _on_probe_request(self, msg: Message) -> None:
         """Stream probe pieces to every other DC at once and time what arrives here."""
-        self.prober.start(time.monotonic(), float(msg.meta.get("timeout_s", 5.0)))
-        pieces = LinkProber.pieces(int(msg.meta.get("probe_bytes", 1 << 21)))
-        for piece in pieces:                  # interleaved, so all flows run together
-            for dc in self.prober.peers:
-                self._to_server(dc, Message(Kind.PROBE, dtype=piece.dtype, frames=[piece]))
+        try:
+            request = ProbeRequest.from_json(msg.meta)
+        except SettingsError as exc:
+            raise AbortError(f"{self.dc}: bad PROBE_REQUEST from the scheduler: {exc}") from exc
+        self.prober.start(time.monotonic(), request.timeout_s)
+        for piece in LinkProber.pieces(request.probe_bytes):   # interleaved: all flows
+            for dc in self.prober.peers:                        # run together
+                self.wan.send(dc, Message(Kind.PROBE, dtype=piece.dtype, frames=[piece]))
         self._maybe_report_probe()
 
     def _maybe_report_probe(self) -> None:
-        if not self.prober.reported and self.prober.done(time.monotonic()):
-            rates = self.prober.rates_mbps()
-            self.prober.reported = True
+        rates = self.prober.take_report(time.monotonic())
+        if rates is not None:
             log.info("%s: measured inbound rates (Mbit/s): %s", self.dc,
                      {k: round(v, 1) for k, v in rates.items()})
             self.po.send_scheduler(Message(Kind.PROBE_REPORT, meta={"rates": rates}))
@@ -186,39 +168,25 @@ class GeoServer:
             self._from_server(msg)
 
     def _accept_worker(self, msg: Message) -> None:
-        """A local worker's request: held while its round is not open or no policy is known
-        yet, else handled."""
-        if self.round_gate and msg.kind == Kind.PUSH and msg.seq > self.opened:
-            if not self._held:
-                self._held_since = time.monotonic()
-            self._held.append(msg)
-            if msg.seq > self.requested:
-                self.requested = msg.seq
+        """A local worker's request: held while its round is not open (asking for a new
+        round at once) or no policy is known yet, else handled."""
+        if msg.kind == Kind.PUSH and self.gate.closed(msg.seq):
+            if self.gate.hold(msg.seq, msg, time.monotonic()):
                 self._send_heartbeat()
-        elif not self.policies.by_version:
+        elif self.policies.empty:
             self._before_policy.append(msg)
         else:
             self._from_worker(msg)
 
     def _on_round_open(self, msg: Message) -> None:
-        self.opened = max(self.opened, msg.seq)
-        ready = [m for m in self._held if m.seq <= self.opened]
-        self._held = [m for m in self._held if m.seq > self.opened]
-        self._held_since = time.monotonic() if self._held else None
-        for request in ready:
+        for request in self.gate.open(msg.seq, time.monotonic()):
             self._accept_worker(request)
-
-    def _check_held(self, now: float) -> None:
-        if self._held and now - self._held_since > self.open_timeout_s:
-            raise AbortError(f"{self.dc}: round {self._held[0].seq} not opened by the "
-                             f"scheduler within timeout_s={self.open_timeout_s:g}s; its "
-                             f"{len(self._held)} pushes cannot start")
 
     def _heartbeat_meta(self) -> dict:
         """This DC's round (with the round gate: the latest it asked for), its inbound link
         estimates ``{src: [Mbit/s, age s]}`` and the DCs its own messages are stuck towards
         (nothing left for ``stall_s``)."""
-        return {"round": max(self.store.max_round, self.requested), **self.wan.report()}
+        return {"round": max(self.store.max_round, self.gate.requested), **self.wan.report()}
 
     def _send_heartbeat(self) -> None:
         self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=self._heartbeat_meta()))
@@ -271,16 +239,16 @@ class GeoServer:
                 # stalls and idle links change on the scale of seconds: look once a beat,
                 # not once a message
                 self.wan.check_stalls()
-                if self.probe_idle_s and self.policies.by_version:
-                    self.wan.probe_idle(self.probe_idle_s)
-                self._check_held(now)
+                if self.settings.probe_idle_s and not self.policies.empty:
+                    self.wan.probe_idle(self.settings.probe_idle_s)
+                overdue = self.gate.overdue(now)
+                if overdue:
+                    raise AbortError(f"{self.dc}: {overdue}")
                 self._send_heartbeat()
-                next_beat = now + self.heartbeat_s
-            readable, writable = self.po.van.wait(max(0.0, next_beat - now),
-                                                  self.wan.outbox.backlogged())
-            for node in writable:
-                self.wan.outbox.flush(node)
-            msg = self.po.van.recv(0) if readable else None
+                next_beat = now + self.settings.heartbeat_s
+            readable, writable = self.po.wait(max(0.0, next_beat - now), self.wan.backlogged())
+            self.wan.flush(writable)
+            msg = self.po.recv(0) if readable else None
             if msg is not None and not self.handle(msg):
                 return
             self._maybe_report_probe()        # a measurement's timeout also ends it

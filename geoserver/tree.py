@@ -175,6 +175,11 @@ class PolicyBook:
         self.by_version = {v: p for v, p in self.by_version.items()
                            if p is keep or p.start_round > keep.start_round}
 
+    @property
+    def empty(self) -> bool:
+        """No policy known yet (the first follows a start-up measurement)."""
+        return not self.by_version
+
     def __getitem__(self, version: int) -> Policy:
         return self.by_version[version]
 

@@ -109,7 +109,9 @@ class Van:
     def recv(self, timeout_s: float | None):
         """Next valid message, or None once ``timeout_s`` passed (None: wait forever).
 
-        Malformed messages are logged and dropped; they never raise.
+        Polls the ROUTER alone: the peers :meth:`wait` watches for room stay registered on
+        the shared poller, and one with room must not end the wait. Malformed messages are
+        logged and dropped; they never raise.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -118,7 +120,7 @@ class Van:
                 if remaining is not None and remaining <= 0:
                     return None
                 wait_ms = None if remaining is None else max(1, int(remaining * 1000))
-                if not self._poller.poll(wait_ms):
+                if not self._router.poll(wait_ms, zmq.POLLIN):
                     if deadline is not None and time.monotonic() >= deadline:
                         return None
                     continue

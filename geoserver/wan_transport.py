@@ -4,8 +4,9 @@ Leaving: a chunk for neighbour v goes whole, or in parts over relays (multipath)
 v's stalled link (detour), as :class:`~geoserver.routing.Router` says; every message passes
 the priority :class:`~geoserver.send_queue.SendQueue`. Arriving: every chunk message feeds
 the passive :class:`~geoserver.link_monitor.LinkMonitor` of the link it came over; a
-``RELAY`` for another DC is forwarded; parts are reassembled; what comes out is a whole
-chunk and the DC it came from, for :class:`~geoserver.aggregation.TreeExchange`.
+``RELAY`` for another DC is forwarded; parts are reassembled; every whole chunk goes, with
+the DC it came from, to the ``deliver`` callback (:meth:`WanTransport.deliver_to`; the
+server wires it to :meth:`~geoserver.aggregation.TreeExchange.on_chunk`).
 
 Part and relay messages keep the chunk's header fields and add JSON meta: ``part``
 ``[start, total]`` (elements), ``from`` (origin DC), and for RELAY ``to``, ``kind`` (the
@@ -59,12 +60,27 @@ class WanTransport:
         # a chunk is at most chunk_bytes (>= 1 element); parts claim at most that many
         self.reassembly = Reassembler(max_elements=max(1, chunk_bytes))
         self._probed: dict = {}          # neighbour -> when its link was last probed
+        self._deliver = None             # (origin, kind, cid, array) of every whole chunk
         self._probe_piece = np.zeros(PROBE_PIECE_BYTES, dtype=np.uint8)
         for name, node in servers.items():
             if name != dc:
                 postoffice.connect(node, send_hwm=SEND_HWM)
 
+    def deliver_to(self, deliver) -> None:
+        """Hand every whole chunk that arrives to ``deliver(origin, kind, cid, array)``
+        (set before messages arrive)."""
+        self._deliver = deliver
+
     # ------------------------------------------------------------ leaving
+    def backlogged(self) -> list:
+        """Server nodes with messages waiting here: watch them for room."""
+        return self.outbox.backlogged()
+
+    def flush(self, nodes) -> None:
+        """``nodes`` can take more: hand each its most urgent waiting messages."""
+        for node in nodes:
+            self.outbox.flush(node)
+
     def send(self, dc: str, msg: Message, priority: tuple = ()) -> None:
         self.outbox.send(self.servers[dc], msg, priority)
 
@@ -99,23 +115,32 @@ class WanTransport:
                        tree=cid.tree, dtype=array.dtype, meta=meta or {}, frames=[array])
 
     # ------------------------------------------------------------ arriving
-    def on_message(self, source: str, msg: Message):
-        """A chunk, part or relay message from neighbour ``source``: ``(origin, kind, cid,
-        array)`` once a whole chunk is here, else None (forwarded, or waiting for parts).
-        Malformed messages are logged and dropped."""
+    def on_message(self, source: str, msg: Message) -> None:
+        """A chunk, part or relay message from neighbour ``source``: delivered once a whole
+        chunk is here, else forwarded or kept until its other parts arrive. Malformed
+        messages are logged and dropped."""
         if len(msg.frames) != 1 or msg.dtype is None:
             log.warning("%s: dropped %s of key %d from %s: %d frames, dtype %s", self.dc,
                         msg.kind.name, msg.key, source, len(msg.frames), msg.dtype)
-            return None
-        self.monitor.on_arrival(source, wire.HEADER.size + len(msg.frames[0]),
-                                bool(msg.flags & wire.Flag.QUEUED), self.clock())
+            return
+        self._time_arrival(source, msg, self.clock())
         (array,) = msg.arrays()
         cid = self._cid(msg)
         if msg.kind == Kind.RELAY:
-            return self._on_relay(source, msg, cid, array)
-        if "part" not in msg.meta:
-            return source, msg.kind, cid, array
-        return self._on_part(msg.kind, cid, msg.meta, array)
+            self._on_relay(source, msg, cid, array)
+        elif "part" not in msg.meta:
+            self._deliver(source, msg.kind, cid, array)
+        else:
+            self._on_part(msg.kind, cid, msg.meta, array)
+
+    def on_probe(self, source: str, msg: Message, now: float) -> None:
+        """A probe piece from neighbour ``source`` arrived at ``now``: the link's passive
+        estimate times it like any chunk."""
+        self._time_arrival(source, msg, now)
+
+    def _time_arrival(self, source: str, msg: Message, now: float) -> None:
+        self.monitor.on_arrival(source, wire.HEADER.size + sum(len(f) for f in msg.frames),
+                                bool(msg.flags & wire.Flag.QUEUED), now)
 
     def _check_meta(self, meta: dict, relay: bool):
         part, origin = meta.get("part"), meta.get("from")
@@ -130,36 +155,37 @@ class WanTransport:
                 raise PartError(f"bad relay header {meta!r}")
         return part, origin
 
-    def _on_part(self, kind, cid: ChunkId, meta: dict, array):
+    def _on_part(self, kind, cid: ChunkId, meta: dict, array) -> None:
         try:
             (start, total), origin = self._check_meta(meta, relay=False)
             whole = self.reassembly.add((kind, cid, origin), start, total, array)
         except PartError as exc:
             log.warning("%s: dropped part of key %d chunk %d: %s", self.dc, cid.key,
                         cid.chunk, exc)
-            return None
-        return None if whole is None else (origin, kind, cid, whole)
+            return
+        if whole is not None:
+            self._deliver(origin, kind, cid, whole)
 
-    def _on_relay(self, source: str, msg: Message, cid: ChunkId, array):
+    def _on_relay(self, source: str, msg: Message, cid: ChunkId, array) -> None:
         try:
             self._check_meta(msg.meta, relay=True)
         except PartError as exc:
             log.warning("%s: dropped RELAY of key %d from %s: %s", self.dc, cid.key, source, exc)
-            return None
+            return
         meta, to, kind = dict(msg.meta), msg.meta["to"], Kind(msg.meta["kind"])
         if to == self.dc:
-            return self._on_part(kind, cid, meta, array)
+            self._on_part(kind, cid, meta, array)
+            return
         nxt = self.router.next_hop(to, self.clock(), came_from=(source, meta["from"]))
         if meta["hops"] >= MAX_HOPS:
             log.error("%s: dropped part of key %d chunk %d for %s after %d relays", self.dc,
                       cid.key, cid.chunk, to, meta["hops"])
-            return None
+            return
         if nxt is None:                 # no way around: wait for the direct link
             log.warning("%s: no detour to %s for key %d chunk %d; it waits for the link",
                         self.dc, to, cid.key, cid.chunk)
             nxt = to
         self._send_part(nxt, to, kind, cid, array, meta["part"], meta["from"], meta["hops"] + 1)
-        return None
 
     # ------------------------------------------------------------ stalls and the scheduler
     def check_stalls(self) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .postoffice import WORKER, NodeInfo, Postoffice
+from .settings import DEFAULT_TIMEOUT_S
 from .van import Van
 from .wire import Flag, Kind, Message
 
@@ -34,7 +35,7 @@ class WorkerSettings:
     dc: str
     host: str = "127.0.0.1"
     local_index: int = -1
-    timeout_s: float = 60.0
+    timeout_s: float = DEFAULT_TIMEOUT_S    # registration only; then the cluster's
 
     ENV = {"scheduler": "NETSTORM_SCHEDULER", "dc": "NETSTORM_DC", "host": "NETSTORM_HOST",
            "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S"}
@@ -86,9 +87,8 @@ class WorkerClient:
         except Exception:
             self.van.close()
             raise
-        meta = self.po.welcome_meta
-        self.timeout_s = float(meta["timeout_s"])
-        self.heartbeat_s = float(meta["heartbeat_s"])
+        self.timeout_s = self.po.settings.timeout_s
+        self.heartbeat_s = self.po.settings.heartbeat_s
         self.server = self.po.table.server_of(self.me.dc)
         self.num_workers = len(self.po.table.workers())
         self.keys: dict = {}

@@ -226,7 +226,10 @@ class NetStorm(KVStoreBase):
         self.close(clean=False, reason=f"{etype.__name__}: {value}")
 
     def close(self, clean: bool | None = None, reason: str = ""):
-        """Tell the scheduler this worker is done (or failed) and close its sockets."""
+        """Tell the scheduler this worker is done (or failed), close its sockets and put
+        back the ``sys.excepthook`` it replaced (unless another has replaced it since)."""
+        if sys.excepthook == self._excepthook:
+            sys.excepthook = self._previous_hook
         if clean is None:
             clean = not self._failed
         if clean:

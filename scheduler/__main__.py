@@ -10,7 +10,7 @@ from netstorm.geoserver.cli import Terminated, raise_on_signals, setup_logging
 from netstorm.geoserver.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.van import TransportError, Van
 
-from .rendezvous import Scheduler
+from .service import Scheduler
 
 log = logging.getLogger("netstorm.scheduler")
 

@@ -117,3 +117,14 @@ def test_chunks_of_an_unannounced_policy_wait_for_it():
     assert not got                                          # still waiting for a's part
     ex.policy_added()
     assert len(got) == 1 and np.array_equal(got[0][3], [2, 2])
+
+
+def test_on_chunk_dispatches_by_kind_and_drops_a_tree_the_policy_lacks(caplog):
+    policy = star_policy(["a", "b"], "a")
+    got = []
+    ex = TreeExchange("b", PolicyBook(policy), lambda *m: None, lambda *d: got.append(d))
+    ex.on_chunk("a", Kind.CHUNK_DOWN, ChunkId(0, 0, 1, 1, 5), np.ones(2))
+    assert not got
+    assert "b: dropped CHUNK_DOWN of key 0 from a: policy 1 has 1 trees, not 6" in caplog.text
+    ex.on_chunk("a", Kind.CHUNK_DOWN, ChunkId(0, 0, 1, 1, 0), np.ones(2))
+    assert len(got) == 1

@@ -7,16 +7,10 @@ import random
 import numpy as np
 import pytest
 
-from netstorm.geoserver.aggregation import TreeExchange
+from fakes import exchanges, init_message, push_message, random_policy
 from netstorm.geoserver.local_store import KeyStore
-from netstorm.geoserver.tree import Policy, PolicyBook, Tree
-from netstorm.geoserver.wire import Flag, Kind, Message
-from netstorm.scheduler.policy import random_trees
-
-
-def random_policy(dcs, rng, version, start_round):
-    trees, shares = random_trees(dcs, rng, max_trees=4)
-    return Policy(version, start_round, tuple(trees), tuple(shares))
+from netstorm.geoserver.tree import Policy, Tree
+from netstorm.geoserver.wire import Kind
 
 
 class World:
@@ -28,33 +22,27 @@ class World:
         ids = {w: n for n, w in enumerate(w for ws in self.workers.values() for w in ws)}
         self.worker_of_id = {v: k for k, v in ids.items()}
         self.ids = ids
-        self.stores, self.exchanges = {}, {}
+        self.stores = {}
+        self.exchanges = exchanges(
+            dcs, policies,
+            lambda dc: lambda target, kind, cid, arr: self.queue.append(
+                ("wan", dc, target, kind, cid, np.array(arr))),
+            lambda dc: lambda *total: self.stores[dc].deliver(*total))
         for dc in dcs:
-            book = PolicyBook(policies[0])
-            for p in policies[1:]:
-                book.add(p)
-            ex = TreeExchange(dc, book,
-                              send=lambda target, kind, cid, arr, dc=dc: self.queue.append(
-                                  ("wan", dc, target, kind, cid, np.array(arr))),
-                              deliver=lambda *a, dc=dc: self.stores[dc].deliver(*a))
-            self.exchanges[dc] = ex
+            ex = self.exchanges[dc]
             self.stores[dc] = KeyStore(
-                dc, [ids[w] for w in self.workers[dc]], chunk_bytes, book,
+                dc, [ids[w] for w in self.workers[dc]], chunk_bytes, ex.policies,
                 reply=lambda w, m: self.queue.append(("reply", w, m)),
                 contribute=ex.contribute, forward_init=lambda *a: None)
 
     def init(self, key, value):
         for dc, workers in self.workers.items():
             for w in workers:
-                self.stores[dc].on_init(Message(
-                    Kind.INIT, sender=self.ids[w], key=key, seq=1, request=0,
-                    flags=Flag.HAS_VALUE, meta={"shape": [value.size], "dtype": "<f4"},
-                    dtype=np.float32, frames=[value]))
+                self.stores[dc].on_init(init_message(self.ids[w], key, value))
 
     def push(self, dc, worker, key, rnd, array):
-        self.queue.append(("push", dc, Message(Kind.PUSH, sender=self.ids[worker], key=key,
-                                               seq=rnd, request=rnd, flags=Flag.WANT_VALUE,
-                                               dtype=np.float32, frames=[array])))
+        self.queue.append(("push", dc, push_message(self.ids[worker], key, rnd, array,
+                                                    request=rnd)))
 
     def run(self):
         while self.queue:
@@ -63,8 +51,7 @@ class World:
                 self.stores[item[1]].on_push(item[2])
             elif item[0] == "wan":
                 _, source, target, kind, cid, arr = item
-                ex = self.exchanges[target]
-                (ex.on_up if kind == Kind.CHUNK_UP else ex.on_down)(source, cid, arr)
+                self.exchanges[target].on_chunk(source, kind, cid, arr)
             elif item[2].kind == Kind.VALUE:
                 (value,) = item[2].arrays()
                 self.values[(self.worker_of_id[item[1]], item[2].key, item[2].seq)] = \
@@ -77,7 +64,7 @@ def test_random_policies_switched_every_round_give_exact_sums(seed):
     nprng = np.random.RandomState(seed)
     dcs = [f"dc{i}" for i in range(rng.randint(2, 6))]
     rounds = 4
-    policies = [random_policy(dcs, rng, version=r + 1, start_round=r + 1)
+    policies = [random_policy(dcs, rng, max_trees=4, version=r + 1, start_round=r + 1)
                 for r in range(rounds)]
     world = World(rng, dcs, rng.randint(1, 3), policies, chunk_bytes=rng.choice([64, 256]))
     sizes = {key: rng.choice([1, 7, 40, 300, 1000]) for key in range(4)}

@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
+from fakes import init_message, push_message
 from netstorm.geoserver.local_store import KeyStore, RequestError
 from netstorm.geoserver.tree import PolicyBook
-from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.geoserver.wire import Kind, Message
 from netstorm.scheduler.policy import star_policy
 
 W1, W2 = 11, 12
@@ -20,17 +21,10 @@ class Harness:
                               forward_init=lambda e, g: self.forwarded.append((e.key, g)))
 
     def init(self, worker, key, value=None, shape=(10,), gen=1):
-        frames = [] if value is None else [value.ravel()]
-        self.store.on_init(Message(Kind.INIT, sender=worker, key=key, seq=gen, request=1,
-                                   flags=Flag.HAS_VALUE if value is not None else Flag.NONE,
-                                   meta={"shape": list(shape), "dtype": "<f4"},
-                                   dtype=np.float32, frames=frames))
+        self.store.on_init(init_message(worker, key, value, shape, gen, request=1))
 
     def push(self, worker, key, rnd, value, want=True, request=2):
-        frames = [value]
-        self.store.on_push(Message(Kind.PUSH, sender=worker, key=key, seq=rnd, request=request,
-                                   flags=Flag.WANT_VALUE if want else Flag.NONE,
-                                   dtype=np.float32, frames=frames))
+        self.store.on_push(push_message(worker, key, rnd, value, want, request))
 
     def complete_round(self):
         """Play the WAN: the DC's own sum comes straight back as the global total."""

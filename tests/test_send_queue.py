@@ -1,21 +1,7 @@
 """geoserver.send_queue: the most urgent message goes first once the peer can take more."""
+from fakes import Clock, FakeVan
 from netstorm.geoserver import wire
 from netstorm.geoserver.send_queue import SendQueue
-
-
-class FakeVan:
-    """A Van whose peers take ``room[peer]`` messages and then report a full queue."""
-
-    def __init__(self):
-        self.room = {}
-        self.sent = []
-
-    def try_send(self, peer, msg) -> bool:
-        if self.room.get(peer, 0) <= 0:
-            return False
-        self.room[peer] -= 1
-        self.sent.append((peer, msg.key))
-        return True
 
 
 def chunk(key):
@@ -59,8 +45,8 @@ def test_peers_are_independent():
 def test_stalled_allows_time_for_the_last_message_and_take_returns_the_stuck_ones():
     import numpy as np
     van = FakeVan()
-    now = [0.0]
-    queue = SendQueue(van, clock=lambda: now[0], keep_recent=2)
+    clock = Clock()
+    queue = SendQueue(van, clock=clock, keep_recent=2)
     van.room["p"] = 3
     big = wire.Message(wire.Kind.CHUNK_UP, key=9, dtype=np.float32,
                        frames=[np.zeros(1 << 18, np.float32)])            # 1 MiB
@@ -72,9 +58,9 @@ def test_stalled_allows_time_for_the_last_message_and_take_returns_the_stuck_one
 
     def allowed(peer, nbytes):
         return 1.0 + nbytes / 1e6                             # 1 s + 1 s per MB
-    now[0] = 1.5
+    clock.t = 1.5
     assert queue.stalled(allowed) == []                       # the 1 MiB may take 2 s
-    now[0] = 2.2
+    clock.t = 2.2
     assert queue.stalled(allowed) == ["p"]
     handed, waiting = queue.take("p")
     assert [m.key for m in handed] == [2, 9] and [m.key for m in waiting] == [4]

@@ -1,4 +1,5 @@
 import socket
+import threading
 import time
 
 import numpy as np
@@ -94,3 +95,27 @@ def test_wait_reports_a_waiting_message(pair):
     a.send("b", wire.Message(wire.Kind.PUSH, key=7))
     readable, ready = b.wait(5)
     assert readable and ready == [] and b.recv(0).key == 7
+
+
+def test_recv_keeps_its_timeout_after_wait_watched_writable_peers(pair):
+    """wait() leaves the peers it watched for room registered; recv must still return None
+    once its timeout passed (it used to fall through to a blocking read when a watched peer
+    could take more)."""
+    a, b = pair
+    b.connect("a", a.address)
+    assert a.wait(0.05, writable=["b"]) == (False, ["b"])      # a's way to b has room
+    got = {}
+
+    def receive():
+        started = time.monotonic()
+        got["msg"] = a.recv(0.3)
+        got["took"] = time.monotonic() - started
+    reader = threading.Thread(target=receive, daemon=True)
+    reader.start()
+    reader.join(5)
+    blocked = reader.is_alive()
+    if blocked:                     # release the reader before the sockets close
+        b.send("a", wire.Message(wire.Kind.HEARTBEAT))
+        reader.join(5)
+    assert not blocked, "recv(0.3) still blocked after 5 s"
+    assert got["msg"] is None and 0.25 < got["took"] < 2

@@ -7,65 +7,34 @@ import numpy as np
 import pytest
 
 from conftest import needs_wan
+from fakes import Clock, Net, exchanges, random_policy
 from netstorm.geoserver import wire
-from netstorm.geoserver.aggregation import ChunkId, TreeExchange
-from netstorm.geoserver.tree import Policy, PolicyBook
+from netstorm.geoserver.aggregation import ChunkId
 from netstorm.geoserver.wan_transport import WanTransport, probe_pieces
-from netstorm.scheduler.policy import random_trees
-
-
-class Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-class Net:
-    """Links as FIFO buffers; a blocked link delivers nothing and takes two messages."""
-
-    def __init__(self, rng):
-        self.rng = rng
-        self.buffers = {}          # (src, dst) -> [frames]
-        self.blocked = set()
-
-    def van(self, src, name_of):
-        net = self
-
-        class Van:
-            def try_send(self, peer, msg):
-                dst = name_of[peer]
-                if (src, dst) in net.blocked and len(net.buffers.get((src, dst), ())) >= 2:
-                    return False            # two messages stuck in its buffer, then full
-                msg.sender = 0
-                frames = [bytes(f) for f in wire.encode(msg)]
-                net.buffers.setdefault((src, dst), []).append(frames)
-                return True
-        return Van()
-
-    def deliverable(self):
-        return [link for link, q in self.buffers.items() if q and link not in self.blocked]
 
 
 class World:
+    """One WanTransport and TreeExchange per DC over a :class:`fakes.Net`, whose buffered
+    messages :meth:`step` delivers one at a time, from a random link."""
+
     def __init__(self, rng, n, policy, chunk_bytes):
-        self.rng, self.clock, self.net = rng, Clock(), Net(rng)
+        self.rng, self.clock, self.net = rng, Clock(), Net()
         self.dcs = [f"dc{i}" for i in range(n)]
         ids = {dc: i + 1 for i, dc in enumerate(self.dcs)}
         name_of = {v: k for k, v in ids.items()}
         rates = {(a, b): rng.uniform(10, 100) for a in self.dcs for b in self.dcs if a != b}
-        self.totals, self.wan, self.ex = {}, {}, {}
+        self.totals, self.wan = {}, {}
         for dc in self.dcs:
             po = type("PO", (), {"van": self.net.van(dc, name_of),
                                  "connect": lambda self, node, send_hwm=0: None})()
             wan = WanTransport(dc, ids, po, rates, chunk_bytes, stall_s=1.0, clock=self.clock)
             wan.router.min_split_bytes = 0
             self.wan[dc] = wan
-            self.ex[dc] = TreeExchange(
-                dc, PolicyBook(policy), send=wan.send_chunk,
-                deliver=lambda key, chunk, rnd, total, dc=dc: self.totals.__setitem__(
-                    (dc, key, chunk, rnd), np.array(total)))
+        self.ex = exchanges(self.dcs, [policy], lambda dc: self.wan[dc].send_chunk,
+                            lambda dc: lambda key, chunk, rnd, total: self.totals.__setitem__(
+                                (dc, key, chunk, rnd), np.array(total)))
+        for dc in self.dcs:
+            self.wan[dc].deliver_to(self.ex[dc].on_chunk)
 
     def random_plans(self):
         for dc in self.dcs:
@@ -83,18 +52,12 @@ class World:
             return False
         src, dst = self.rng.choice(links)
         frames = self.net.buffers[(src, dst)].pop(0)
-        msg = wire.decode(frames)
-        whole = self.wan[dst].on_message(src, msg)
-        if whole is not None:
-            origin, kind, cid, array = whole
-            ex = self.ex[dst]
-            (ex.on_up if kind == wire.Kind.CHUNK_UP else ex.on_down)(origin, cid, array)
+        self.wan[dst].on_message(src, wire.decode(frames))
         return True
 
     def flush_all(self):
         for wan in self.wan.values():
-            for node in wan.outbox.backlogged():
-                wan.outbox.flush(node)
+            wan.flush(wan.backlogged())
 
 
 def contribute(world, nprng, chunks, size, rnd):
@@ -122,8 +85,8 @@ def check(world, expected, rnd):
 def test_random_relay_plans_give_exact_sums_everywhere(seed):
     rng, nprng = random.Random(seed), np.random.RandomState(seed)
     n = rng.randint(3, 6)
-    trees, shares = random_trees([f"dc{i}" for i in range(n)], rng, max_trees=3)
-    world = World(rng, n, Policy(1, 0, tuple(trees), tuple(shares)), chunk_bytes=1 << 16)
+    world = World(rng, n, random_policy([f"dc{i}" for i in range(n)], rng, max_trees=3),
+                  chunk_bytes=1 << 16)
     world.random_plans()
     expected = contribute(world, nprng, chunks=6, size=rng.randint(1, 3000), rnd=1)
     while world.step():
@@ -139,8 +102,7 @@ def four_dcs_with_a_blocked_tree_link(seed):
     is blocked (takes two messages, delivers nothing). Returns (rng, nprng, world, child,
     parent)."""
     rng, nprng = random.Random(seed), np.random.RandomState(seed)
-    trees, shares = random_trees([f"dc{i}" for i in range(4)], rng, max_trees=2)
-    policy = Policy(1, 0, tuple(trees), tuple(shares))
+    policy = random_policy([f"dc{i}" for i in range(4)], rng, max_trees=2)
     world = World(rng, 4, policy, chunk_bytes=1 << 16)
     tree = policy.trees[0]
     child = next(dc for dc, p in tree.parent.items() if p is not None)
@@ -227,8 +189,8 @@ def test_untimed_links_get_a_probe_burst_and_timed_ones_do_not():
     """A link is probed when for ``every_s`` nothing crossed it that its receiver could time
     (a message that waited behind another): idle, or only lone messages."""
     rng = random.Random(0)
-    trees, shares = random_trees(["dc0", "dc1", "dc2"], rng, max_trees=1)
-    world = World(rng, 3, Policy(1, 0, tuple(trees), tuple(shares)), chunk_bytes=1 << 16)
+    world = World(rng, 3, random_policy(["dc0", "dc1", "dc2"], rng, max_trees=1),
+                  chunk_bytes=1 << 16)
     wan = world.wan["dc0"]
     world.clock.t = 100.0
     wan.probe_idle(every_s=10.0)

@@ -11,7 +11,7 @@ import os
 import mxnet as mx
 import numpy as np
 
-import netstorm  # noqa: F401
+import netstorm
 
 BATCH, FEATURES, CLASSES = 6, 10, 4
 
@@ -61,7 +61,7 @@ def main():
     args = p.parse_args()
     mod = make_module(BATCH, "netstorm")
     kv = mod._kvstore
-    assert isinstance(kv, kvstore.NetStorm) and mod._update_on_kvstore
+    assert isinstance(kv, netstorm.NetStorm) and mod._update_on_kvstore
     for s in range(args.steps):
         step(mod, *batches(kv.rank, s))
     args_, _ = mod.get_params()

@@ -148,41 +148,6 @@ def test_worker_without_environment_gets_clear_error():
     assert "NETSTORM_SCHEDULER, NETSTORM_DC not set" in proc.stderr
 
 
-def test_messages_arriving_before_welcome_are_kept_for_the_node():
-    from netstorm.geoserver.postoffice import Postoffice
-    sched = Van("sched", "127.0.0.1", 0)
-    node_van = Van("node", "127.0.0.1", 0)
-    try:
-        po = Postoffice(node_van, sched.address, "server", "dc0")
-        peer = Van("peer", "127.0.0.1", 0)
-        peer.connect("n", node_van.address)
-        peer.send("n", wire.Message(wire.Kind.CHUNK_UP, key=4))      # beats the WELCOME
-        import threading
-        table = [{"id": 0, "role": "scheduler", "dc": "", "address": sched.address,
-                  "rank": -1, "local_rank": -1},
-                 {"id": 1, "role": "server", "dc": "dc0", "address": node_van.address,
-                  "rank": -1, "local_rank": -1}]
-
-        def answer():
-            reg = sched.recv(10)
-            assert reg.kind == wire.Kind.REGISTER
-            time.sleep(0.3)
-            sched.connect("n", node_van.address)
-            sched.send("n", wire.Message(wire.Kind.WELCOME, meta={"nodes": table, "you": 1}))
-        t = threading.Thread(target=answer)
-        t.start()
-        me = po.register(10)
-        t.join()
-        peer.close()
-        assert me.id == 1
-        early = po.take_early()
-        assert [m.kind for m in early] == [wire.Kind.CHUNK_UP] and early[0].key == 4
-        assert po.take_early() == []
-    finally:
-        sched.close()
-        node_van.close()
-
-
 @pytest.mark.parametrize("gated", [False, True], ids=["announced-ahead", "round-gate"])
 def test_live_policy_switches_keep_sums_exact(manual, gated):
     """The scheduler announces a random policy every 0.3 s while workers run 150 rounds; every

@@ -1,0 +1,59 @@
+"""The server's round gate (with ``adapt``): a round's pushes reach the WAN only once the
+scheduler has opened that round.
+
+Pure logic, no sockets, time passed in. The server offers each local worker's push to the
+gate; a push of a round not yet open is held, and the first push of a round newer than any
+asked for tells the server to ask now (an early heartbeat carrying :attr:`RoundGate.requested`),
+so a re-planned policy can start at the very next round. When the scheduler opens a round,
+the pushes of every round up to it are released in arrival order. Pushes held longer than
+``timeout_s`` (a dead scheduler) make :meth:`RoundGate.overdue` name the round.
+"""
+from __future__ import annotations
+
+
+class RoundGate:
+    def __init__(self, enabled: bool, timeout_s: float):
+        """``enabled``: False passes every round at once (no adapt)."""
+        self.enabled = enabled
+        self.timeout_s = timeout_s
+        self.opened = 0                 # the latest round the scheduler opened
+        self.requested = 0              # the latest round this DC asked for
+        self._held: list = []           # (round, item) of rounds not yet open, arrival order
+        self._held_since: float | None = None
+
+    def closed(self, rnd: int) -> bool:
+        """Whether a push of round ``rnd`` must wait."""
+        return self.enabled and rnd > self.opened
+
+    def hold(self, rnd: int, item, now: float) -> bool:
+        """Keep ``item`` (a push of the closed round ``rnd``) until its round opens. True
+        when ``rnd`` is newer than any round asked for: ask the scheduler now."""
+        if not self._held:
+            self._held_since = now
+        self._held.append((rnd, item))
+        if rnd > self.requested:
+            self.requested = rnd
+            return True
+        return False
+
+    def open(self, rnd: int, now: float) -> list:
+        """The scheduler opened ``rnd`` (and so every round before it): the items now
+        released, in arrival order. The timeout of those still held starts again."""
+        self.opened = max(self.opened, rnd)
+        ready = [item for r, item in self._held if r <= self.opened]
+        self._held = [(r, item) for r, item in self._held if r > self.opened]
+        self._held_since = now if self._held else None
+        return ready
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def overdue(self, now: float) -> str | None:
+        """Why the run cannot go on, once pushes waited longer than ``timeout_s``; else
+        None."""
+        if self._held and now - self._held_since > self.timeout_s:
+            return (f"round {self._held[0][0]} not opened by the scheduler within "
+                    f"timeout_s={self.timeout_s:g}s; its {len(self._held)} pushes cannot "
+                    f"start")
+        return None

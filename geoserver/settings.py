@@ -1,0 +1,152 @@
+"""The runtime settings the scheduler hands to every node, typed, with every default once.
+
+The cluster file is read once, by the scheduler, into :class:`~geoserver.cluster.ClusterConfig`
+(whose fields default to the constants below); the scheduler builds one
+:class:`RuntimeSettings` from it (:meth:`RuntimeSettings.from_cluster`) and sends it in every
+WELCOME as JSON (:meth:`RuntimeSettings.to_json`). A node decodes it back into the same type
+(:meth:`RuntimeSettings.from_json`) and trusts nothing before that: a missing or unknown
+field, a wrong type or a value out of range raises :class:`SettingsError` naming the field.
+A start-up measurement's request (:class:`ProbeRequest`) travels the same way.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+
+DEFAULT_CHUNK_BYTES = 1 << 20   # tensors larger than this travel as several WAN chunks
+MIN_CHUNK_BYTES = 1024
+DEFAULT_TIMEOUT_S = 60.0        # how long any node waits for a peer before a clear error
+DEFAULT_HEARTBEAT_S = 0.5       # how often every node tells the scheduler it is alive
+DEFAULT_STALL_S = 3.0           # a WAN link moving nothing this long while data waits stalls
+IDLE_PROBE_S = 5.0              # adapt: a link not timed this long gets a probe burst
+PROBE_BYTES = 2 << 20           # start-up measurement, per directed pair: enough to leave
+                                # TCP slow start at WAN rates
+PROBE_TIMEOUT_S = 6.0           # a start-up measurement never takes longer than this
+
+
+class SettingsError(ValueError):
+    """Settings received from the wire are unusable; the text names the field."""
+
+
+def _setting(default, kind: type, minimum=None, positive: bool = False):
+    """A field of ``kind`` (int, float or bool) with its range: ``>= minimum``, or ``> 0``."""
+    return field(default=default, metadata={"kind": kind, "minimum": minimum,
+                                            "positive": positive})
+
+
+def _number(name: str, value, kind: type, minimum, positive: bool):
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise SettingsError(f"{name} must be true or false, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            kind is int and not isinstance(value, int):
+        raise SettingsError(f"{name} must be {'an integer' if kind is int else 'a number'}, "
+                            f"got {value!r}")
+    if not math.isfinite(value):
+        raise SettingsError(f"{name} must be finite, got {value!r}")
+    if positive and not value > 0:
+        raise SettingsError(f"{name} must be > 0, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise SettingsError(f"{name} must be >= {minimum}, got {value!r}")
+    return kind(value)
+
+
+def _links(value) -> tuple:
+    """``[[a, b, Mbit/s a->b, Mbit/s b->a], ...]`` -> a tuple of such tuples."""
+    if not isinstance(value, (list, tuple)):
+        raise SettingsError(f"links must be a list, got {value!r}")
+    links = []
+    for i, link in enumerate(value):
+        where = f"links[{i}]"
+        if not isinstance(link, (list, tuple)) or len(link) != 4:
+            raise SettingsError(f"{where} must be [a, b, mbps_ab, mbps_ba], got {link!r}")
+        a, b = link[:2]
+        if not (isinstance(a, str) and isinstance(b, str) and a and b and a != b):
+            raise SettingsError(f"{where} must name two different DCs, got {link!r}")
+        links.append((a, b, _number(f"{where} mbps_ab", link[2], float, None, True),
+                      _number(f"{where} mbps_ba", link[3], float, None, True)))
+    return tuple(links)
+
+
+def _decode(cls, data, what: str) -> dict:
+    """The validated constructor arguments of ``cls`` from the JSON object ``data``."""
+    if not isinstance(data, dict):
+        raise SettingsError(f"{what}: expected an object, got {type(data).__name__}")
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(set(data) - set(names), key=str)
+    if unknown:
+        raise SettingsError(f"{what}: unknown field {unknown[0]!r}")
+    kwargs = {}
+    try:
+        for f in fields(cls):
+            if f.name not in data:
+                raise SettingsError(f"missing field {f.name!r}")
+            if f.name == "links":
+                kwargs[f.name] = _links(data[f.name])
+            else:
+                kwargs[f.name] = _number(f.name, data[f.name], f.metadata["kind"],
+                                         f.metadata["minimum"], f.metadata["positive"])
+    except SettingsError as exc:
+        raise SettingsError(f"{what}: {exc}") from None
+    return kwargs
+
+
+class _Wire:
+    """Encoding shared by the settings types: a JSON object with one entry per field."""
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        if "links" in data:
+            data["links"] = [list(link) for link in data["links"]]
+        return data
+
+    @classmethod
+    def from_json(cls, data):
+        return cls(**_decode(cls, data, cls.__name__))
+
+
+@dataclass(frozen=True)
+class RuntimeSettings(_Wire):
+    """What every server and worker is told at rendezvous (WELCOME) about how to run."""
+
+    chunk_bytes: int = _setting(DEFAULT_CHUNK_BYTES, int, minimum=MIN_CHUNK_BYTES)
+    timeout_s: float = _setting(DEFAULT_TIMEOUT_S, float, positive=True)
+    heartbeat_s: float = _setting(DEFAULT_HEARTBEAT_S, float, positive=True)
+    stall_s: float = _setting(DEFAULT_STALL_S, float, positive=True)
+    probe_idle_s: float = _setting(0.0, float, minimum=0.0)   # 0: never probe idle links
+    round_gate: bool = _setting(False, bool)    # adapt: a round starts once it is opened
+    links: tuple = field(default=())            # the WAN the scheduler planned on, for
+                                                # detours: ((a, b, mbps_ab, mbps_ba), ...)
+
+    @classmethod
+    def from_cluster(cls, config) -> "RuntimeSettings":
+        """The settings of ``config`` (a ClusterConfig), without links (:meth:`with_links`
+        adds the WAN once it is known). The round gate is on exactly when the scheduler
+        re-plans (adapt, multi-root trees, several DCs); idle links are probed with adapt."""
+        return cls(chunk_bytes=int(config.chunk_bytes), timeout_s=float(config.timeout_s),
+                   heartbeat_s=float(config.heartbeat_s), stall_s=float(config.stall_s),
+                   probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,
+                   round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1)
+
+    def with_links(self, links) -> "RuntimeSettings":
+        """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``
+        and ``mbps_ba``."""
+        return replace(self, links=tuple((l.a, l.b, float(l.mbps_ab), float(l.mbps_ba))
+                                         for l in links))
+
+    def rates(self) -> dict:
+        """``{(a, b): Mbit/s}`` of :attr:`links`, both directions."""
+        rates = {}
+        for a, b, ab, ba in self.links:
+            rates[(a, b)], rates[(b, a)] = ab, ba
+        return rates
+
+
+@dataclass(frozen=True)
+class ProbeRequest(_Wire):
+    """The scheduler's PROBE_REQUEST: stream ``probe_bytes`` to every other server at once
+    and report what arrived here within ``timeout_s``."""
+
+    probe_bytes: int = _setting(PROBE_BYTES, int, minimum=1)
+    timeout_s: float = _setting(PROBE_TIMEOUT_S, float, positive=True)

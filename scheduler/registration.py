@@ -1,0 +1,81 @@
+"""Registration: the nodes a cluster expects, the check of each REGISTER, ids and ranks.
+
+Pure logic, no sockets and no clock: the scheduler's loop (:mod:`scheduler.service`) feeds it
+the REGISTER metas it receives and sends what it answers.
+"""
+from __future__ import annotations
+
+from netstorm.geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
+
+SCHEDULER_ID = 0
+
+
+class Registration:
+    def __init__(self, dcs):
+        """``dcs``: the cluster's :class:`~geoserver.cluster.DataCenter` s, in file order
+        (servers get their ids in that order, workers their ranks)."""
+        self.dcs = tuple(dcs)
+        self.expected: dict = {}        # (role, DC) -> how many nodes
+        for dc in self.dcs:
+            self.expected[(SERVER, dc.name)] = 1
+            self.expected[(WORKER, dc.name)] = dc.workers
+        self.registered: list = []      # accepted REGISTER metas, in arrival order
+
+    def missing(self) -> list:
+        """What has not registered yet, e.g. ``["1 server(s) of eu", "2 worker(s) of us"]``."""
+        missing = []
+        for (role, dc), count in self.expected.items():
+            have = sum(1 for r in self.registered if (r["role"], r["dc"]) == (role, dc))
+            if have < count:
+                missing.append(f"{count - have} {role}(s) of {dc}")
+        return missing
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing()
+
+    def check(self, meta: dict) -> str:
+        """Why a REGISTER with ``meta`` cannot be accepted now ("" if it can)."""
+        role, dc = meta.get("role"), meta.get("dc")
+        if role not in (SERVER, WORKER):
+            return f"unknown role {role!r}"
+        if not isinstance(dc, str) or (SERVER, dc) not in self.expected:
+            return f"unknown DC {dc!r}; the cluster has {[d.name for d in self.dcs]}"
+        if not isinstance(meta.get("address"), str):
+            return "registration carries no address"
+        same = [r for r in self.registered if (r["role"], r["dc"]) == (role, dc)]
+        if len(same) >= self.expected[(role, dc)]:
+            return f"{dc} already has all its {role}s registered"
+        index = meta.get("local_index", -1)
+        if not isinstance(index, int):
+            return "local_index must be an integer"
+        if index >= 0 and any(r.get("local_index") == index for r in same):
+            return f"{dc} already has a {role} with local index {index}"
+        return ""
+
+    def add(self, meta: dict) -> str:
+        """Accept a REGISTER unless :meth:`check` finds a problem, which it returns."""
+        problem = self.check(meta)
+        if not problem:
+            self.registered.append({**meta, "local_index": meta.get("local_index", -1)})
+        return problem
+
+    def table(self, scheduler_address: str) -> NodeTable:
+        """Ids and ranks for everyone registered: the scheduler 0, servers in DC order, then
+        workers DC by DC; within a DC, explicit local indices first, in order, then the
+        rest in registration order."""
+        order = {dc.name: i for i, dc in enumerate(self.dcs)}
+        nodes = [NodeInfo(SCHEDULER_ID, SCHEDULER, "", scheduler_address)]
+        servers = sorted((r for r in self.registered if r["role"] == SERVER),
+                         key=lambda r: order[r["dc"]])
+        for r in servers:
+            nodes.append(NodeInfo(len(nodes), SERVER, r["dc"], r["address"]))
+        rank = 0
+        for dc in self.dcs:
+            mine = [r for r in self.registered if r["role"] == WORKER and r["dc"] == dc.name]
+            mine.sort(key=lambda r: (r["local_index"] < 0, max(r["local_index"], 0)))
+            for local_rank, r in enumerate(mine):
+                nodes.append(NodeInfo(len(nodes), WORKER, r["dc"], r["address"], rank,
+                                      local_rank))
+                rank += 1
+        return NodeTable(nodes)

@@ -1,0 +1,136 @@
+"""Stand-ins shared by the socket-free tests (``from fakes import ...``; tests/ is on sys.path
+under pytest): a clock the test moves, a Van's sending side (alone, or on a network of FIFO
+links), random policies, one tree exchange per DC, and the requests a worker sends."""
+from __future__ import annotations
+
+import numpy as np
+
+from netstorm.geoserver import wire
+from netstorm.geoserver.aggregation import TreeExchange
+from netstorm.geoserver.tree import Policy, PolicyBook
+from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.scheduler.policy import random_trees
+
+
+class Clock:
+    """A clock that stands still until the test moves it (``clock.t += 2.0``)."""
+
+    def __init__(self, t: float = 0.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class FakeVan:
+    """The sending side of a Van, as a SendQueue uses it: a peer takes ``room[peer]`` more
+    messages, then reports a full queue; ``sent`` lists ``(peer, key)`` handed over."""
+
+    def __init__(self):
+        self.room = {}
+        self.sent = []
+
+    def has_room(self, peer) -> bool:
+        return self.room.get(peer, 0) > 0
+
+    def take(self, peer, msg) -> None:
+        self.room[peer] -= 1
+        self.sent.append((peer, msg.key))
+
+    def try_send(self, peer, msg) -> bool:
+        if not self.has_room(peer):
+            return False
+        self.take(peer, msg)
+        return True
+
+
+class LinkVan(FakeVan):
+    """A server's Van on a :class:`Net`: what it takes is encoded to frames and appended to
+    the link's buffer; a blocked link takes two messages and then reports a full queue."""
+
+    def __init__(self, net: "Net", src: str, name_of: dict):
+        super().__init__()
+        self.net, self.src, self.name_of = net, src, name_of
+
+    def has_room(self, peer) -> bool:
+        link = (self.src, self.name_of[peer])
+        return link not in self.net.blocked or len(self.net.buffers.get(link, ())) < 2
+
+    def take(self, peer, msg) -> None:
+        msg.sender = 0
+        frames = [bytes(f) for f in wire.encode(msg)]
+        self.net.buffers.setdefault((self.src, self.name_of[peer]), []).append(frames)
+
+
+class Net:
+    """Links as FIFO buffers of encoded messages; a blocked link delivers nothing."""
+
+    def __init__(self):
+        self.buffers = {}          # (src, dst) -> [frames]
+        self.blocked = set()
+
+    def van(self, src: str, name_of: dict) -> LinkVan:
+        """``name_of``: server node id -> DC name."""
+        return LinkVan(self, src, name_of)
+
+    def deliverable(self) -> list:
+        return [link for link, q in self.buffers.items() if q and link not in self.blocked]
+
+
+def random_policy(dcs, rng, max_trees: int, version: int = 1, start_round: int = 0) -> Policy:
+    """Random spanning trees over ``dcs`` with random shares."""
+    trees, shares = random_trees(list(dcs), rng, max_trees=max_trees)
+    return Policy(version, start_round, tuple(trees), tuple(shares))
+
+
+def exchanges(dcs, policies, send_of, deliver_of) -> dict:
+    """One TreeExchange per DC, each on its own PolicyBook of ``policies``, sending through
+    ``send_of(dc)`` and delivering totals to ``deliver_of(dc)``."""
+    found = {}
+    for dc in dcs:
+        book = PolicyBook(policies[0])
+        for policy in policies[1:]:
+            book.add(policy)
+        found[dc] = TreeExchange(dc, book, send=send_of(dc), deliver=deliver_of(dc))
+    return found
+
+
+def init_message(worker, key, value=None, shape=None, gen=1, request=0) -> Message:
+    """A worker's INIT of a float32 key; rank 0's carries ``value``."""
+    shape = [value.size] if shape is None else list(shape)
+    return Message(Kind.INIT, sender=worker, key=key, seq=gen, request=request,
+                   flags=Flag.HAS_VALUE if value is not None else Flag.NONE,
+                   meta={"shape": shape, "dtype": "<f4"}, dtype=np.float32,
+                   frames=[] if value is None else [value.ravel()])
+
+
+def push_message(worker, key, rnd, value, want=True, request=0) -> Message:
+    """A worker's PUSH of round ``rnd`` of a float32 key."""
+    return Message(Kind.PUSH, sender=worker, key=key, seq=rnd, request=request,
+                   flags=Flag.WANT_VALUE if want else Flag.NONE, dtype=np.float32,
+                   frames=[value])
+
+
+class FakePostoffice:
+    """What a GeoServer uses of its Postoffice, without sockets: the node table, its own
+    node, the WELCOME's settings and policy; what it sends to workers lands in ``sent``,
+    to the scheduler in ``to_scheduler``, to other servers (through its WAN transport's
+    send queue) in ``van.sent``, which takes everything."""
+
+    def __init__(self, table, me: int, settings, policy):
+        self.table, self.me, self.settings = table, table[me], settings
+        self.welcome_policy = policy.to_json()
+        self.van = FakeVan()
+        self.sent, self.to_scheduler = [], []
+
+    def connect(self, node_id, send_hwm=0) -> None:
+        self.van.room[node_id] = float("inf")
+
+    def send(self, node_id, msg) -> None:
+        self.sent.append((node_id, msg))
+
+    def send_scheduler(self, msg) -> None:
+        self.to_scheduler.append(msg)
+
+    def take_early(self) -> list:
+        return []

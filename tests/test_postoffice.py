@@ -1,0 +1,64 @@
+"""Postoffice.register against a scheduler played by the test (loopback sockets): messages
+that beat the WELCOME are kept, and the WELCOME's settings are validated on arrival."""
+import threading
+import time
+
+import pytest
+
+from netstorm.geoserver import wire
+from netstorm.geoserver.postoffice import Postoffice, RendezvousError
+from netstorm.geoserver.settings import RuntimeSettings
+from netstorm.geoserver.van import Van
+
+
+@pytest.fixture
+def node():
+    """``(postoffice, scheduler van, peer van)``: a server of dc0 not yet registered."""
+    sched, node_van, peer = (Van(name, "127.0.0.1", 0) for name in ("sched", "node", "peer"))
+    peer.connect("n", node_van.address)
+    yield Postoffice(node_van, sched.address, "server", "dc0"), sched, peer
+    for van in (peer, sched, node_van):
+        van.close()
+
+
+def register(po: Postoffice, sched: Van, **welcome):
+    """``po.register`` while the test's scheduler answers with a WELCOME: the node table
+    (the scheduler and this server), then ``welcome`` over it."""
+    table = [{"id": 0, "role": "scheduler", "dc": "", "address": sched.address,
+              "rank": -1, "local_rank": -1},
+             {"id": 1, "role": "server", "dc": "dc0", "address": po.van.address,
+              "rank": -1, "local_rank": -1}]
+
+    def answer():
+        reg = sched.recv(10)
+        assert reg.kind == wire.Kind.REGISTER
+        time.sleep(0.3)
+        sched.connect("n", po.van.address)
+        sched.send("n", wire.Message(wire.Kind.WELCOME, meta={
+            "nodes": table, "you": 1, "settings": RuntimeSettings().to_json(), **welcome}))
+    scheduler = threading.Thread(target=answer)
+    scheduler.start()
+    try:
+        return po.register(10)
+    finally:
+        scheduler.join()
+
+
+def test_messages_arriving_before_welcome_are_kept_for_the_node(node):
+    po, sched, peer = node
+    peer.send("n", wire.Message(wire.Kind.CHUNK_UP, key=4))      # beats the WELCOME
+    me = register(po, sched)
+    assert me.id == 1
+    early = po.take_early()
+    assert [m.kind for m in early] == [wire.Kind.CHUNK_UP] and early[0].key == 4
+    assert po.take_early() == []
+    assert po.settings == RuntimeSettings() and po.welcome_policy is None
+
+
+def test_bad_settings_in_the_welcome_are_a_clear_error_naming_the_field(node):
+    po, sched, _ = node
+    settings = dict(RuntimeSettings().to_json(), heartbeat_s="fast")
+    with pytest.raises(RendezvousError, match="server in dc0: bad settings from the "
+                                              "scheduler: RuntimeSettings: heartbeat_s must "
+                                              "be a number, got 'fast'"):
+        register(po, sched, settings=settings)

@@ -1,0 +1,68 @@
+"""scheduler.registration: who may register, what is missing, ids and ranks; no sockets."""
+import pytest
+
+from netstorm.geoserver.cluster import DataCenter
+from netstorm.scheduler.registration import SCHEDULER_ID, Registration
+
+DCS = (DataCenter("eu", "127.0.0.1", 0, 2), DataCenter("us", "127.0.0.1", 0, 1))
+
+
+def reg(role, dc, port, local_index=-1):
+    return {"role": role, "dc": dc, "address": f"tcp://127.0.0.1:{port}",
+            "local_index": local_index}
+
+
+def test_missing_names_every_role_and_dc_in_file_order():
+    registration = Registration(DCS)
+    assert registration.missing() == ["1 server(s) of eu", "2 worker(s) of eu",
+                                      "1 server(s) of us", "1 worker(s) of us"]
+    assert registration.add(reg("worker", "eu", 1)) == ""
+    assert registration.add(reg("server", "us", 2)) == ""
+    assert registration.missing() == ["1 server(s) of eu", "1 worker(s) of eu",
+                                      "1 worker(s) of us"]
+    assert not registration.complete
+
+
+@pytest.mark.parametrize("meta,problem", [
+    ({"role": "pilot", "dc": "eu", "address": "tcp://x:1"}, "unknown role 'pilot'"),
+    ({"role": "worker", "dc": "mars", "address": "tcp://x:1"},
+     "unknown DC 'mars'; the cluster has ['eu', 'us']"),
+    ({"role": "worker", "dc": 3, "address": "tcp://x:1"}, "unknown DC 3; the cluster has ['eu', 'us']"),
+    ({"role": "worker", "dc": "eu"}, "registration carries no address"),
+    (reg("server", "eu", 9), "eu already has all its servers registered"),
+    (reg("worker", "eu", 9, local_index="0"), "local_index must be an integer"),
+    (reg("worker", "eu", 9, local_index=0), "eu already has a worker with local index 0"),
+])
+def test_bad_registrations_are_refused_with_the_reason(meta, problem):
+    registration = Registration(DCS)
+    registration.add(reg("server", "eu", 1))
+    registration.add(reg("worker", "eu", 2, local_index=0))
+    before = list(registration.registered)
+    assert registration.add(meta) == problem
+    assert registration.check(meta) == problem
+    assert registration.registered == before          # nothing was taken
+
+
+def test_ids_and_ranks_follow_the_file_not_the_arrival_order():
+    registration = Registration(DCS)
+    for meta in [reg("worker", "us", 1), reg("server", "us", 2), reg("worker", "eu", 3),
+                 reg("worker", "eu", 4, local_index=0), reg("server", "eu", 5)]:
+        assert registration.add(meta) == ""
+    assert registration.complete
+    table = registration.table("tcp://127.0.0.1:9000")
+    assert table.scheduler().id == SCHEDULER_ID
+    assert [(table.server_of(dc).id, table.server_of(dc).address[-1]) for dc in ("eu", "us")] \
+        == [(1, "5"), (2, "2")]
+    workers = [(n.id, n.dc, n.rank, n.local_rank, n.address[-1]) for n in table.workers()]
+    # eu's explicit local index 0 first, then eu's other in registration order, then us
+    assert workers == [(3, "eu", 0, 0, "4"), (4, "eu", 1, 1, "3"), (5, "us", 2, 0, "1")]
+
+
+def test_a_registration_without_local_index_is_ranked_after_explicit_ones():
+    registration = Registration((DataCenter("eu", "127.0.0.1", 0, 2),))
+    registration.add(reg("server", "eu", 1))
+    registration.add({"role": "worker", "dc": "eu", "address": "tcp://127.0.0.1:2"})
+    registration.add(reg("worker", "eu", 3, local_index=1))
+    ranks = [(n.address[-1], n.local_rank) for n in
+             registration.table("tcp://127.0.0.1:9").workers()]
+    assert ranks == [("3", 0), ("2", 1)]
