@@ -44,7 +44,7 @@ Example (``docs/cluster.example.toml`` has the commented version)::
 The file is read once, at the edge of each process, into the frozen :class:`ClusterConfig`
 that is passed down; nothing deeper reads files or the environment. The settings servers and
 workers need travel from the scheduler as one
-:class:`~geoserver.settings.RuntimeSettings`, whose defaults are this file's.
+:class:`~netstorm.geoserver.settings.RuntimeSettings`, whose defaults are this file's.
 """
 from __future__ import annotations
 
@@ -244,17 +244,23 @@ def _parse_links(raw_links, dcs: set, source: str) -> tuple:
     return tuple(links)
 
 
-def load_cluster(path) -> ClusterConfig:
+def read_toml(path, error: type, what: str, hint: str = "") -> dict:
+    """The TOML file ``path`` as a table; unreadable or invalid TOML raises ``error`` naming
+    the file (``what`` says which kind of file, ``hint`` is added to a read error)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ClusterFileError(f"cannot read cluster file {path}: {exc.strerror}") from exc
+        raise error(f"cannot read {what} {path}: {exc.strerror}{hint}") from exc
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ClusterFileError(f"{path}: not valid TOML: {exc}") from exc
-    return parse_cluster(data, source=str(path))
+        raise error(f"{path}: not valid TOML: {exc}") from exc
+
+
+def load_cluster(path) -> ClusterConfig:
+    """Read and validate the cluster file ``path``."""
+    return parse_cluster(read_toml(path, ClusterFileError, "cluster file"), source=str(path))
 
 
 def pseudo_cluster(dcs: int, workers_per_dc: int, scheduler_port: int,

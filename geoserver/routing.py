@@ -1,6 +1,6 @@
 """Which way this DC's messages to a neighbour DC go: direct, split over relays, or detoured.
 
-* Multipath: the scheduler's relay plan (:mod:`scheduler.multipath`) says, per direction
+* Multipath: the scheduler's relay plan (:mod:`netstorm.scheduler.multipath`) says, per direction
   this DC -> v, which fraction of each chunk travels through which relay DC w. The parts
   are cut in proportion (chunks under ``min_split_bytes`` stay whole).
 * Failure: a neighbour whose link stalled (:meth:`SendQueue.stalled`) is reached through the

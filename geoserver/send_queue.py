@@ -9,8 +9,8 @@ first and, within a round, lower keys first, the order gluon.Trainer pushes them
 (``priority=-index``) and the next forward pass needs them in. When a peer's socket can take
 more, :meth:`SendQueue.flush` hands over the most urgent waiting messages.
 
-Two by-products feed network awareness (:mod:`geoserver.link_monitor`): a message that had to
-wait here is marked ``Flag.QUEUED`` (the link was busy until it left), and a peer whose
+Two by-products feed network awareness (:mod:`netstorm.geoserver.link_monitor`): a message
+that had to wait here is marked ``Flag.QUEUED`` (the link was busy until it left), and a peer whose
 messages wait while nothing at all leaves for ``stall_s`` is reported by :meth:`stalled`.
 
 Messages to one peer with equal priority keep their order. ``send`` is O(log q) for q waiting

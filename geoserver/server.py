@@ -1,15 +1,15 @@
 """One DC's server process: the local-server and global-server roles behind one socket.
 
-The two roles are separate objects (:class:`~geoserver.local_store.KeyStore` and
-:class:`~geoserver.aggregation.TreeExchange`) but share a process and a thread: the DC's sum
-of a chunk passes from one to the other as a reference, with no extra hop or copy, and the
+The two roles are separate objects (:class:`~netstorm.geoserver.local_store.KeyStore` and
+:class:`~netstorm.geoserver.aggregation.TreeExchange`) but share a process and a thread: the
+DC's sum of a chunk passes from one to the other as a reference, with no extra hop or copy, and the
 optimizer replica sits next to the sums it consumes. One loop, blocking on the socket with a
 timeout equal to the heartbeat interval; a malformed or unexpected message is logged and
 dropped, a bad request is answered with ERROR, and neither stops the server.
 
 This class is wiring and dispatch: the WAN transport hands whole chunks straight to the tree
-exchange, the round gate (:mod:`geoserver.round_gate`) decides which pushes wait, and the
-settings come typed from the scheduler's WELCOME (:mod:`geoserver.settings`).
+exchange, the round gate (:mod:`netstorm.geoserver.round_gate`) decides which pushes wait, and the
+settings come typed from the scheduler's WELCOME (:mod:`netstorm.geoserver.settings`).
 """
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 """The runtime settings the scheduler hands to every node, typed, with every default once.
 
-The cluster file is read once, by the scheduler, into :class:`~geoserver.cluster.ClusterConfig`
-(whose fields default to the constants below); the scheduler builds one
-:class:`RuntimeSettings` from it (:meth:`RuntimeSettings.from_cluster`) and sends it in every
-WELCOME as JSON (:meth:`RuntimeSettings.to_json`). A node decodes it back into the same type
-(:meth:`RuntimeSettings.from_json`) and trusts nothing before that: a missing or unknown
-field, a wrong type or a value out of range raises :class:`SettingsError` naming the field.
-A start-up measurement's request (:class:`ProbeRequest`) travels the same way.
+The cluster file is read once, by the scheduler, into
+:class:`~netstorm.geoserver.cluster.ClusterConfig` (whose fields default to the constants
+below); the scheduler builds one :class:`RuntimeSettings` from it
+(:meth:`RuntimeSettings.from_cluster`) and sends it in every WELCOME as JSON
+(:meth:`RuntimeSettings.to_json`). A node decodes it back into the same type
+(:meth:`RuntimeSettings.from_json`) and trusts nothing before that: a missing or unknown field,
+a wrong type or a value out of range raises :class:`SettingsError` naming the field. A start-up
+measurement's request (:class:`ProbeRequest`) travels the same way.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """A WAN synchronization policy as data: aggregation trees over DCs and which chunk uses which.
 
-The scheduler computes a :class:`Policy` (see ``scheduler.policy``) and sends it as JSON; the
-global servers only follow it. A tree aggregates towards ``root``: every DC forwards the sum of
-its own contribution and its children's partial sums to ``parent[dc]``; the root completes the
-sum and sends the same bytes back down the tree.
+The scheduler computes a :class:`Policy` (see ``netstorm.scheduler.policy``) and sends it as
+JSON; the global servers only follow it. A tree aggregates towards ``root``: every DC forwards
+the sum of its own contribution and its children's partial sums to ``parent[dc]``; the root
+completes the sum and sends the same bytes back down the tree.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ not be modified afterwards.
 
 A peer connected with a small ``send_hwm`` takes only that many messages into ZeroMQ's queue;
 :meth:`Van.try_send` then reports a full queue instead of blocking, and :meth:`Van.wait` wakes
-the receiving thread when such a peer can take more (:mod:`geoserver.send_queue` keeps the
+the receiving thread when such a peer can take more (:mod:`netstorm.geoserver.send_queue` keeps the
 rest in priority order).
 """
 from __future__ import annotations

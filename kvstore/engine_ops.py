@@ -47,76 +47,49 @@ def _view(array) -> np.ndarray:
     return np.frombuffer(buf, dtype=dtype)
 
 
-class _PushPull(mx.operator.CustomOp):
-    def __init__(self, client, key, want_value):
+class _KeyOp(mx.operator.CustomOp):
+    """An operation on one key of the store; nothing flows back through it."""
+
+    def __init__(self, client, key):
         super().__init__()
-        self.client, self.key, self.want_value = client, key, want_value
+        self.client, self.key = client, key
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        raise NotImplementedError("netstorm operators have no gradient")
+
+
+class _PushPull(_KeyOp):
+    def __init__(self, client, key, want_value):
+        super().__init__(client, key)
+        self.want_value = want_value
 
     def forward(self, is_train, req, in_data, out_data, aux):
         if not self.want_value:     # the send may outlive forward: send a copy
             self.client.start_push(self.key, in_data[0].asnumpy(), False)
             return
-        # zero-copy: the reply proves the server received every frame, so the gradient's
         # memory is no longer needed when forward returns, even if output aliases input
         handle = self.client.start_push(self.key, _view(in_data[0]), True)
         self.client.finish_into(self.key, handle, _view(out_data[0]))
 
-    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        raise NotImplementedError("netstorm operators have no gradient")
 
-
-class _Pull(mx.operator.CustomOp):
-    def __init__(self, client, key):
-        super().__init__()
-        self.client, self.key = client, key
-
+class _Pull(_KeyOp):
     def forward(self, is_train, req, in_data, out_data, aux):
         handle = self.client.start_pull(self.key)
         self.client.finish_into(self.key, handle, _view(out_data[0]))
 
-    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
-        raise NotImplementedError("netstorm operators have no gradient")
 
+class _KeyOpProp(mx.operator.CustomOpProp):
+    """One input (named by :attr:`ARGUMENT`), one output ``value`` of the input's dtype, and
+    the key's one-element ``token`` as an auxiliary state (it orders the key's operations)."""
 
-@mx.operator.register("netstorm_pushpull")
-class PushPullProp(mx.operator.CustomOpProp):
-    """Push ``data`` as the next round of ``key``; output the value after that round
-    (``want_value=1``) or a dummy scalar (push only)."""
-
-    def __init__(self, store, key, want_value):
-        super().__init__(need_top_grad=False)
-        self.store, self.key, self.want_value = store, int(key), want_value == "1"
-
-    def list_arguments(self):
-        return ["data"]
-
-    def list_outputs(self):
-        return ["value"]
-
-    def list_auxiliary_states(self):
-        return ["token"]
-
-    def infer_shape(self, in_shape):
-        out = in_shape[0] if self.want_value else [1]
-        return [in_shape[0]], [out], [[1]]
-
-    def infer_type(self, in_type):
-        return [in_type[0]], [in_type[0]], [np.float32]
-
-    def create_operator(self, ctx, shapes, dtypes):
-        return _PushPull(_client(self.store), self.key, self.want_value)
-
-
-@mx.operator.register("netstorm_pull")
-class PullProp(mx.operator.CustomOpProp):
-    """Output the value of ``key`` after this worker's latest push; ``like`` gives the shape."""
+    ARGUMENT = "data"
 
     def __init__(self, store, key):
         super().__init__(need_top_grad=False)
         self.store, self.key = store, int(key)
 
     def list_arguments(self):
-        return ["like"]
+        return [self.ARGUMENT]
 
     def list_outputs(self):
         return ["value"]
@@ -124,11 +97,35 @@ class PullProp(mx.operator.CustomOpProp):
     def list_auxiliary_states(self):
         return ["token"]
 
-    def infer_shape(self, in_shape):
-        return [in_shape[0]], [in_shape[0]], [[1]]
-
     def infer_type(self, in_type):
         return [in_type[0]], [in_type[0]], [np.float32]
+
+
+@mx.operator.register("netstorm_pushpull")
+class PushPullProp(_KeyOpProp):
+    """Push ``data`` as the next round of ``key``; output the value after that round
+    (``want_value=1``) or a dummy scalar (push only)."""
+
+    def __init__(self, store, key, want_value):
+        super().__init__(store, key)
+        self.want_value = want_value == "1"
+
+    def infer_shape(self, in_shape):
+        out = in_shape[0] if self.want_value else [1]
+        return [in_shape[0]], [out], [[1]]
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _PushPull(_client(self.store), self.key, self.want_value)
+
+
+@mx.operator.register("netstorm_pull")
+class PullProp(_KeyOpProp):
+    """Output the value of ``key`` after this worker's latest push; ``like`` gives the shape."""
+
+    ARGUMENT = "like"
+
+    def infer_shape(self, in_shape):
+        return [in_shape[0]], [in_shape[0]], [[1]]
 
     def create_operator(self, ctx, shapes, dtypes):
         return _Pull(_client(self.store), self.key)

@@ -1,7 +1,7 @@
 """``NetStorm``: the MXNet KVStore API mapped onto netstorm's worker client.
 
-Thin by design: argument normalisation here, protocol in :mod:`geoserver.worker_client`,
-asynchrony in :mod:`kvstore.engine_ops`.
+Thin by design: argument normalisation here, protocol in :mod:`netstorm.geoserver.worker_client`,
+asynchrony in :mod:`netstorm.kvstore.engine_ops`.
 
 ``type`` is ``'dist_sync_netstorm'``: it contains ``'dist'`` and ``'_sync'`` on purpose, so
 gluon.Trainer and Module treat netstorm exactly as ``dist_sync`` (Module multiplies the batch

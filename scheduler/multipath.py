@@ -2,11 +2,11 @@
 
 A chunk on tree link u -> v may be split: a fraction travels u -> w -> v through a relay DC w
 that only forwards (no aggregation), the rest goes direct; the receiver reassembles
-(:mod:`geoserver.reassembly`). :func:`plan_relays` chooses, for the policy's link loads under
-the current rates, which directions shed how much through which relay, so that the direct
-part and the relayed part take equally long: repeatedly, the busiest direction moves bytes
-to the two-hop path that ends lowest, exactly until the two are level (water filling).
-Pure function; O(steps · n) with ``steps`` at most ``max_steps``.
+(:mod:`netstorm.geoserver.reassembly`). :func:`plan_relays` chooses, for the policy's link loads
+under the current rates, which directions shed how much through which relay, so that the direct
+part and the relayed part take equally long: repeatedly, the busiest direction moves bytes to
+the two-hop path that ends lowest, exactly until the two are level (water filling). Pure
+function; O(steps · n) with ``steps`` at most ``max_steps``.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def plan_relays(busy_s: dict, rates: dict, max_steps: int = 64,
     (:func:`netstorm.scheduler.planning.link_loads`); ``rates``: Mbit/s per direction
     (every usable direction, idle ones included). A step stops the busiest direction from
     being the bottleneck by at least ``min_gain`` (relative) or the planning ends; if the
-    busiest direction overall did not get faster by ``min_gain``, the plan is empty. Fractions are of the direction's own tree traffic and
-    sum to < 1 per direction.
+    busiest direction overall did not get faster by ``min_gain``, the plan is empty.
+    Fractions are of the direction's own tree traffic and sum to < 1 per direction.
     """
     busy = {d: float(busy_s.get(d, 0.0)) for d in rates}
     own = {d: busy_s.get(d, 0.0) * rates[d] for d in rates}       # tree traffic, Mbit

@@ -1,7 +1,7 @@
 """Registration: the nodes a cluster expects, the check of each REGISTER, ids and ranks.
 
-Pure logic, no sockets and no clock: the scheduler's loop (:mod:`scheduler.service`) feeds it
-the REGISTER metas it receives and sends what it answers.
+Pure logic, no sockets and no clock: the scheduler's loop (:mod:`netstorm.scheduler.service`)
+feeds it the REGISTER metas it receives and sends what it answers.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ SCHEDULER_ID = 0
 
 class Registration:
     def __init__(self, dcs):
-        """``dcs``: the cluster's :class:`~geoserver.cluster.DataCenter` s, in file order
+        """``dcs``: the cluster's :class:`~netstorm.geoserver.cluster.DataCenter` s, in file order
         (servers get their ids in that order, workers their ranks)."""
         self.dcs = tuple(dcs)
         self.expected: dict = {}        # (role, DC) -> how many nodes

@@ -70,7 +70,7 @@ class RoundTracker:
         - 1. Short rounds: the latest reported round plus the rounds the fastest DC may run
         before the announcement reaches it (reports are up to one heartbeat old; twice that
         plus a second, at the round rate of the last few seconds), plus one. Long rounds:
-        :func:`scheduler.awareness.safe_start_round`, often the very next round."""
+        :func:`netstorm.scheduler.awareness.safe_start_round`, often the very next round."""
         latest = self.latest
         margin = 2 * self.heartbeat_s + 1.0
         window = [(t, r) for t, r in self.round_log if now - t <= RATE_WINDOW_S]

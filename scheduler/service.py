@@ -2,10 +2,10 @@
 
 One thread, one loop: it blocks on its socket with a timeout no longer than the heartbeat
 interval, so it wakes to check liveness without busy-waiting. The decisions live in pure
-parts: who may register and which ids and ranks they get (:mod:`scheduler.registration`),
+parts: who may register and which ids and ranks they get (:mod:`netstorm.scheduler.registration`),
 which rounds servers are in, which are open and from which round a new policy applies
-(:mod:`scheduler.rounds`), what every node is told about how to run
-(:class:`~geoserver.settings.RuntimeSettings`, built once from the cluster file).
+(:mod:`netstorm.scheduler.rounds`), what every node is told about how to run
+(:class:`~netstorm.geoserver.settings.RuntimeSettings`, built once from the cluster file).
 """
 from __future__ import annotations
 
@@ -291,7 +291,7 @@ class Scheduler:
     def announce(self, trees, shares, lead_rounds: int = 3):
         """Send a new policy version to every server. With ``round_gate`` it is in force from
         the first round not yet open. Otherwise from
-        :meth:`~scheduler.rounds.RoundTracker.rounds_ahead`: ahead of time, so every DC
+        :meth:`~netstorm.scheduler.rounds.RoundTracker.rounds_ahead`: ahead of time, so every DC
         switches at the same round boundary without a barrier; a server that gets it too
         late aborts the run with a clear error rather than disagree with the others."""
         policy = self.rounds.next_policy(trees, shares, lead_rounds, time.monotonic())

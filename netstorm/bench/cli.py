@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from netstorm import wan as wanlib
+from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 from netstorm.launcher import interrupts_raise
 from netstorm.scheduler.planning import cut_lower_bound
 from netstorm.scheduler.topology import TopologyError
@@ -49,7 +50,7 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None)
     p.add_argument("--plot", default=None)
     p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
-    p.add_argument("--chunk-bytes", type=int, default=1 << 20,
+    p.add_argument("--chunk-bytes", type=int, default=DEFAULT_CHUNK_BYTES,
                    help="netstorm's WAN chunk size (pipelining granularity)")
     args = p.parse_args(argv)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
+
 CPU_BOUND = 0.85     # mean machine CPU use above which a run is flagged CPU-bound
 
 
@@ -59,12 +61,12 @@ def table(result: dict) -> str:
     for a in names:
         for b in names:
             if a != b and a.startswith("netstorm") and b.startswith("mxnet"):
-                lines.append(f"speed-up {a} over {b}: "
-                             f"{result['systems'][b]['median_s'] / result['systems'][a]['median_s']:.2f}x")
+                ratio = result["systems"][b]["median_s"] / result["systems"][a]["median_s"]
+                lines.append(f"speed-up {a} over {b}: {ratio:.2f}x")
     return "\n".join(lines)
 
 
-def fapt_plan(topology, nbytes: int, chunk_bytes: int = 1 << 20) -> dict:
+def fapt_plan(topology, nbytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> dict:
     """The trees the scheduler will choose for this topology (the same call it makes) and
     the time model's prediction for this model, to compare with the measured time."""
     from netstorm.scheduler.planning import (NOMINAL_MODEL_BYTES, compute_policy,

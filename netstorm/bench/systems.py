@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 
 STATS_FILE = "scheduler-stats.jsonl"
@@ -21,7 +22,7 @@ class RunContext:
     worker_args: list
     out_dir: Path
     log: object
-    chunk_bytes: int = 1 << 20
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
 
     @property
     def best_dc(self) -> str:
@@ -29,7 +30,8 @@ class RunContext:
         graph = self.topology.graph()
         return max(self.topology.dcs, key=lambda dc: (
             sum(d["mbps"] for *_, d in graph.out_edges(dc, data=True))
-            + sum(d["mbps"] for *_, d in graph.in_edges(dc, data=True)), -self.topology.dcs.index(dc)))
+            + sum(d["mbps"] for *_, d in graph.in_edges(dc, data=True)),
+            -self.topology.dcs.index(dc)))
 
     def command(self, kvstore: str, out: Path) -> list:
         return [sys.executable, "-m", "netstorm.bench.worker", "--kvstore", kvstore,

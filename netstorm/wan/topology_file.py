@@ -16,9 +16,8 @@
 from __future__ import annotations
 
 import math
-import tomllib
-from pathlib import Path
 
+from netstorm.geoserver.cluster import read_toml
 from netstorm.scheduler.topology import Link, Topology, TopologyError, is_rate
 
 _LINK_KEYS = {"a", "b", "mbps", "mbps_ab", "mbps_ba"}
@@ -83,15 +82,7 @@ def parse_topology(data: dict, source: str = "<dict>") -> Topology:
 
 def read_topology_file(path, hint: str = "") -> Topology:
     """Read and validate the topology file ``path``; ``hint`` is added to a read error."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise TopologyError(f"cannot read topology file {path}: {exc.strerror}{hint}") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise TopologyError(f"{path}: not valid TOML: {exc}") from exc
+    data = read_toml(path, TopologyError, "topology file", hint)
     return parse_topology(data, source=str(path))
 
 

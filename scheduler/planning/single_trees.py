@@ -35,8 +35,8 @@ def best_single(net: Net, parents, model_bytes, chunk_bytes):
 
 def best_star(topology_or_graph, model_bytes: float = NOMINAL_MODEL_BYTES,
               chunk_bytes: float = DEFAULT_CHUNK_BYTES):
-    """The star (every DC's parent is the hub, as ``scheduler.policy.star_policy``) with the
-    least predicted time over the hubs linked to every DC, ties to the lowest index:
+    """The star (every DC's parent is the hub, as ``netstorm.scheduler.policy.star_policy``)
+    with the least predicted time over the hubs linked to every DC, ties to the lowest index:
     ``(Tree, predicted_s)``, or None if no DC is linked to all others. O(n^2)."""
     net = as_net(topology_or_graph)
     best = best_single(net, _stars(net), model_bytes, chunk_bytes)

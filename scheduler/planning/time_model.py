@@ -32,12 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES  # noqa: F401  (re-exported)
 from netstorm.geoserver.tree import Policy
 
 from .network import Net, as_net, parent_array
 
-# TODO(lead): import the runtime default (geoserver.cluster.ClusterConfig.chunk_bytes).
-DEFAULT_CHUNK_BYTES = 1 << 20
 # The trees and shares that minimise the bottleneck do not depend on the model's size; only
 # the pipeline-fill term does, for which planning assumes this typical model size.
 NOMINAL_MODEL_BYTES = 50 * 10**6
