@@ -1,12 +1,18 @@
-"""The 'netstorm' kvstore against dist_sync semantics, in multi-process clusters on loopback."""
+"""netstorm.kvstore.netstorm: the 'netstorm' kvstore against dist_sync semantics, in
+multi-process clusters on loopback; and NetStorm's lifecycle without a cluster (a stand-in
+worker client, so no sockets): the excepthook it installs is put back."""
+import atexit
+import sys
+
 import numpy as np
 import pytest
 
 from conftest import free_port, launch, worker_cmd
+from netstorm.geoserver.worker_client import WorkerSettings
+from netstorm.kvstore import netstorm as plugin
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_every_method_has_dist_sync_semantics(no_leftovers):
     # small chunks so the large key travels as ~260 chunks; 2 DCs x 2 workers
     run = launch(["--dcs", 2, "--workers-per-dc", 2, "--chunk-bytes", 4096],
@@ -47,6 +53,7 @@ def _load(path):
     return {k: v.data().asnumpy() for k, v in net._collect_params_with_prefix().items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("update_on_kvstore,devices", [("true", 1), ("false", 2)])
 def test_trainer_matches_single_process_reference(no_leftovers, update_on_kvstore, devices):
     steps = 6
@@ -67,6 +74,7 @@ def test_trainer_matches_single_process_reference(no_leftovers, update_on_kvstor
         assert not np.allclose(want, _trainer_reference(4, 0)[name]), "weights never moved"
 
 
+@pytest.mark.slow
 def test_module_matches_single_process_reference(no_leftovers):
     from workers import module_worker as mw
     steps, workers = 5, 3
@@ -86,6 +94,7 @@ def test_module_matches_single_process_reference(no_leftovers):
             assert not np.allclose(want, mw.initial_params()[name].asnumpy())
 
 
+@pytest.mark.slow
 def test_initial_values_pass_along_the_tree_to_far_dcs(no_leftovers):
     """Rank 0's initial values spread over the first tree's links: on a chain of 4 DCs each
     DC passes them on to the next, and every worker still sees exactly rank 0's values."""
@@ -98,3 +107,52 @@ def test_initial_values_pass_along_the_tree_to_far_dcs(no_leftovers):
     for rank in range(4):
         assert f"worker {rank} all checks passed" in run.output
     assert "FAILED" not in run.output and "cannot pass on INIT" not in run.output
+
+
+class StandInClient:
+    def __init__(self, settings):
+        self.closed = []
+
+    def close(self, clean=True, reason=""):
+        self.closed.append((clean, reason))
+
+
+@pytest.fixture
+def store(monkeypatch):
+    """A NetStorm whose excepthook replaced ``original``: ``(store, original, calls)``."""
+    calls = []
+
+    def original(*exc_info):
+        calls.append(exc_info)
+    monkeypatch.setattr(sys, "excepthook", original)
+    monkeypatch.setattr(plugin, "WorkerClient", StandInClient)
+    monkeypatch.setattr(atexit, "register", lambda func: None)   # nothing left for exit
+    kv = plugin.NetStorm(WorkerSettings("tcp://127.0.0.1:1", "dc0"))
+    assert sys.excepthook == kv._excepthook
+    return kv, original, calls
+
+
+def test_close_puts_back_the_excepthook_it_replaced(store):
+    kv, original, _ = store
+    kv.close()
+    assert sys.excepthook is original
+    assert kv._client.closed == [(True, "")]
+
+
+def test_close_leaves_a_hook_installed_after_it_alone(store):
+    kv, _, _ = store
+
+    def later(*exc_info):
+        pass
+    sys.excepthook = later
+    kv.close()
+    assert sys.excepthook is later
+
+
+def test_an_uncaught_exception_reports_the_failure_and_puts_the_hook_back(store):
+    kv, original, calls = store
+    error = ValueError("bad batch")
+    sys.excepthook(ValueError, error, None)
+    assert calls == [(ValueError, error, None)]          # the previous hook still runs
+    assert kv._client.closed == [(False, "ValueError: bad batch")]
+    assert sys.excepthook is original

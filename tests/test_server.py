@@ -1,11 +1,69 @@
-"""A running server survives garbage frames and strangers, and keeps exact sums."""
+"""netstorm.geoserver.server: GeoServer's wiring and dispatch without sockets (a stand-in
+Postoffice): the round gate holds pushes until the scheduler opens their round, chunks from the
+WAN reach the tree exchange, a bad request from the scheduler stops the server naming the
+field; and a running server survives garbage frames and strangers, and keeps exact sums."""
+import numpy as np
 import pytest
 
 from conftest import launch, worker_cmd
+from fakes import FakePostoffice, init_message, push_message
+from netstorm.geoserver.postoffice import AbortError, NodeInfo, NodeTable
+from netstorm.geoserver.server import GeoServer
+from netstorm.geoserver.settings import RuntimeSettings
+from netstorm.geoserver.wire import Kind, Message
+from netstorm.scheduler.policy import star_policy
 
-pytestmark = pytest.mark.slow
+EU_SERVER, US_SERVER, EU_WORKER = 1, 2, 3
 
 
+def eu_server(round_gate: bool) -> GeoServer:
+    table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
+                       NodeInfo(EU_SERVER, "server", "eu", "tcp://127.0.0.1:2"),
+                       NodeInfo(US_SERVER, "server", "us", "tcp://127.0.0.1:3"),
+                       NodeInfo(EU_WORKER, "worker", "eu", "tcp://127.0.0.1:4", 0, 0),
+                       NodeInfo(4, "worker", "us", "tcp://127.0.0.1:5", 1, 0)])
+    settings = RuntimeSettings(round_gate=round_gate, timeout_s=10.0)
+    return GeoServer(FakePostoffice(table, EU_SERVER, settings, star_policy(["eu", "us"], "eu")))
+
+
+def replies(server, kind):
+    return [m for _, m in server.po.sent if m.kind == kind]
+
+
+def test_a_gated_push_waits_for_its_round_and_the_sum_comes_back_through_the_exchange():
+    server = eu_server(round_gate=True)
+    assert server.handle(init_message(EU_WORKER, 0, np.zeros(4, np.float32)))
+    assert len(replies(server, Kind.INIT_DONE)) == 1
+    assert server.po.van.sent == [(US_SERVER, 0)]          # the value passed on to us
+    server.handle(push_message(EU_WORKER, 0, 1, np.ones(4, np.float32), request=7))
+    assert server.exchange.in_flight == 0                  # held: round 1 is not open
+    asked = [m.meta["round"] for m in server.po.to_scheduler if m.kind == Kind.HEARTBEAT]
+    assert asked == [1]                                    # asked at once, once
+    server.handle(Message(Kind.ROUND_OPEN, sender=0, seq=1))
+    assert server.exchange.in_flight == 1                  # eu's sum waits for us's
+    up = np.full(4, 2, np.float32)
+    server.handle(Message(Kind.CHUNK_UP, sender=US_SERVER, key=0, chunk=0, seq=1, policy=1,
+                          tree=0, dtype=np.float32, frames=[up]))
+    assert server.po.van.sent[-1] == (US_SERVER, 0)        # the total goes down to us
+    (value,) = replies(server, Kind.VALUE)
+    assert value.request == 7 and np.array_equal(value.arrays()[0], np.full(4, 3))
+
+
+def test_without_the_gate_a_push_goes_straight_to_the_wan():
+    server = eu_server(round_gate=False)
+    server.handle(init_message(EU_WORKER, 0, np.zeros(4, np.float32)))
+    server.handle(push_message(EU_WORKER, 0, 1, np.ones(4, np.float32)))
+    assert server.exchange.in_flight == 1 and server.po.to_scheduler == []
+
+
+def test_a_bad_probe_request_stops_the_server_naming_the_field():
+    server = eu_server(round_gate=False)
+    with pytest.raises(AbortError, match="eu: bad PROBE_REQUEST from the scheduler: "
+                                         "ProbeRequest: missing field 'timeout_s'"):
+        server.handle(Message(Kind.PROBE_REQUEST, sender=0, meta={"probe_bytes": 1024}))
+
+
+@pytest.mark.slow
 def test_server_survives_garbage_and_unknown_peers(no_leftovers):
     run = launch(["--dcs", 2, "--workers-per-dc", 1],
                  worker_cmd("fault_worker.py", "garbage", 5), no_leftovers)
