@@ -1,4 +1,4 @@
-"""scripts/bench_awareness.py: estimate errors against the emulator's rates, reaction rounds."""
+"""netstorm.bench.awareness: estimate errors against the emulator's rates, reaction rounds."""
 from dataclasses import dataclass
 
 import pytest
