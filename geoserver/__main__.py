@@ -5,7 +5,7 @@ import argparse
 import logging
 import sys
 
-from .cli import Terminated, raise_on_signals, setup_logging
+from .cli import Terminated, raise_on_signals, return_large_buffers, setup_logging
 from .cluster import ClusterFileError, load_cluster
 from .postoffice import SERVER, AbortError, Postoffice, RendezvousError
 from .server import GeoServer
@@ -22,6 +22,7 @@ def main(argv=None) -> int:
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
+    return_large_buffers()
     try:
         config = load_cluster(args.cluster)
         dc = config.dc(args.dc)

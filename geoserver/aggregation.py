@@ -9,6 +9,12 @@ announcement of that version arrives.
 
 Arrays handed in are never modified (they may be zero-copy views of received frames or
 buffers already queued for sending); sums allocate.
+
+What a neighbour makes this DC keep is bounded: a chunk of a round more than
+``rounds_ahead`` beyond the latest round this DC contributed is dropped, and so is one that
+would take the bytes kept for that neighbour (partial sums it started, chunks waiting for a
+policy version) over ``held_bytes``; a chunk whose size or dtype differs from the partial
+sum it joins is dropped too. Each drop is logged, rate-limited per neighbour.
 """
 from __future__ import annotations
 
@@ -18,10 +24,17 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .ratelog import RateLimitedLog
+from .settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
 from .tree import PolicyBook
 from .wire import Kind
 
 log = logging.getLogger(__name__)
+ENTRY_BYTES = 256       # what one kept chunk costs besides its data (counted towards the bound)
+
+
+def _cost(array) -> int:
+    return array.nbytes + ENTRY_BYTES
 
 
 @dataclass
@@ -29,6 +42,7 @@ class _Partial:
     acc: object = None
     owned: bool = False          # acc was allocated here and may be added into in place
     heard: set = field(default_factory=set)
+    charged: tuple = ()          # (neighbour, bytes) when a neighbour's array started it
 
 
 class ChunkId(NamedTuple):
@@ -63,7 +77,8 @@ class RoundSet:
 
 
 class TreeExchange:
-    def __init__(self, dc: str, policies: PolicyBook, send, deliver):
+    def __init__(self, dc: str, policies: PolicyBook, send, deliver,
+                 rounds_ahead: int = MAX_ROUNDS_AHEAD, held_bytes: int = MAX_HELD_BYTES_PER_PEER):
         self.dc = dc
         self.policies = policies
         self._send = send
@@ -72,6 +87,12 @@ class TreeExchange:
         self._aggregated = RoundSet()   # chunks whose sum this DC completed (sent up or down)
         self._delivered = RoundSet()    # chunks whose total this DC received
         self._waiting: list = []        # (handler, args) of chunks of unknown policy versions
+        self.rounds_ahead = rounds_ahead
+        self.held_bytes = held_bytes
+        self.own_round = 0              # the latest round this DC contributed
+        self.held: dict = {}            # neighbour -> bytes kept here for it
+        self._drops = RateLimitedLog(log)
+        self._holds = RateLimitedLog(log, level=logging.INFO)
 
     def _tree(self, cid: ChunkId):
         trees = self.policies[cid.version].trees
@@ -84,11 +105,20 @@ class TreeExchange:
         ident = cid[:3]
         part = self._partials.setdefault(ident, _Partial())
         if source in part.heard or ident in self._aggregated:
-            log.warning("%s: dropped duplicate contribution from %s to chunk %s",
-                        self.dc, source, ident)
+            self._drops.log(source, "%s: dropped duplicate contribution from %s to chunk %s",
+                            self.dc, source, ident)
+            return
+        if part.acc is not None and (len(part.acc) != len(array) or
+                                     part.acc.dtype != array.dtype):
+            self._drops.log(source, "%s: dropped contribution from %s to chunk %s: %d x %s, "
+                            "the partial sum is %d x %s", self.dc, source, ident, len(array),
+                            array.dtype, len(part.acc), part.acc.dtype)
             return
         part.heard.add(source)
         if part.acc is None:
+            if source != self.dc:
+                part.charged = (source, _cost(array))
+                self.held[source] = self.held.get(source, 0) + _cost(array)
             part.acc = array
         elif part.owned:
             np.add(part.acc, array, out=part.acc)
@@ -98,6 +128,7 @@ class TreeExchange:
         if len(part.heard) < 1 + len(tree.children(self.dc)):
             return
         del self._partials[ident]
+        self._release(*part.charged)
         self._aggregated.add(ident)
         parent = tree.parent[self.dc]
         if parent is None:
@@ -116,35 +147,64 @@ class TreeExchange:
 
     def contribute(self, cid: ChunkId, array) -> None:
         """This DC's own (locally aggregated) sum of a chunk."""
+        self.own_round = max(self.own_round, cid.rnd)
         self._add(cid, self.dc, array)
+
+    def _release(self, source=None, nbytes: int = 0) -> None:
+        if source is not None:
+            self.held[source] -= nbytes
+            if not self.held[source]:
+                del self.held[source]
+
+    def _admit(self, kind: str, source: str, cid: ChunkId, array) -> bool:
+        """Whether a neighbour's chunk is within the bounds (the round window, and the bytes
+        kept for ``source`` if it is kept); logged when not."""
+        if cid.rnd > self.own_round + self.rounds_ahead:
+            why = (f"round {cid.rnd} is more than {self.rounds_ahead} rounds ahead of this "
+                   f"DC's round {self.own_round}")
+        elif self.held.get(source, 0) + _cost(array) > self.held_bytes:
+            why = (f"{self.held.get(source, 0)} bytes are already kept for {source} (at most "
+                   f"{self.held_bytes})")
+        else:
+            return True
+        self._drops.log(source, "%s: dropped %s of key %d chunk %d from %s: %s", self.dc, kind,
+                        cid.key, cid.chunk, source, why)
+        return False
 
     def _known(self, handler, source, cid, array) -> bool:
         if cid.version in self.policies:
             return True
-        log.info("%s: chunk %s of policy %d, not yet announced here: held until it is",
-                 self.dc, cid[:3], cid.version)
+        if not self._admit("a chunk of an unknown policy", source, cid, array):
+            return False
+        self._holds.log(source, "%s: chunk %s of policy %d, not yet announced here: held "
+                        "until it is", self.dc, cid[:3], cid.version)
+        self.held[source] = self.held.get(source, 0) + _cost(array)
         self._waiting.append((handler, (source, cid, array)))
         return False
 
     def on_up(self, source: str, cid: ChunkId, array) -> None:
-        if not self._known(self.on_up, source, cid, array):
+        if not self._admit("CHUNK_UP", source, cid, array) or \
+                not self._known(self.on_up, source, cid, array):
             return
         tree = self._tree(cid)
         if tree.parent.get(source) != self.dc:
-            log.warning("%s: dropped CHUNK_UP of key %d chunk %d from %s, which is not a "
-                        "child here in the tree rooted at %s", self.dc, cid.key, cid.chunk,
-                        source, tree.root)
+            self._drops.log(source, "%s: dropped CHUNK_UP of key %d chunk %d from %s, which "
+                            "is not a child here in the tree rooted at %s", self.dc, cid.key,
+                            cid.chunk, source, tree.root)
             return
         self._add(cid, source, array)
 
     def on_down(self, source: str, cid: ChunkId, array) -> None:
+        if cid.rnd > self.own_round + self.rounds_ahead:
+            self._admit("CHUNK_DOWN", source, cid, array)       # logs the drop
+            return
         if not self._known(self.on_down, source, cid, array):
             return
         tree = self._tree(cid)
         if tree.parent.get(self.dc) != source:
-            log.warning("%s: dropped CHUNK_DOWN of key %d chunk %d from %s, which is not "
-                        "the parent here in the tree rooted at %s", self.dc, cid.key,
-                        cid.chunk, source, tree.root)
+            self._drops.log(source, "%s: dropped CHUNK_DOWN of key %d chunk %d from %s, which "
+                            "is not the parent here in the tree rooted at %s", self.dc,
+                            cid.key, cid.chunk, source, tree.root)
             return
         self._finish(tree, cid, array)
 
@@ -158,14 +218,18 @@ class TreeExchange:
             else:
                 self.on_down(source, cid, array)
         except IndexError as exc:
-            log.warning("%s: dropped %s of key %d from %s: %s", self.dc, kind.name, cid.key,
-                        source, exc)
+            self._drops.log(source, "%s: dropped %s of key %d from %s: %s", self.dc, kind.name,
+                            cid.key, source, exc)
 
     def policy_added(self) -> None:
         """Replay the chunks that were waiting for a policy version now known."""
         waiting, self._waiting = self._waiting, []
-        for handler, args in waiting:
-            handler(*args)
+        for handler, (source, cid, array) in waiting:
+            if cid.version in self.policies:
+                self._release(source, _cost(array))
+                handler(source, cid, array)
+            else:
+                self._waiting.append((handler, (source, cid, array)))
 
     @property
     def in_flight(self) -> int:

@@ -20,6 +20,7 @@ import numpy as np
 
 from .aggregation import ChunkId
 from .optimizer_host import OptimizerHost, OptimizerSpecError
+from .ratelog import RateLimitedLog
 from .wire import Flag, Kind, Message
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class KeyStore:
         self.max_round = 0          # the latest round any local worker has pushed
         self.optimizer: OptimizerHost | None = None
         self._spec = None
+        self._drops = RateLimitedLog(log)
 
     # ------------------------------------------------------------ helpers
     def _entry(self, key: int, shape, dtype) -> _Key:
@@ -177,8 +179,26 @@ class KeyStore:
         for worker, request, _ in ready:
             self._reply(worker, self._value_message(entry, request))
 
+    def _expects(self, key: int, chunk: int, rnd_no: int, total) -> str:
+        """Why a chunk total cannot be this DC's (a key, round or chunk it did not send to
+        the WAN, or another size or dtype); "" when it can."""
+        entry = self.keys.get(key)
+        rnd = None if entry is None else entry.rounds.get(rnd_no)
+        if rnd is None or not 0 <= chunk < len(rnd.layout):
+            return f"key {key} round {rnd_no} chunk {chunk} was not sent from here"
+        start, stop, _ = rnd.layout[chunk]
+        if len(total) != stop - start or total.dtype != entry.dtype:
+            return (f"key {key} chunk {chunk} has {stop - start} x {entry.dtype}, the total "
+                    f"{len(total)} x {total.dtype}")
+        return ""
+
     def deliver(self, key: int, chunk: int, rnd_no: int, total) -> None:
-        """The global sum of one chunk arrived (or was completed here)."""
+        """The global sum of one chunk arrived (or was completed here); a total this DC
+        never asked for is logged and dropped."""
+        problem = self._expects(key, chunk, rnd_no, total)
+        if problem:
+            self._drops.log("totals", "%s: dropped a chunk total: %s", self.dc, problem)
+            return
         entry = self.keys[key]
         rnd = entry.rounds[rnd_no]
         if len(rnd.layout) == 1:

@@ -5,18 +5,23 @@ from there, never from arithmetic on well-known numbers.
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from dataclasses import dataclass
 
 from . import wire
-from .settings import RuntimeSettings, SettingsError
+from .ratelog import RateLimitedLog
+from .settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER, RuntimeSettings, \
+    SettingsError
 from .van import TransportError, Van
 
 SCHEDULER = "scheduler"
 SERVER = "server"
 WORKER = "worker"
 ROLES = (SCHEDULER, SERVER, WORKER)
+
+log = logging.getLogger(__name__)
 
 
 class RendezvousError(RuntimeError):
@@ -106,8 +111,11 @@ class Postoffice:
         self.settings: RuntimeSettings | None = None   # from the WELCOME, validated
         self.welcome_policy = None      # the first policy as sent (None: after a measurement)
         # messages that beat the WELCOME here (a peer may get its WELCOME first and send
-        # at once); the node handles them as soon as it knows the table
+        # at once); the node handles them as soon as it knows the table. At most
+        # MAX_EARLY_MESSAGES, with at most MAX_HELD_BYTES_PER_PEER of frames in all
         self.early: list = []
+        self._early_bytes = 0
+        self._drops = RateLimitedLog(log)
         van.connect(SCHEDULER, scheduler_address)
 
     def register(self, timeout_s: float, local_index: int = -1) -> NodeInfo:
@@ -131,7 +139,7 @@ class Postoffice:
             if msg.kind in (wire.Kind.ABORT, wire.Kind.ERROR):
                 raise RendezvousError(f"{self.role} in {self.dc}: scheduler refused "
                                       f"registration: {msg.meta.get('reason', '?')}")
-            self.early.append(msg)
+            self._keep_early(msg)
         try:
             self.table = NodeTable.from_json(msg.meta["nodes"])
             self.me = self.table[int(msg.meta["you"])]
@@ -147,9 +155,21 @@ class Postoffice:
         self.van.node_id = self.me.id
         return self.me
 
+    def _keep_early(self, msg: wire.Message) -> None:
+        size = sum(len(f) for f in msg.frames)
+        if len(self.early) >= MAX_EARLY_MESSAGES or \
+                self._early_bytes + size > MAX_HELD_BYTES_PER_PEER:
+            self._drops.log(msg.sender, "%s in %s: dropped %s from node %d that came before "
+                            "the WELCOME: %d messages (%d bytes) already wait", self.role,
+                            self.dc, msg.kind.name, msg.sender, len(self.early),
+                            self._early_bytes)
+            return
+        self.early.append(msg)
+        self._early_bytes += size
+
     def take_early(self) -> list:
         """The messages that arrived before the WELCOME, oldest first (once)."""
-        early, self.early = self.early, []
+        early, self.early, self._early_bytes = self.early, [], 0
         return early
 
     def connect(self, node_id: int, send_hwm: int = 0) -> None:

@@ -4,6 +4,8 @@ A part names its chunk, its first element and the chunk's total length. Parts ma
 (a part re-sent another way after a link stalled carries the same elements again): the
 covered ranges are merged and a chunk is complete once they cover it. A part of a chunk
 completed recently is recognised and dropped. Pure logic; O(parts of the chunk) per part.
+The buffers of incomplete chunks are bounded per peer: a part that would start a chunk
+beyond ``held_bytes`` of pending buffers for its peer is refused (:class:`PartError`).
 """
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import collections
 import logging
 
 import numpy as np
+
+from .aggregation import ENTRY_BYTES
+from .settings import MAX_HELD_BYTES_PER_PEER
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +25,8 @@ class PartError(ValueError):
 
 
 class _Pending:
-    def __init__(self, total: int, dtype):
+    def __init__(self, total: int, dtype, peer, cost: int):
+        self.peer, self.cost = peer, cost
         self.buffer = np.empty(total, dtype=dtype)
         self.ranges: list = []        # merged, sorted [start, stop)
 
@@ -38,16 +44,21 @@ class _Pending:
 
 
 class Reassembler:
-    def __init__(self, max_elements: int, remember: int = 4096):
-        """``max_elements``: the largest chunk a part may claim (guards memory)."""
+    def __init__(self, max_elements: int, remember: int = 4096,
+                 held_bytes: int = MAX_HELD_BYTES_PER_PEER):
+        """``max_elements``: the largest chunk a part may claim; ``held_bytes``: the most
+        pending buffers may take per peer (both guard memory)."""
         self.max_elements = max_elements
+        self.held_bytes = held_bytes
+        self.held: dict = {}            # peer -> bytes of its pending buffers
         self._pending: dict = {}
         self._done = collections.OrderedDict()
         self._remember = remember
 
-    def add(self, ident, start: int, total: int, array):
+    def add(self, ident, start: int, total: int, array, peer=None):
         """Add a part; the whole chunk (a new array) once every element arrived, else None.
-        ``ident``: anything naming the chunk and its origin. Raises :class:`PartError`."""
+        ``ident``: anything naming the chunk and its origin; ``peer``: whom its buffer is
+        counted against. Raises :class:`PartError`."""
         if not (0 < total <= self.max_elements) or start < 0 or start + len(array) > total \
                 or len(array) == 0:
             raise PartError(f"part [{start}, {start + len(array)}) of a {total}-element chunk "
@@ -57,13 +68,21 @@ class Reassembler:
             return None
         pending = self._pending.get(ident)
         if pending is None:
-            pending = self._pending[ident] = _Pending(total, array.dtype)
+            need = total * array.itemsize + ENTRY_BYTES
+            if self.held.get(peer, 0) + need > self.held_bytes:
+                raise PartError(f"{self.held.get(peer, 0)} bytes of incomplete chunks are "
+                                f"already kept for {peer} (at most {self.held_bytes})")
+            pending = self._pending[ident] = _Pending(total, array.dtype, peer, need)
+            self.held[peer] = self.held.get(peer, 0) + need
         elif len(pending.buffer) != total or pending.buffer.dtype != array.dtype:
             raise PartError(f"part of chunk {ident} claims {total} x {array.dtype}, earlier "
                             f"parts {len(pending.buffer)} x {pending.buffer.dtype}")
         if not pending.add(start, array):
             return None
         del self._pending[ident]
+        self.held[pending.peer] -= pending.cost
+        if not self.held[pending.peer]:
+            del self.held[pending.peer]
         self._done[ident] = None
         if len(self._done) > self._remember:
             self._done.popitem(last=False)

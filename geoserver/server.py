@@ -22,8 +22,9 @@ from .aggregation import TreeExchange
 from .local_store import KeyStore, RequestError
 from .probe import LinkProber
 from .postoffice import SERVER, WORKER, AbortError, Postoffice
+from .ratelog import RateLimitedLog
 from .round_gate import RoundGate
-from .settings import ProbeRequest, SettingsError
+from .settings import MAX_EARLY_MESSAGES, MAX_ROUNDS_AHEAD, ProbeRequest, SettingsError
 from .wan_transport import WanTransport
 from .tree import Policy, PolicyBook, PolicyError
 from .wire import Kind, Message
@@ -62,6 +63,7 @@ class GeoServer:
         # round gate (adapt): a worker's push of a round not yet open waits there; asking
         # for the round is an early heartbeat, so a re-planned policy starts at the next round
         self.gate = RoundGate(settings.round_gate, settings.timeout_s)
+        self._drops = RateLimitedLog(log)
 
     # ------------------------------------------------------------ callbacks
     def _deliver(self, key, chunk, rnd, total) -> None:
@@ -98,16 +100,25 @@ class GeoServer:
         try:
             handler(msg)
         except (RequestError, wire.WireError) as exc:
-            log.warning("%s: rejected %s of key %d from %s: %s", self.dc, msg.kind.name,
-                        msg.key, self.table.describe(msg.sender), exc)
-            self.po.send(msg.sender, Message(Kind.ERROR, key=msg.key, request=msg.request,
-                                             meta={"reason": str(exc)}))
+            self._reject(msg, str(exc))
+
+    def _reject(self, msg: Message, reason: str) -> None:
+        """Answer a local worker's request with ERROR (logged, rate-limited per worker)."""
+        self._drops.log(msg.sender, "%s: rejected %s of key %d from %s: %s", self.dc,
+                        msg.kind.name, msg.key, self.table.describe(msg.sender), reason)
+        self.po.send(msg.sender, Message(Kind.ERROR, key=msg.key, request=msg.request,
+                                         meta={"reason": reason}))
 
     def _from_server(self, msg: Message) -> None:
         source = self.dc_of_server[msg.sender]
         if msg.kind == Kind.INIT:
             if self.policies.empty:                 # the way on depends on the first policy
-                self._early_inits.append(msg)
+                if len(self._early_inits) < MAX_EARLY_MESSAGES:
+                    self._early_inits.append(msg)
+                else:
+                    self._drops.log(source, "%s: dropped INIT of key %d from %s: %d INITs "
+                                    "already wait for the first policy", self.dc, msg.key,
+                                    source, MAX_EARLY_MESSAGES)
                 return
             try:
                 self.store.on_init(msg)
@@ -124,7 +135,8 @@ class GeoServer:
         elif msg.kind in (Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY):
             self.wan.on_message(source, msg)        # whole chunks go on to the exchange
         else:
-            log.warning("%s: ignored %s from server of %s", self.dc, msg.kind.name, source)
+            self._drops.log(source, "%s: ignored %s from server of %s", self.dc,
+                            msg.kind.name, source)
 
     def _on_probe_request(self, msg: Message) -> None:
         """Stream probe pieces to every other DC at once and time what arrives here."""
@@ -171,10 +183,18 @@ class GeoServer:
         """A local worker's request: held while its round is not open (asking for a new
         round at once) or no policy is known yet, else handled."""
         if msg.kind == Kind.PUSH and self.gate.closed(msg.seq):
-            if self.gate.hold(msg.seq, msg, time.monotonic()):
+            current = max(self.store.max_round, self.gate.requested)
+            if msg.seq > current + MAX_ROUNDS_AHEAD:    # never asked of the scheduler
+                self._reject(msg, f"push of round {msg.seq} is more than {MAX_ROUNDS_AHEAD} "
+                                  f"rounds ahead of this DC's round {current}")
+            elif self.gate.hold(msg.seq, msg, time.monotonic()):
                 self._send_heartbeat()
         elif self.policies.empty:
-            self._before_policy.append(msg)
+            if len(self._before_policy) < MAX_EARLY_MESSAGES:
+                self._before_policy.append(msg)
+            else:
+                self._reject(msg, f"{MAX_EARLY_MESSAGES} requests already wait for the "
+                                  f"first policy")
         else:
             self._from_worker(msg)
 
@@ -214,8 +234,8 @@ class GeoServer:
         sender = self.table.nodes.get(msg.sender)
         if sender is None:
             self.stats["dropped"] += 1
-            log.warning("%s: dropped %s from unknown node %d", self.dc, msg.kind.name,
-                        msg.sender)
+            self._drops.log(msg.sender, "%s: dropped %s from unknown node %d", self.dc,
+                            msg.kind.name, msg.sender)
         elif sender.role == WORKER and msg.sender in self.local_workers \
                 and msg.kind in WORKER_REQUESTS:
             self._accept_worker(msg)
@@ -223,8 +243,8 @@ class GeoServer:
             self._from_server(msg)
         else:
             self.stats["dropped"] += 1
-            log.warning("%s: dropped %s from %s: not expected from that node", self.dc,
-                        msg.kind.name, sender.describe())
+            self._drops.log(msg.sender, "%s: dropped %s from %s: not expected from that node",
+                            self.dc, msg.kind.name, sender.describe())
         return True
 
     def serve(self) -> None:

@@ -23,19 +23,32 @@ IDLE_PROBE_S = 5.0              # adapt: a link not timed this long gets a probe
 PROBE_BYTES = 2 << 20           # start-up measurement, per directed pair: enough to leave
                                 # TCP slow start at WAN rates
 PROBE_TIMEOUT_S = 6.0           # a start-up measurement never takes longer than this
+MAX_PROBE_BYTES = 1 << 28       # the most a PROBE_REQUEST may ask for, per directed pair
+
+# Limits on what a node accepts from the network (docs/security.md, "Message validation").
+MAX_FRAME_BYTES = 1 << 30       # ZeroMQ MAXMSGSIZE of every ROUTER: the largest frame taken;
+                                # a worker's PUSH/INIT/VALUE of a whole key is one frame
+MAX_ROUNDS_AHEAD = 64           # a chunk (or a gated push) of a round further ahead of this
+                                # DC's own progress is dropped
+MAX_HELD_BYTES_PER_PEER = 1 << 30   # tensor bytes kept for later per peer DC (partial sums
+                                    # waiting for this DC, unknown policy versions, parts)
+MAX_EARLY_MESSAGES = 1 << 16    # messages kept before the WELCOME or the first policy
+LOG_LINES_PER_PEER = 10         # lines about bad messages per peer and interval, the rest
+LOG_INTERVAL_S = 10.0           # counted and reported with the next line
 
 
 class SettingsError(ValueError):
     """Settings received from the wire are unusable; the text names the field."""
 
 
-def _setting(default, kind: type, minimum=None, positive: bool = False):
-    """A field of ``kind`` (int, float or bool) with its range: ``>= minimum``, or ``> 0``."""
+def _setting(default, kind: type, minimum=None, positive: bool = False, maximum=None):
+    """A field of ``kind`` (int, float or bool) with its range: ``>= minimum``, or ``> 0``,
+    and ``<= maximum``."""
     return field(default=default, metadata={"kind": kind, "minimum": minimum,
-                                            "positive": positive})
+                                            "positive": positive, "maximum": maximum})
 
 
-def _number(name: str, value, kind: type, minimum, positive: bool):
+def _number(name: str, value, kind: type, minimum, positive: bool, maximum=None):
     if kind is bool:
         if not isinstance(value, bool):
             raise SettingsError(f"{name} must be true or false, got {value!r}")
@@ -50,6 +63,8 @@ def _number(name: str, value, kind: type, minimum, positive: bool):
         raise SettingsError(f"{name} must be > 0, got {value!r}")
     if minimum is not None and value < minimum:
         raise SettingsError(f"{name} must be >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise SettingsError(f"{name} must be <= {maximum}, got {value!r}")
     return kind(value)
 
 
@@ -87,7 +102,8 @@ def _decode(cls, data, what: str) -> dict:
                 kwargs[f.name] = _links(data[f.name])
             else:
                 kwargs[f.name] = _number(f.name, data[f.name], f.metadata["kind"],
-                                         f.metadata["minimum"], f.metadata["positive"])
+                                         f.metadata["minimum"], f.metadata["positive"],
+                                         f.metadata["maximum"])
     except SettingsError as exc:
         raise SettingsError(f"{what}: {exc}") from None
     return kwargs
@@ -149,5 +165,5 @@ class ProbeRequest(_Wire):
     """The scheduler's PROBE_REQUEST: stream ``probe_bytes`` to every other server at once
     and report what arrived here within ``timeout_s``."""
 
-    probe_bytes: int = _setting(PROBE_BYTES, int, minimum=1)
+    probe_bytes: int = _setting(PROBE_BYTES, int, minimum=1, maximum=MAX_PROBE_BYTES)
     timeout_s: float = _setting(PROBE_TIMEOUT_S, float, positive=True)

@@ -20,7 +20,9 @@ import time
 
 import zmq
 
-from . import wire
+from . import schema, wire
+from .ratelog import RateLimitedLog
+from .settings import MAX_FRAME_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,8 @@ class TransportError(RuntimeError):
 
 
 class Van:
-    def __init__(self, name: str, host: str, port: int = 0):
+    def __init__(self, name: str, host: str, port: int = 0,
+                 max_frame_bytes: int = MAX_FRAME_BYTES):
         self.name = name
         self.node_id = wire.NO_NODE
         self._ctx = zmq.Context()
@@ -39,7 +42,8 @@ class Van:
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.RCVHWM, 0)
         self._router.setsockopt(zmq.LINGER, 0)
-        self._router.setsockopt(zmq.MAXMSGSIZE, -1)
+        # per frame: ZeroMQ drops the connection of a peer sending a larger one
+        self._router.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
         try:
             if port == 0:
                 port = self._router.bind_to_random_port(f"tcp://{host}")
@@ -55,6 +59,7 @@ class Van:
         self._poller.register(self._router, zmq.POLLIN)
         self._watched: dict = {}        # DEALER socket -> peer, polled for POLLOUT
         self.dropped = 0
+        self._bad = RateLimitedLog(log)
 
     def connect(self, peer, address: str, send_hwm: int = 0) -> None:
         """Open the DEALER towards ``peer`` (any hashable id) at ``address``. ``send_hwm``:
@@ -110,8 +115,9 @@ class Van:
         """Next valid message, or None once ``timeout_s`` passed (None: wait forever).
 
         Polls the ROUTER alone: the peers :meth:`wait` watches for room stay registered on
-        the shared poller, and one with room must not end the wait. Malformed messages are
-        logged and dropped; they never raise.
+        the shared poller, and one with room must not end the wait. Malformed messages and
+        messages their kind's schema does not allow are logged (rate-limited, per peer) and
+        dropped; they never raise.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -126,10 +132,14 @@ class Van:
                     continue
             frames = self._router.recv_multipart(copy=False)
             try:
-                return wire.decode(frames[1:])  # frames[0]: the sending DEALER's identity
+                # frames[0]: the identity ZeroMQ gave the sending DEALER's connection
+                return schema.validate(wire.decode(frames[1:]))
             except wire.WireError as exc:
                 self.dropped += 1
-                log.warning("%s: dropped malformed message: %s", self.name, exc)
+                peer = bytes(frames[0].buffer).hex()
+                self._bad.log(peer, "%s: dropped malformed message from connection %s "
+                              "(header claims node %s): %s", self.name, peer,
+                              wire.claimed_sender(frames[1:]), exc)
 
     def close(self) -> None:
         with self._send_lock:

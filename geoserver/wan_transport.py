@@ -21,6 +21,7 @@ import numpy as np
 from . import wire
 from .aggregation import ChunkId
 from .link_monitor import LinkMonitor
+from .ratelog import RateLimitedLog
 from .reassembly import PartError, Reassembler
 from .routing import MAX_HOPS, Router
 from .send_queue import SEND_HWM, SendQueue
@@ -62,6 +63,7 @@ class WanTransport:
         self._probed: dict = {}          # neighbour -> when its link was last probed
         self._deliver = None             # (origin, kind, cid, array) of every whole chunk
         self._probe_piece = np.zeros(PROBE_PIECE_BYTES, dtype=np.uint8)
+        self._drops = RateLimitedLog(log)
         for name, node in servers.items():
             if name != dc:
                 postoffice.connect(node, send_hwm=SEND_HWM)
@@ -120,8 +122,8 @@ class WanTransport:
         chunk is here, else forwarded or kept until its other parts arrive. Malformed
         messages are logged and dropped."""
         if len(msg.frames) != 1 or msg.dtype is None:
-            log.warning("%s: dropped %s of key %d from %s: %d frames, dtype %s", self.dc,
-                        msg.kind.name, msg.key, source, len(msg.frames), msg.dtype)
+            self._drops.log(source, "%s: dropped %s of key %d from %s: %d frames, dtype %s",
+                            self.dc, msg.kind.name, msg.key, source, len(msg.frames), msg.dtype)
             return
         self._time_arrival(source, msg, self.clock())
         (array,) = msg.arrays()
@@ -158,10 +160,10 @@ class WanTransport:
     def _on_part(self, kind, cid: ChunkId, meta: dict, array) -> None:
         try:
             (start, total), origin = self._check_meta(meta, relay=False)
-            whole = self.reassembly.add((kind, cid, origin), start, total, array)
+            whole = self.reassembly.add((kind, cid, origin), start, total, array, peer=origin)
         except PartError as exc:
-            log.warning("%s: dropped part of key %d chunk %d: %s", self.dc, cid.key,
-                        cid.chunk, exc)
+            self._drops.log(meta.get("from"), "%s: dropped part of key %d chunk %d: %s",
+                            self.dc, cid.key, cid.chunk, exc)
             return
         if whole is not None:
             self._deliver(origin, kind, cid, whole)
@@ -170,7 +172,8 @@ class WanTransport:
         try:
             self._check_meta(msg.meta, relay=True)
         except PartError as exc:
-            log.warning("%s: dropped RELAY of key %d from %s: %s", self.dc, cid.key, source, exc)
+            self._drops.log(source, "%s: dropped RELAY of key %d from %s: %s", self.dc, cid.key,
+                            source, exc)
             return
         meta, to, kind = dict(msg.meta), msg.meta["to"], Kind(msg.meta["kind"])
         if to == self.dc:
@@ -178,8 +181,8 @@ class WanTransport:
             return
         nxt = self.router.next_hop(to, self.clock(), came_from=(source, meta["from"]))
         if meta["hops"] >= MAX_HOPS:
-            log.error("%s: dropped part of key %d chunk %d for %s after %d relays", self.dc,
-                      cid.key, cid.chunk, to, meta["hops"])
+            self._drops.log(source, "%s: dropped part of key %d chunk %d for %s after %d "
+                            "relays", self.dc, cid.key, cid.chunk, to, meta["hops"])
             return
         if nxt is None:                 # no way around: wait for the direct link
             log.warning("%s: no detour to %s for key %d chunk %d; it waits for the link",

@@ -9,11 +9,16 @@ A message on the wire is a ZeroMQ multipart message::
 Nothing received is ever unpickled: the header is unpacked with :mod:`struct`, the meta frame
 is parsed as JSON and tensor frames are viewed with ``numpy.frombuffer``. :func:`decode`
 raises :class:`WireError` with the reason for anything malformed; callers log and drop it.
+The meta frame is bounded before it is parsed: at most :data:`MAX_META_BYTES`, nested at
+most :data:`MAX_META_DEPTH` deep, integers of at most :data:`MAX_INT_DIGITS` digits, and no
+NaN or infinity. What each kind may carry is :mod:`netstorm.geoserver.schema`'s business.
 """
 from __future__ import annotations
 
 import enum
 import json
+import math
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -78,7 +83,13 @@ DTYPES = {
     7: np.dtype(np.int8),
 }
 DTYPE_CODES = {dt: code for code, dt in DTYPES.items() if dt is not None}
-MAX_META_BYTES = 1 << 24
+MAX_META_BYTES = 1 << 20       # the largest meta frame parsed (a WELCOME is a few KiB)
+MAX_META_DEPTH = 32            # JSON nesting (optimizer states nest deepest, about 10)
+MAX_INT_DIGITS = 40            # digits of a JSON integer (header fields fit in 20)
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')     # a JSON string literal
+_DEPTH_STEP = np.zeros(256, dtype=np.int32)
+_DEPTH_STEP[[ord("["), ord("{")]] = 1
+_DEPTH_STEP[[ord("]"), ord("}")]] = -1
 
 
 class WireError(ValueError):
@@ -130,6 +141,61 @@ def _buffer(frame) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
+def nesting(text: str) -> int:
+    """How deep the JSON ``text`` nests arrays and objects (brackets inside strings do not
+    count), found without recursion. O(len(text))."""
+    outside = _STRING.sub("", text).encode("utf-8", "replace")
+    steps = _DEPTH_STEP[np.frombuffer(outside, dtype=np.uint8)]
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise WireError(f"integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise WireError(f"number {text[:40]} is not finite")
+    return value
+
+
+def _constant(text: str):
+    raise WireError(f"{text} is not a number JSON allows")
+
+
+def parse_meta(raw: bytes) -> dict:
+    """The meta frame's JSON object, within the limits above; :class:`WireError` else."""
+    if len(raw) > MAX_META_BYTES:
+        raise WireError(f"meta frame of {len(raw)} bytes exceeds {MAX_META_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WireError(f"meta frame is not JSON: {exc}") from exc
+    depth = 0 if text.count("[") + text.count("{") <= MAX_META_DEPTH else nesting(text)
+    if depth > MAX_META_DEPTH:
+        raise WireError(f"meta frame nests {depth} deep (at most {MAX_META_DEPTH})")
+    try:
+        meta = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
+    except WireError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"meta frame is not JSON: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise WireError("meta frame is not a JSON object")
+    return meta
+
+
+def claimed_sender(frames: Sequence):
+    """The sender id a message's header claims (None when there is no header to read)."""
+    if not frames:
+        return None
+    header = _buffer(frames[0])
+    return HEADER.unpack(header)[3] if len(header) == HEADER.size else None
+
+
 def decode(frames: Sequence) -> Message:
     """Parse a received multipart message; raise :class:`WireError` saying what is wrong."""
     if len(frames) < 2:
@@ -151,16 +217,9 @@ def decode(frames: Sequence) -> Message:
         raise WireError(f"unknown dtype code {code}")
     dtype = DTYPES[code]
     meta_buf = _buffer(frames[1])
-    meta: dict = {}
-    if len(meta_buf):
-        if len(meta_buf) > MAX_META_BYTES:
-            raise WireError(f"meta frame of {len(meta_buf)} bytes exceeds {MAX_META_BYTES}")
-        try:
-            meta = json.loads(bytes(meta_buf).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise WireError(f"meta frame is not JSON: {exc}") from exc
-        if not isinstance(meta, dict):
-            raise WireError("meta frame is not a JSON object")
+    if len(meta_buf) > MAX_META_BYTES:     # before any copy
+        raise WireError(f"meta frame of {len(meta_buf)} bytes exceeds {MAX_META_BYTES}")
+    meta = parse_meta(bytes(meta_buf)) if len(meta_buf) else {}
     payload = [_buffer(f) for f in frames[2:]]
     if payload and dtype is None:
         raise WireError(f"{kind.name} has {len(payload)} tensor frames but no dtype")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .postoffice import WORKER, NodeInfo, Postoffice
+from .ratelog import RateLimitedLog
 from .settings import DEFAULT_TIMEOUT_S
 from .van import Van
 from .wire import Flag, Kind, Message
@@ -98,13 +99,17 @@ class WorkerClient:
         self._barriers = itertools.count(1)
         self._aborted: str | None = None
         self._closed = threading.Event()
+        self._drops = RateLimitedLog(log)
         self._thread = threading.Thread(target=self._io_loop, name="netstorm-io", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------ plumbing
     def _io_loop(self) -> None:
+        """Receive and route replies, send heartbeats. Messages were checked against their
+        kind's schema on receipt; should one still upset :meth:`_dispatch`, it is logged and
+        dropped: this thread must outlive any message, or a live worker looks dead."""
         for msg in self.po.take_early():
-            self._dispatch(msg)
+            self._dispatch_safely(msg)
         next_beat = 0.0
         while not self._closed.is_set():
             now = time.monotonic()
@@ -113,7 +118,14 @@ class WorkerClient:
                 next_beat = now + self.heartbeat_s
             msg = self.van.recv(max(0.0, next_beat - now))
             if msg is not None:
-                self._dispatch(msg)
+                self._dispatch_safely(msg)
+
+    def _dispatch_safely(self, msg: Message) -> None:
+        try:
+            self._dispatch(msg)
+        except Exception as exc:       # noqa: BLE001 - see _io_loop
+            self._drops.log(msg.sender, "worker %d: dropped %s from node %d: %r", self.me.rank,
+                            msg.kind.name, msg.sender, exc)
 
     def _dispatch(self, msg: Message) -> None:
         """Hand a reply to the request waiting for it (I/O thread only)."""
@@ -124,8 +136,9 @@ class WorkerClient:
         with self._lock:
             pending = self._pending.pop(token, None)
         if pending is None:
-            log.warning("worker %d: dropped unexpected %s (request %s) from %s", self.me.rank,
-                        msg.kind.name, token, self.po.table.describe(msg.sender))
+            self._drops.log(msg.sender, "worker %d: dropped unexpected %s (request %s) from %s",
+                            self.me.rank, msg.kind.name, token,
+                            self.po.table.describe(msg.sender))
             return
         pending.reply = msg
         pending.event.set()

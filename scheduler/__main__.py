@@ -6,7 +6,8 @@ import json
 import logging
 import sys
 
-from netstorm.geoserver.cli import Terminated, raise_on_signals, setup_logging
+from netstorm.geoserver.cli import Terminated, raise_on_signals, return_large_buffers, setup_logging
+from netstorm.geoserver import wire
 from netstorm.geoserver.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.van import TransportError, Van
 
@@ -24,9 +25,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
+    return_large_buffers()
     try:
         config = load_cluster(args.cluster)
-        van = Van("scheduler", config.scheduler_host, config.scheduler_port)
+        # only control messages come here (meta, no tensor frames): a larger frame is an
+        # attack, refused by ZeroMQ before it is allocated
+        van = Van("scheduler", config.scheduler_host, config.scheduler_port,
+                  max_frame_bytes=wire.MAX_META_BYTES)
     except (ClusterFileError, TransportError) as exc:
         log.error("%s", exc)
         return 2

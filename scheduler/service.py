@@ -16,7 +16,8 @@ import time
 from netstorm.geoserver import wire
 from netstorm.geoserver.cluster import ClusterConfig
 from netstorm.geoserver.postoffice import SCHEDULER, SERVER, NodeInfo, NodeTable
-from netstorm.geoserver.settings import ProbeRequest, RuntimeSettings
+from netstorm.geoserver.ratelog import RateLimitedLog
+from netstorm.geoserver.settings import MAX_EARLY_MESSAGES, ProbeRequest, RuntimeSettings
 from netstorm.geoserver.van import Van
 
 from .awareness import Adaptation, Replanner
@@ -54,10 +55,12 @@ class Scheduler:
         # at the first round not yet open - the very next round, with no lead and no race
         self.round_gate = self.settings.round_gate
         self.rounds = RoundTracker(self.round_gate, config.heartbeat_s)
+        self._drops = RateLimitedLog(log)      # about messages from strangers
+        self._rejects = RateLimitedLog(log, level=logging.ERROR)
 
     # ---------------------------------------------------------------- rendezvous
     def _reject(self, meta: dict, reason: str) -> None:
-        log.error("rejected registration %s: %s", meta, reason)
+        self._rejects.log(meta.get("address"), "rejected registration %s: %s", meta, reason)
         address = meta.get("address")
         if isinstance(address, str) and address.startswith("tcp://"):
             self.van.connect(address, address)
@@ -75,8 +78,8 @@ class Scheduler:
                 self._abort_nodes(registration.registered, reason)
                 raise ClusterAborted(reason)
             if msg.kind != wire.Kind.REGISTER:
-                log.warning("ignored %s from unregistered node %d during rendezvous",
-                            msg.kind.name, msg.sender)
+                self._drops.log(msg.sender, "ignored %s from unregistered node %d during "
+                                "rendezvous", msg.kind.name, msg.sender)
                 continue
             problem = registration.add(msg.meta)
             if problem:
@@ -196,6 +199,10 @@ class Scheduler:
                                      f"{self.config.dead_after_s:g}); it is presumed dead")
 
     def _on_barrier(self, msg: wire.Message) -> None:
+        if msg.seq not in self.barriers and len(self.barriers) >= MAX_EARLY_MESSAGES:
+            self._drops.log(msg.sender, "dropped BARRIER %d from %s: %d barriers are open",
+                            msg.seq, self.table.describe(msg.sender), len(self.barriers))
+            return
         waiting = self.barriers.setdefault(msg.seq, set())
         waiting.add(msg.sender)
         if len(waiting) == len(self.table.workers()):
@@ -232,7 +239,8 @@ class Scheduler:
             msg = self.van.recv(self.config.heartbeat_s)
             if msg is not None:
                 if msg.sender not in self.table:
-                    log.warning("dropped %s from unknown node %d", msg.kind.name, msg.sender)
+                    self._drops.log(msg.sender, "dropped %s from unknown node %d",
+                                    msg.kind.name, msg.sender)
                     continue
                 self._node_alive(msg.sender)
                 if msg.kind == wire.Kind.HEARTBEAT and "round" in msg.meta:
@@ -245,8 +253,8 @@ class Scheduler:
                     raise ClusterAborted(f"{self.table.describe(msg.sender)} aborted: "
                                          f"{msg.meta.get('reason', '?')}")
                 elif msg.kind != wire.Kind.HEARTBEAT:
-                    log.warning("ignored unexpected %s from %s", msg.kind.name,
-                                self.table.describe(msg.sender))
+                    self._drops.log(msg.sender, "ignored unexpected %s from %s",
+                                    msg.kind.name, self.table.describe(msg.sender))
             self._check_liveness()
             self._adapt()
 

@@ -4,7 +4,7 @@ import random
 import numpy as np
 import pytest
 
-from netstorm.geoserver.aggregation import ChunkId, TreeExchange
+from netstorm.geoserver.aggregation import ENTRY_BYTES, ChunkId, TreeExchange
 from netstorm.geoserver.tree import Policy, PolicyBook
 from netstorm.geoserver.wire import Kind
 from netstorm.scheduler.policy import random_trees, star_policy
@@ -128,3 +128,65 @@ def test_on_chunk_dispatches_by_kind_and_drops_a_tree_the_policy_lacks(caplog):
     assert "b: dropped CHUNK_DOWN of key 0 from a: policy 1 has 1 trees, not 6" in caplog.text
     ex.on_chunk("a", Kind.CHUNK_DOWN, ChunkId(0, 0, 1, 1, 0), np.ones(2))
     assert len(got) == 1
+
+
+def bounded_exchange(**bounds):
+    """DC a, the root of a star over a, b and c, with ``bounds``; what it sends lands in
+    ``sent``."""
+    sent = []
+    ex = TreeExchange("a", PolicyBook(star_policy(["a", "b", "c"], "a")),
+                      lambda *m: sent.append(m), lambda *d: None, **bounds)
+    return ex, sent
+
+
+def test_chunks_of_rounds_too_far_ahead_are_dropped_not_kept(caplog):
+    ex, _ = bounded_exchange(rounds_ahead=2)
+    ex.on_up("b", ChunkId(0, 0, 3, 1, 0), np.ones(2))           # round 3 > 0 + 2
+    ex.on_down("b", ChunkId(0, 0, 9, 1, 0), np.ones(2))
+    assert ex.in_flight == 0 and not ex.held
+    assert "round 3 is more than 2 rounds ahead of this DC's round 0" in caplog.text
+    ex.on_up("b", ChunkId(0, 0, 2, 1, 0), np.ones(2))           # within the window: kept
+    assert ex.in_flight == 1
+    ex.contribute(ChunkId(0, 0, 5, 1, 0), np.ones(2))            # this DC moved on to round 5
+    ex.on_up("b", ChunkId(0, 0, 7, 1, 0), np.ones(2))
+    assert ex.in_flight == 3
+
+
+def test_bytes_kept_per_neighbour_are_bounded_and_released_when_a_sum_completes(caplog):
+    one = np.ones(100, np.float32).nbytes + ENTRY_BYTES
+    ex, sent = bounded_exchange(held_bytes=2 * one)
+    for key in range(3):                                          # the third is one too many
+        ex.on_up("b", ChunkId(key, 0, 1, 1, 0), np.ones(100, np.float32))
+    assert ex.held == {"b": 2 * one} and ex.in_flight == 2
+    assert f"{2 * one} bytes are already kept for b (at most {2 * one})" in caplog.text
+    ex.on_up("c", ChunkId(2, 0, 1, 1, 0), np.ones(100, np.float32))   # c has its own budget
+    assert ex.held == {"b": 2 * one, "c": one}
+    ex.on_up("c", ChunkId(0, 0, 1, 1, 0), np.ones(100, np.float32))
+    ex.contribute(ChunkId(0, 0, 1, 1, 0), np.ones(100, np.float32))    # key 0 completes
+    assert len(sent) == 2 and ex.held == {"b": one, "c": one}
+
+
+def test_a_contribution_of_another_size_or_dtype_is_dropped_not_added(caplog):
+    ex, sent = bounded_exchange()
+    ex.on_up("b", ChunkId(0, 0, 1, 1, 0), np.ones(4, np.float32))
+    ex.on_up("c", ChunkId(0, 0, 1, 1, 0), np.ones(5, np.float32))       # would not broadcast
+    ex.on_up("c", ChunkId(0, 0, 1, 1, 0), np.ones(4, np.float64))
+    assert "dropped contribution from c to chunk (0, 0, 1): 5 x float32, the partial sum is " \
+           "4 x float32" in caplog.text
+    ex.on_up("c", ChunkId(0, 0, 1, 1, 0), np.ones(4, np.float32))
+    ex.contribute(ChunkId(0, 0, 1, 1, 0), np.ones(4, np.float32))
+    assert len(sent) == 2 and np.array_equal(sent[0][3], np.full(4, 3))
+
+
+def test_chunks_waiting_for_a_policy_are_bounded_per_neighbour_and_released_on_replay():
+    one = np.ones(10, np.float32).nbytes + ENTRY_BYTES
+    ex, _ = bounded_exchange(held_bytes=one)
+    ex.on_up("b", ChunkId(0, 0, 1, 2, 0), np.ones(10, np.float32))      # version 2: unknown
+    ex.on_up("b", ChunkId(1, 0, 1, 2, 0), np.ones(10, np.float32))      # over b's bound
+    ex.on_up("b", ChunkId(1, 0, 1, 3, 0), np.ones(10, np.float32))
+    assert len(ex._waiting) == 1 and ex.held == {"b": one}
+    ex.policy_added()                                                 # still unknown: kept
+    assert len(ex._waiting) == 1 and ex.held == {"b": one}
+    ex.policies.add(star_policy(["a", "b", "c"], "a", version=2, start_round=1))
+    ex.policy_added()                                # replayed into a partial sum, still b's
+    assert not ex._waiting and ex.in_flight == 1 and ex.held == {"b": one}

@@ -105,3 +105,22 @@ def test_bad_requests_raise_request_error_and_change_nothing(action, message):
     h.push(W1, 0, 1, np.ones(10, np.float32))     # the store still works
     h.push(W2, 0, 1, np.ones(10, np.float32))
     assert len(h.contributed) == 3
+
+
+def test_a_total_this_dc_never_sent_is_dropped_not_a_crash(caplog):
+    h = Harness()
+    h.init(W1, 0, np.arange(10, dtype=np.float32))
+    h.init(W2, 0)
+    h.push(W1, 0, 1, np.ones(10, np.float32))
+    h.push(W2, 0, 1, np.ones(10, np.float32))
+    for key, chunk, rnd, total in [(9, 0, 1, np.ones(4, np.float32)),      # unknown key
+                                   (0, 0, 7, np.ones(4, np.float32)),      # unknown round
+                                   (0, 5, 1, np.ones(4, np.float32)),      # unknown chunk
+                                   (0, 0, 1, np.ones(3, np.float32)),      # wrong size
+                                   (0, 0, 1, np.ones(4, np.float64))]:     # wrong dtype
+        h.store.deliver(key, chunk, rnd, total)
+    assert "dc0: dropped a chunk total: key 0 chunk 0 has 4 x float32, the total 3 x " \
+           "float32" in caplog.text
+    assert h.store.keys[0].applied == 0 and h.store.keys[0].rounds[1].chunks_done == 0
+    h.complete_round()                                   # the real totals still apply
+    assert h.store.keys[0].applied == 1

@@ -3,6 +3,7 @@ that beat the WELCOME are kept, and the WELCOME's settings are validated on arri
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from netstorm.geoserver import wire
@@ -46,7 +47,8 @@ def register(po: Postoffice, sched: Van, **welcome):
 
 def test_messages_arriving_before_welcome_are_kept_for_the_node(node):
     po, sched, peer = node
-    peer.send("n", wire.Message(wire.Kind.CHUNK_UP, key=4))      # beats the WELCOME
+    peer.send("n", wire.Message(wire.Kind.CHUNK_UP, key=4, dtype=np.float32,
+                                frames=[np.ones(2, np.float32)]))   # beats the WELCOME
     me = register(po, sched)
     assert me.id == 1
     early = po.take_early()
@@ -62,3 +64,27 @@ def test_bad_settings_in_the_welcome_are_a_clear_error_naming_the_field(node):
                                               "scheduler: RuntimeSettings: heartbeat_s must "
                                               "be a number, got 'fast'"):
         register(po, sched, settings=settings)
+
+
+class _StubVan:
+    address = "tcp://127.0.0.1:1"
+
+    def connect(self, peer, address, send_hwm=0):
+        pass
+
+
+def test_messages_before_the_welcome_are_bounded_in_number_and_bytes(monkeypatch, caplog):
+    from netstorm.geoserver import postoffice
+    monkeypatch.setattr(postoffice, "MAX_EARLY_MESSAGES", 3)
+    monkeypatch.setattr(postoffice, "MAX_HELD_BYTES_PER_PEER", 100)
+    po = Postoffice(_StubVan(), "tcp://127.0.0.1:2", "server", "dc0")
+    chunk = wire.Message(wire.Kind.CHUNK_UP, sender=2, dtype=np.uint8,
+                         frames=[np.zeros(60, np.uint8)])
+    po._keep_early(chunk)
+    po._keep_early(chunk)                                  # 120 bytes: over the bound
+    for _ in range(3):
+        po._keep_early(wire.Message(wire.Kind.HEARTBEAT, sender=2))
+    assert [m.kind for m in po.early] == [wire.Kind.CHUNK_UP, wire.Kind.HEARTBEAT,
+                                          wire.Kind.HEARTBEAT]
+    assert "dropped CHUNK_UP from node 2 that came before the WELCOME" in caplog.text
+    assert len(po.take_early()) == 3 and po._early_bytes == 0

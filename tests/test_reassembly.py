@@ -51,3 +51,19 @@ def test_bad_parts_are_refused_and_lose_nothing():
     with pytest.raises(PartError):
         re.add("c", 10, 20, data.astype(np.float16))     # disagrees on the dtype
     assert np.array_equal(re.add("c", 10, 20, data * 2), np.r_[data, data * 2])
+
+
+def test_incomplete_chunks_are_bounded_per_peer_and_released_when_complete():
+    from netstorm.geoserver.aggregation import ENTRY_BYTES
+    one = 100 * 4 + ENTRY_BYTES
+    re = Reassembler(max_elements=1000, held_bytes=2 * one)
+    data = np.arange(100, dtype=np.float32)
+    assert re.add(("k", 0), 0, 100, data[:50], peer="b") is None
+    assert re.add(("k", 1), 0, 100, data[:50], peer="b") is None
+    with pytest.raises(PartError, match=f"{2 * one} bytes of incomplete chunks are already "
+                                        f"kept for b"):
+        re.add(("k", 2), 0, 100, data[:50], peer="b")
+    assert re.add(("k", 2), 0, 100, data[:50], peer="c") is None      # c has its own budget
+    assert np.array_equal(re.add(("k", 0), 50, 100, data[50:], peer="b"), data)
+    assert re.held == {"b": one, "c": one} and re.pending == 2
+    assert re.add(("k", 3), 0, 100, data[:50], peer="b") is None      # room again

@@ -73,3 +73,17 @@ def test_server_survives_garbage_and_unknown_peers(no_leftovers):
                    "not a multiple of float32"):
         assert sum(reason in l for l in run.lines("server")) == 2, reason
     assert run.output.count("finished 5 rounds") == 2     # sums stayed exact
+
+
+def test_a_gated_push_too_far_ahead_is_refused_not_held_and_not_asked_for():
+    from netstorm.geoserver.settings import MAX_ROUNDS_AHEAD
+    server = eu_server(round_gate=True)
+    server.handle(init_message(EU_WORKER, 0, np.zeros(4, np.float32)))
+    server.handle(push_message(EU_WORKER, 0, MAX_ROUNDS_AHEAD + 1, np.ones(4, np.float32),
+                               request=9))
+    (error,) = replies(server, Kind.ERROR)
+    assert error.request == 9 and f"more than {MAX_ROUNDS_AHEAD} rounds ahead" in \
+        error.meta["reason"]
+    assert server.gate.held == 0 and server.gate.requested == 0
+    server.handle(push_message(EU_WORKER, 0, 1, np.ones(4, np.float32)))
+    assert server.gate.held == 1 and server.gate.requested == 1

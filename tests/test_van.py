@@ -73,15 +73,15 @@ def test_try_send_reports_a_full_queue_and_wait_reports_when_it_drains():
     b = None
     try:
         a.connect("b", f"tcp://127.0.0.1:{port}", send_hwm=1)
-        assert a.try_send("b", wire.Message(wire.Kind.PUSH, key=1))
-        assert not a.try_send("b", wire.Message(wire.Kind.PUSH, key=2))
+        assert a.try_send("b", wire.Message(wire.Kind.PULL, key=1))
+        assert not a.try_send("b", wire.Message(wire.Kind.PULL, key=2))
         assert a.wait(0.2, writable=["b"]) == (False, [])
         b = Van("b", "127.0.0.1", port)
         deadline = time.monotonic() + 10
         while True:
             assert time.monotonic() < deadline, "the queue never drained"
             _, ready = a.wait(1.0, writable=["b"])
-            if ready == ["b"] and a.try_send("b", wire.Message(wire.Kind.PUSH, key=2)):
+            if ready == ["b"] and a.try_send("b", wire.Message(wire.Kind.PULL, key=2)):
                 break
         assert [b.recv(5).key, b.recv(5).key] == [1, 2]
     finally:
@@ -92,7 +92,7 @@ def test_try_send_reports_a_full_queue_and_wait_reports_when_it_drains():
 
 def test_wait_reports_a_waiting_message(pair):
     a, b = pair
-    a.send("b", wire.Message(wire.Kind.PUSH, key=7))
+    a.send("b", wire.Message(wire.Kind.PULL, key=7))
     readable, ready = b.wait(5)
     assert readable and ready == [] and b.recv(0).key == 7
 
@@ -119,3 +119,39 @@ def test_recv_keeps_its_timeout_after_wait_watched_writable_peers(pair):
         reader.join(5)
     assert not blocked, "recv(0.3) still blocked after 5 s"
     assert got["msg"] is None and 0.25 < got["took"] < 2
+
+
+def test_messages_their_schema_refuses_are_dropped_naming_the_connection(pair, caplog):
+    _, b = pair
+    raw = zmq.Context.instance().socket(zmq.DEALER)
+    raw.setsockopt(zmq.IDENTITY, b"\x00evil")
+    raw.connect(b.address)
+    header = wire.encode(wire.Message(wire.Kind.HEARTBEAT, sender=3))[0]
+    raw.send_multipart([header, b'{"round": "7"}'])                 # a round that is no int
+    raw.send_multipart([header, b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"])
+    raw.send_multipart([header, b'{"round": 7}'])
+    msg = b.recv(5)
+    raw.close(linger=0)
+    assert msg.meta == {"round": 7} and b.dropped == 2
+    assert "dropped malformed message from connection 006576696c (header claims node 3): " \
+           "HEARTBEAT: meta.round must be an integer, got '7'" in caplog.text
+    assert "nests 5001 deep" in caplog.text
+
+
+def test_an_oversized_frame_disconnects_its_sender_only():
+    b = Van("b", "127.0.0.1", 0, max_frame_bytes=1024)
+    a = Van("a", "127.0.0.1", 0)
+    raw = zmq.Context.instance().socket(zmq.DEALER)
+    try:
+        raw.connect(b.address)
+        raw.send_multipart(wire.encode(wire.Message(wire.Kind.PROBE, dtype=np.uint8,
+                                                    frames=[np.zeros(2048, np.uint8)])))
+        assert b.recv(0.5) is None
+        a.connect("b", b.address)
+        a.send("b", wire.Message(wire.Kind.PROBE, dtype=np.uint8,
+                                 frames=[np.zeros(1024, np.uint8)]))
+        assert len(b.recv(5).frames[0]) == 1024
+    finally:
+        raw.close(linger=0)
+        a.close()
+        b.close()

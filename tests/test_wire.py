@@ -66,3 +66,43 @@ def test_nothing_is_unpickled():
     payload = pickle.dumps({"evil": 1})
     with pytest.raises(WireError):
         wire.decode([_good()[0], payload])
+
+
+def _with_meta(raw: bytes) -> list:
+    return [_good()[0], raw]
+
+
+@pytest.mark.parametrize("raw,reason", [
+    (b'{"a":' + b"[" * 1000 + b"]" * 1000 + b"}", "nests 1001 deep"),
+    (b'{"a":' + b"[" * 100000, "nests 100001 deep"),            # no RecursionError either
+    (b'{"a":' + b"9" * 5000 + b"}", "integer of 5000 digits"),     # beyond int max str digits
+    (b'{"a":-' + b"9" * 41 + b"}", "integer of 41 digits"),
+    (b'{"a":NaN}', "NaN is not a number JSON allows"),
+    (b'{"a":[Infinity]}', "Infinity is not a number"),
+    (b'{"a":-Infinity}', "-Infinity is not a number"),
+    (b'{"a":1e400}', "number 1e400 is not finite"),
+    (b'{"a":"' + b"x" * wire.MAX_META_BYTES + b'"}', "exceeds 1048576"),
+])
+def test_meta_limits_are_enforced_before_anything_can_blow_up(raw, reason):
+    with pytest.raises(WireError, match=reason):
+        wire.decode(_with_meta(raw))
+
+
+def test_meta_within_the_limits_still_decodes():
+    deep = "[" * (wire.MAX_META_DEPTH - 1) + "]" * (wire.MAX_META_DEPTH - 1)
+    brackets_in_strings = "[" * 5000
+    meta = wire.decode(_with_meta(json.dumps(
+        {"deep": json.loads(deep), "s": brackets_in_strings, "q": 'a\\"[[{',
+         "n": -(10 ** 39), "f": 1.5e300}).encode())).meta
+    assert meta["s"] == brackets_in_strings and meta["n"] == -(10 ** 39)
+
+
+def test_nesting_ignores_brackets_inside_strings():
+    assert wire.nesting('{"a": "[[[\\"[[", "b": [[1], {"c": [2]}]}') == 4
+    assert wire.nesting("") == 0
+
+
+def test_claimed_sender_reads_the_header_when_there_is_one():
+    frames = wire.encode(Message(Kind.PULL, sender=12))
+    assert wire.claimed_sender(frames) == 12
+    assert wire.claimed_sender([b"short"]) is None and wire.claimed_sender([]) is None

@@ -19,3 +19,24 @@ def test_malformed_settings_are_clear():
     with pytest.raises(KVStoreError, match="bad netstorm environment variable"):
         WorkerSettings.from_env({"NETSTORM_SCHEDULER": "tcp://x:1", "NETSTORM_DC": "eu",
                                  "NETSTORM_LOCAL_INDEX": "first"})
+
+
+def test_a_message_that_upsets_dispatch_is_logged_and_the_io_thread_goes_on(caplog):
+    import logging
+
+    from netstorm.geoserver.postoffice import NodeInfo
+    from netstorm.geoserver.ratelog import RateLimitedLog
+    from netstorm.geoserver.wire import Kind, Message
+    from netstorm.geoserver.worker_client import WorkerClient, log
+
+    client = WorkerClient.__new__(WorkerClient)          # no sockets: only what dispatch uses
+    client.me = NodeInfo(3, "worker", "eu", "tcp://127.0.0.1:1", rank=1, local_rank=0)
+    client._drops = RateLimitedLog(log)
+
+    def upset(msg):
+        raise TypeError("unexpected reply layout")
+    client._dispatch = upset
+    with caplog.at_level(logging.WARNING):
+        client._dispatch_safely(Message(Kind.VALUE, sender=1))
+    assert "worker 1: dropped VALUE from node 1: TypeError('unexpected reply layout')" \
+        in caplog.text

@@ -1,0 +1,350 @@
+"""What every message kind may carry: its meta fields, their types and ranges, its frames.
+
+In the spirit of ps-lite's ``meta.proto``: :data:`SCHEMAS` declares, for each
+:class:`~netstorm.geoserver.wire.Kind`, the meta fields it may carry (anything else is
+rejected), which are required, their types (str/int/float/bool, lists and objects of those)
+and ranges, how many tensor frames it has, whether a dtype is required or forbidden, and
+the constraints between header and frames (an INIT's shape against its value's size, an
+optimizer state's frame references). :func:`validate` checks one decoded message and raises
+:class:`SchemaError` (a :class:`~netstorm.geoserver.wire.WireError`) naming the kind and the
+field; the Van calls it on every message it receives, so handlers can trust the types. Pure.
+Numbers in meta are already finite and integers short (:func:`wire.parse_meta`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
+from .wire import DTYPE_CODES, Flag, Kind, Message, WireError
+
+U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1
+MAX_DIMS = 32                   # numpy's own limit on array dimensions
+KEY_DTYPES = {dt.str for dt in DTYPE_CODES} | {dt.name for dt in DTYPE_CODES}
+
+
+class SchemaError(WireError):
+    """A decoded message its kind's schema does not allow; the text names the field."""
+
+
+def _show(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Spec:
+    """A type with its range; :meth:`check` raises :class:`SchemaError` about ``where``."""
+
+    def check(self, value, where: str) -> None:
+        raise NotImplementedError
+
+    def fail(self, where: str, expected: str, value) -> None:
+        raise SchemaError(f"{where} must be {expected}, got {_show(value)}")
+
+    def sized(self, value, where: str, kind: type, noun: str, max_len, unit: str) -> None:
+        """``value`` is a ``kind`` of at most ``max_len`` ``unit`` (None: any length)."""
+        if not isinstance(value, kind):
+            self.fail(where, noun, value)
+        if max_len is not None and len(value) > max_len:
+            self.fail(where, f"{noun} of at most {max_len} {unit}", value)
+
+
+class Int(Spec):
+    def __init__(self, lo: int = 0, hi: int = I64, choices=None):
+        self.lo, self.hi, self.choices = lo, hi, choices
+
+    def check(self, value, where):
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(where, "an integer", value)
+        if self.choices is not None and value not in self.choices:
+            self.fail(where, f"one of {sorted(self.choices)}", value)
+        if not self.lo <= value <= self.hi:
+            self.fail(where, f"an integer in [{self.lo}, {self.hi}]", value)
+
+
+class Num(Spec):
+    def __init__(self, lo=None, hi=None):
+        self.lo, self.hi = lo, hi
+
+    def check(self, value, where):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value):
+            self.fail(where, "a finite number", value)
+        if self.lo is not None and value < self.lo or self.hi is not None and value > self.hi:
+            self.fail(where, f"a number in [{self.lo}, {self.hi}]", value)
+
+
+class Bool(Spec):
+    def check(self, value, where):
+        if not isinstance(value, bool):
+            self.fail(where, "true or false", value)
+
+
+class Str(Spec):
+    def __init__(self, max_len: int | None = 1024, choices=None):
+        self.max_len, self.choices = max_len, choices
+
+    def check(self, value, where):
+        self.sized(value, where, str, "a string", self.max_len, "characters")
+        if self.choices is not None and value not in self.choices:
+            self.fail(where, f"one of {sorted(self.choices)}", value)
+
+
+class Nullable(Spec):
+    def __init__(self, spec: Spec):
+        self.spec = spec
+
+    def check(self, value, where):
+        if value is not None:
+            self.spec.check(value, where)
+
+
+class ListOf(Spec):
+    def __init__(self, item: Spec, max_len: int | None = None):
+        self.item, self.max_len = item, max_len
+
+    def check(self, value, where):
+        self.sized(value, where, list, "a list", self.max_len, "items")
+        for i, item in enumerate(value):
+            self.item.check(item, f"{where}[{i}]")
+
+
+class Row(Spec):
+    """A list of fixed length, one spec per position (JSON's tuple)."""
+
+    def __init__(self, *items: Spec):
+        self.items = items
+
+    def check(self, value, where):
+        if not isinstance(value, list) or len(value) != len(self.items):
+            self.fail(where, f"a list of {len(self.items)} items", value)
+        for i, (spec, item) in enumerate(zip(self.items, value)):
+            spec.check(item, f"{where}[{i}]")
+
+
+class DictOf(Spec):
+    """An object with any string keys, every value of one spec."""
+
+    def __init__(self, value: Spec, key: Spec = Str()):
+        self.value, self.key = value, key
+
+    def check(self, value, where):
+        if not isinstance(value, dict):
+            self.fail(where, "an object", value)
+        for k, v in value.items():
+            self.key.check(k, f"a key of {where}")
+            self.value.check(v, f"{where}[{k[:40]!r}]")
+
+
+class Obj(Spec):
+    """An object with declared fields only; ``required`` names those it must have."""
+
+    def __init__(self, fields: dict, required=()):
+        self.fields, self.required = fields, tuple(required)
+
+    def check(self, value, where):
+        if not isinstance(value, dict):
+            self.fail(where, "an object", value)
+        for name in self.required:
+            if name not in value:
+                raise SchemaError(f"{where} lacks required field {name!r}")
+        for name, item in value.items():
+            spec = self.fields.get(name)
+            if spec is None:
+                raise SchemaError(f"{where} has unknown field {name[:40]!r}")
+            spec.check(item, f"{where}.{name}")
+
+
+class Plain(Spec):
+    """An optimizer attribute: null, bool, string, finite number, or a list of those."""
+
+    def check(self, value, where):
+        if value is None or isinstance(value, (bool, str)):
+            return
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                self.check(item, f"{where}[{i}]")
+            return
+        Num(-I64, I64).check(value, where)
+
+
+class AnyObj(Spec):
+    """An object whose fields a message-level check examines (an optimizer state node)."""
+
+    def check(self, value, where):
+        if not isinstance(value, dict):
+            self.fail(where, "an object", value)
+
+
+class Decoded(Spec):
+    """A value a typed decoder validates (``decode`` raises :class:`SettingsError`)."""
+
+    def __init__(self, decode):
+        self.decode = decode
+
+    def check(self, value, where):
+        try:
+            self.decode(value)
+        except SettingsError as exc:
+            raise SchemaError(f"{where}: {exc}") from None
+
+
+class MessageSchema:
+    """One kind: its meta, ``frames`` (least, most), ``dtype`` rule ('required',
+    'forbidden' or 'optional'), ``flags`` it may carry, and an extra ``check(msg)``."""
+
+    def __init__(self, meta: Spec = Obj({}), frames=(0, 0), dtype: str = "forbidden",
+                 flags: Flag = Flag.NONE, check=None):
+        self.meta, self.frames, self.dtype = meta, frames, dtype
+        self.flags, self.extra = flags, check
+
+
+# ---------------------------------------------------------------- shared parts
+POLICY = Obj({"version": Int(0, U32), "start_round": Int(),
+              "trees": ListOf(Obj({"root": Str(), "parent": DictOf(Nullable(Str()))},
+                                  required=("root", "parent")), max_len=255),
+              "shares": ListOf(Num(0.0, 1.0), max_len=255)},
+             required=("version", "start_round", "trees"))
+NODE = Obj({"id": Int(0, U16), "role": Str(64), "dc": Str(), "address": Str(),
+            "rank": Int(-1, U32), "local_rank": Int(-1, U32)},
+           required=("id", "role", "dc", "address", "rank", "local_rank"))
+MULTS = ListOf(Row(Int(0, I64), Num()))
+OPTIMIZER_SPEC = Obj({"name": Str(64), "attrs": DictOf(Plain()), "lr_mult": MULTS,
+                      "wd_mult": MULTS, "named_lr_mult": DictOf(Num()),
+                      "named_wd_mult": DictOf(Num()),
+                      "idx2name": ListOf(Row(Int(0, I64), Str())),
+                      "lr_scheduler": Nullable(Obj({"name": Str(64), "attrs": DictOf(Plain())},
+                                                   required=("name", "attrs")))},
+                     required=("name", "attrs", "lr_mult", "wd_mult", "named_lr_mult",
+                               "named_wd_mult", "idx2name", "lr_scheduler"))
+STATES = Obj({"states": ListOf(Row(Int(0, I64), Nullable(AnyObj()))),
+              "counts": ListOf(Row(Int(0, I64), Int())), "num_update": Int()},
+             required=("states", "counts", "num_update"))
+PART = Row(Int(0, U32), Int(1, U32))        # [first element, elements in the whole chunk]
+CHUNK_META = Obj({"part": PART, "from": Str()})
+RELAY_META = Obj({"part": PART, "from": Str(), "to": Str(),
+                  "kind": Int(choices={int(Kind.CHUNK_UP), int(Kind.CHUNK_DOWN)}),
+                  "hops": Int(0, 255)}, required=("part", "from", "to", "kind", "hops"))
+REASON = Obj({"reason": Str(None)})
+
+
+def _init(msg: Message) -> None:
+    """An INIT's shape and dtype against its header and (with a value) its one frame."""
+    shape, dtype = msg.meta["shape"], np.dtype(msg.meta["dtype"])
+    if msg.dtype is not None and msg.dtype != dtype:
+        raise SchemaError(f"INIT: header dtype {msg.dtype} differs from meta.dtype {dtype}")
+    size = math.prod(shape)
+    if size * dtype.itemsize > MAX_FRAME_BYTES:
+        raise SchemaError(f"INIT: meta.shape {_show(shape)} exceeds the largest frame "
+                          f"({MAX_FRAME_BYTES} bytes)")
+    value = bool(msg.flags & Flag.HAS_VALUE)
+    if len(msg.frames) != int(value):
+        raise SchemaError(f"INIT: {len(msg.frames)} frames, "
+                          f"{'one' if value else 'none'} expected with "
+                          f"HAS_VALUE {'set' if value else 'unset'}")
+    if value and len(msg.frames[0]) != size * dtype.itemsize:
+        raise SchemaError(f"INIT: frame of {len(msg.frames[0])} bytes, meta.shape "
+                          f"{_show(shape)} of {dtype} needs {size * dtype.itemsize}")
+
+
+def _state(node, where: str, frames) -> None:
+    """One optimizer state: null, ``{"seq": [...]}``, ``{"num": x}`` or a frame reference."""
+    if node is None:
+        return
+    if set(node) == {"seq"}:
+        ListOf(Nullable(AnyObj())).check(node["seq"], f"{where}.seq")
+        for i, item in enumerate(node["seq"]):
+            _state(item, f"{where}.seq[{i}]", frames)
+        return
+    if set(node) == {"num"}:
+        Plain().check(node["num"], f"{where}.num")
+        return
+    Obj({"frame": Int(0, max(0, len(frames) - 1)), "shape": ListOf(Int(), MAX_DIMS),
+         "dtype": Str(16, {dt.name for dt in DTYPE_CODES})},
+        required=("frame", "shape", "dtype")).check(node, where)
+    need = math.prod(node["shape"]) * np.dtype(node["dtype"]).itemsize
+    if not frames or len(frames[node["frame"]]) != need:
+        raise SchemaError(f"{where}: frame {node['frame']} does not hold {need} bytes")
+
+
+def _states(msg: Message) -> None:
+    for i, (_, node) in enumerate(msg.meta["states"]):
+        _state(node, f"meta.states[{i}][1]", msg.frames)
+
+
+EMPTY = MessageSchema()
+DATA = MessageSchema(frames=(1, 1), dtype="required", flags=Flag.QUEUED)
+
+SCHEMAS = {
+    Kind.REGISTER: MessageSchema(Obj({"role": Str(64), "dc": Str(), "address": Str(),
+                                      "host": Str(), "pid": Int(0, U32),
+                                      "local_index": Int(-1, U32)},
+                                     required=("role", "dc", "address"))),
+    Kind.WELCOME: MessageSchema(Obj({"nodes": ListOf(NODE, max_len=U16), "you": Int(0, U16),
+                                     "policy": Nullable(POLICY),
+                                     # typed by RuntimeSettings.from_json in the
+                                     # Postoffice, whose error names the field and ends
+                                     # the registration (a WELCOME is not retried)
+                                     "settings": AnyObj()},
+                                    required=("nodes", "you", "settings"))),
+    Kind.BARRIER: EMPTY,
+    Kind.BARRIER_DONE: EMPTY,
+    Kind.HEARTBEAT: MessageSchema(Obj({"round": Int(), "stalled": ListOf(Str()),
+                                       "links": DictOf(Row(Num(0.0), Num(0.0)))})),
+    Kind.ABORT: MessageSchema(REASON),
+    Kind.BYE: MessageSchema(Obj({"clean": Bool(), "reason": Str(None)})),
+    Kind.SHUTDOWN: EMPTY,
+    Kind.INIT: MessageSchema(Obj({"shape": ListOf(Int(), MAX_DIMS),
+                                  "dtype": Str(16, KEY_DTYPES), "origin": Str()},
+                                 required=("shape", "dtype")),
+                             frames=(0, 1), dtype="optional",
+                             flags=Flag.HAS_VALUE | Flag.QUEUED, check=_init),
+    Kind.INIT_DONE: EMPTY,
+    Kind.PUSH: MessageSchema(frames=(1, 1), dtype="required", flags=Flag.WANT_VALUE),
+    Kind.PULL: EMPTY,
+    Kind.VALUE: MessageSchema(frames=(1, 1), dtype="required"),
+    Kind.SET_OPTIMIZER: MessageSchema(Obj({"spec": OPTIMIZER_SPEC}, required=("spec",))),
+    Kind.OPTIMIZER_DONE: EMPTY,
+    Kind.SAVE_STATES: EMPTY,
+    Kind.STATES: MessageSchema(STATES, frames=(0, None), dtype="optional", check=_states),
+    Kind.LOAD_STATES: MessageSchema(STATES, frames=(0, None), dtype="optional",
+                                    check=_states),
+    Kind.CHUNK_UP: MessageSchema(CHUNK_META, frames=(1, 1), dtype="required",
+                                 flags=Flag.QUEUED),
+    Kind.CHUNK_DOWN: MessageSchema(CHUNK_META, frames=(1, 1), dtype="required",
+                                   flags=Flag.QUEUED),
+    Kind.POLICY: MessageSchema(Obj({"policy": POLICY}, required=("policy",))),
+    Kind.PROBE_REQUEST: MessageSchema(Decoded(ProbeRequest.from_json)),
+    Kind.PROBE: DATA,
+    Kind.PROBE_REPORT: MessageSchema(Obj({"rates": DictOf(Num(0.0))}, required=("rates",))),
+    Kind.RELAY: MessageSchema(RELAY_META, frames=(1, 1), dtype="required", flags=Flag.QUEUED),
+    Kind.ROUTES: MessageSchema(Obj({"relays": ListOf(Row(Str(), Str(), Str(), Num(0.0, 1.0))),
+                                    "rates": ListOf(Row(Str(), Str(), Num(0.0)))})),
+    Kind.ROUND_OPEN: EMPTY,
+    Kind.ERROR: MessageSchema(REASON),
+}
+
+
+def validate(msg: Message) -> Message:
+    """``msg`` if its kind's schema allows it; else :class:`SchemaError` saying why."""
+    schema = SCHEMAS[msg.kind]
+    name = msg.kind.name
+    extra = int(msg.flags) & ~int(schema.flags)
+    if extra:
+        raise SchemaError(f"{name}: flags {extra:#x} not allowed on this kind")
+    least, most = schema.frames
+    if len(msg.frames) < least or most is not None and len(msg.frames) > most:
+        raise SchemaError(f"{name}: {len(msg.frames)} tensor frames, expected "
+                          f"{least if least == most else f'{least} to {most}'}")
+    if schema.dtype == "required" and msg.dtype is None:
+        raise SchemaError(f"{name}: the header names no dtype")
+    if schema.dtype == "forbidden" and msg.dtype is not None:
+        raise SchemaError(f"{name}: the header names dtype {msg.dtype}; this kind has none")
+    try:
+        schema.meta.check(msg.meta, "meta")
+        if schema.extra is not None:
+            schema.extra(msg)
+    except SchemaError as exc:
+        raise SchemaError(f"{name}: {exc}") from None
+    return msg
