@@ -101,6 +101,19 @@ class ClusterConfig:
     stats: str = ""         # scheduler: JSON-lines log of estimates and policies ("": none)
     source: str = field(default="<built>", compare=False)
 
+    def __post_init__(self):
+        """Refuse settings that contradict each other (one value alone is checked where it
+        is read): every node beats every ``heartbeat_s``, so a node declared dead after
+        less than two beats' silence, or a wait for a peer shorter than two beats, would
+        fail a healthy cluster."""
+        beats = 2 * self.heartbeat_s
+        for key in ("dead_after_s", "timeout_s"):
+            if getattr(self, key) < beats:
+                raise ClusterFileError(
+                    f"{self.source}: {key} = {getattr(self, key):g} is below two heartbeats "
+                    f"(heartbeat_s = {self.heartbeat_s:g}): a healthy node would be taken "
+                    f"for dead; raise {key} to at least {beats:g} or lower heartbeat_s")
+
     @property
     def scheduler_address(self) -> str:
         return f"tcp://{self.scheduler_host}:{self.scheduler_port}"

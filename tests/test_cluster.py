@@ -60,6 +60,9 @@ def _replace(old, new):
     (_replace('hub = "us-east"', 'hub = "mars"'), "hub 'mars' is not a declared DC"),
     (_replace('policy = "star"', 'policy = "ring"'), "unknown policy 'ring'"),
     (_replace("chunk_bytes = 65536", "chunk_bytes = 10"), "chunk_bytes must be >= 1024"),
+    (_replace("timeout_s = 5", "timeout_s = 5\nheartbeat_s = 1\ndead_after_s = 1.5"),
+     "dead_after_s = 1.5 is below two heartbeats"),
+    (_replace("timeout_s = 5", "timeout_s = 0.5"), "timeout_s = 0.5 is below two heartbeats"),
     ("[[dc]]\nname='x'", "missing [scheduler] table"),
     ("this is = not toml =", "not valid TOML"),
 ])
@@ -70,6 +73,13 @@ def test_bad_files_are_rejected_naming_file_and_field(tmp_path, text, message):
             "]", r"\]")) as info:
         load_cluster(path)
     assert str(path) in str(info.value)
+
+
+def test_contradicting_settings_are_refused_also_when_built_in_code():
+    with pytest.raises(ClusterFileError, match="<pseudo>: dead_after_s = 0.5 is below two "
+                                               "heartbeats"):
+        pseudo_cluster(2, 1, 9123, heartbeat_s=0.5, dead_after_s=0.5)
+    assert pseudo_cluster(2, 1, 9123, heartbeat_s=0.5, dead_after_s=1.0).dead_after_s == 1.0
 
 
 def test_missing_file_is_clear():

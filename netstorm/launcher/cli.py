@@ -83,7 +83,7 @@ def run_on_wan(args, transport: dict) -> int:
                           for dc in topology.dcs), source=f"<wan {topology.name}>",
                 links=links, **transport)
             return run_cluster(config, args.command, wrap_dc=wan.exec_prefix)
-    except wanlib.WanUnavailable as exc:
+    except (wanlib.WanUnavailable, ClusterFileError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
 
