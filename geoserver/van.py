@@ -73,6 +73,18 @@ class Van:
             sock.connect(address)
             self._peers[peer] = sock
 
+    def disconnect(self, peer, linger_s: float = 1.0) -> None:
+        """Close the DEALER towards ``peer``: what was sent to it still goes out for up to
+        ``linger_s`` (in ZeroMQ's background), then its descriptor is released. For one-off
+        replies to nodes that are not (or not yet) part of the cluster."""
+        with self._send_lock:
+            sock = self._peers.pop(peer, None)
+            if sock is None:
+                return
+            if self._watched.pop(sock, None) is not None:
+                self._poller.unregister(sock)
+        sock.close(linger=max(0, int(linger_s * 1000)))
+
     def is_connected(self, peer) -> bool:
         return peer in self._peers
 

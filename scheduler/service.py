@@ -63,8 +63,11 @@ class Scheduler:
         self._rejects.log(meta.get("address"), "rejected registration %s: %s", meta, reason)
         address = meta.get("address")
         if isinstance(address, str) and address.startswith("tcp://"):
+            # a one-off reply: the connection closes behind it, so a flood of bogus
+            # REGISTERs naming addresses that never answer leaves no sockets behind
             self.van.connect(address, address)
             self.van.send(address, wire.Message(wire.Kind.ERROR, meta={"reason": reason}))
+            self.van.disconnect(address)
 
     def rendezvous(self) -> NodeTable:
         """Wait for every expected node, assign ids and ranks, send each the node table."""

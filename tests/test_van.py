@@ -155,3 +155,30 @@ def test_an_oversized_frame_disconnects_its_sender_only():
         raw.close(linger=0)
         a.close()
         b.close()
+
+
+def test_disconnect_releases_the_socket_of_a_one_off_reply():
+    """The scheduler answers a bogus REGISTER at the address it names and disconnects: a
+    flood of them, to addresses nobody listens at, leaves no descriptors behind."""
+    import psutil
+
+    from conftest import free_port
+    van = Van("scheduler", "127.0.0.1")
+    try:
+        me = psutil.Process()
+        for i in range(3):                         # let ZeroMQ's own descriptors settle
+            van.connect(i, f"tcp://127.0.0.1:{free_port()}")
+            van.disconnect(i, linger_s=0)
+        time.sleep(0.2)
+        before = me.num_fds()
+        for i in range(200):
+            address = f"tcp://127.0.0.1:{free_port()}"
+            van.connect(address, address)
+            van.send(address, wire.Message(wire.Kind.ERROR, meta={"reason": "no"}))
+            van.disconnect(address, linger_s=0)
+            assert not van.is_connected(address)
+        time.sleep(0.5)
+        assert me.num_fds() - before < 10
+        van.disconnect("never connected")           # nothing to do, no error
+    finally:
+        van.close()
