@@ -7,8 +7,10 @@ import sys
 
 from .cli import Terminated, raise_on_signals, return_large_buffers, setup_logging
 from .cluster import ClusterFileError, load_cluster
-from .postoffice import SERVER, AbortError, Postoffice, RendezvousError
+from .nodes import SERVER
+from .postoffice import AbortError, Postoffice, RendezvousError
 from .server import GeoServer
+from .security import SecurityError, node_credentials
 from .van import TransportError, Van
 from .wire import Kind, Message
 
@@ -26,8 +28,9 @@ def main(argv=None) -> int:
     try:
         config = load_cluster(args.cluster)
         dc = config.dc(args.dc)
-        van = Van(f"server {dc.name}", dc.host, dc.server_port)
-    except (ClusterFileError, TransportError) as exc:
+        credentials = node_credentials(config.security, dc.name, config.source)
+        van = Van(f"server {dc.name}", dc.host, dc.server_port, credentials=credentials)
+    except (ClusterFileError, SecurityError, TransportError) as exc:
         log.error("%s", exc)
         return 2
     raise_on_signals()

@@ -41,6 +41,14 @@ Example (``docs/cluster.example.toml`` has the commented version)::
                             # measured at start-up (a few seconds)
     mbps = 100              # or mbps_ab / mbps_ba for the two directions
 
+    [security]              # written by `netstorm-launch keygen FILE` (docs/security.md)
+    curve = true            # false: no encryption, no authentication (logs a warning)
+    secret_keys = "keys"    # this host's secret keys (relative to this file)
+    scheduler_key = "..."   # the scheduler's public key (Z85)
+    [security.dc_keys]
+    eu = "..."              # each DC's public key, shared by its server and workers
+    us = "..."
+
 The file is read once, at the edge of each process, into the frozen :class:`ClusterConfig`
 that is passed down; nothing deeper reads files or the environment. The settings servers and
 workers need travel from the scheduler as one
@@ -53,6 +61,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .security import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, \
     DEFAULT_TIMEOUT_S, MIN_CHUNK_BYTES
 
@@ -99,6 +108,7 @@ class ClusterConfig:
     multipath: bool = False
     links: tuple = ()
     stats: str = ""         # scheduler: JSON-lines log of estimates and policies ("": none)
+    security: SecurityConfig = SecurityConfig()
     source: str = field(default="<built>", compare=False)
 
     def __post_init__(self):
@@ -228,6 +238,7 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
             if kwargs[key] < 0:
                 raise ClusterFileError(f"{where}: {key} must be >= 0")
     kwargs["links"] = _parse_links(data.get("link", []), seen, source)
+    kwargs["security"] = _parse_security(data.get("security", {}), seen, source)
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          source=source, **kwargs)
 
@@ -257,6 +268,39 @@ def _parse_links(raw_links, dcs: set, source: str) -> tuple:
     return tuple(links)
 
 
+def _parse_security(raw, dcs: set, source: str) -> SecurityConfig:
+    where = f"{source} [security]"
+    if not isinstance(raw, dict):
+        raise ClusterFileError(f"{where}: must be a table")
+    unknown = set(raw) - {"curve", "secret_keys", "scheduler_key", "dc_keys"}
+    if unknown:
+        raise ClusterFileError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    curve = _need(raw, "curve", bool, where) if "curve" in raw else True
+    secret_keys = _need(raw, "secret_keys", str, where) if "secret_keys" in raw else ""
+    keys = {}
+    try:
+        if "scheduler_key" in raw:
+            keys[SCHEDULER_PRINCIPAL] = check_key(raw["scheduler_key"],
+                                                  f"{where} scheduler_key").decode()
+        dc_keys = raw.get("dc_keys", {})
+        if not isinstance(dc_keys, dict):
+            raise ClusterFileError(f"{where}: dc_keys must be a table [security.dc_keys]")
+        for dc, key in dc_keys.items():
+            if dc not in dcs:
+                raise ClusterFileError(f"{where}: dc_keys names unknown DC {dc!r}")
+            keys[dc] = check_key(key, f"{where} dc_keys.{dc}").decode()
+    except SecurityError as exc:
+        raise ClusterFileError(str(exc)) from exc
+    if keys and set(keys) != dcs | {SCHEDULER_PRINCIPAL}:
+        missing = sorted(dcs - set(keys)) + (["the scheduler"] if SCHEDULER_PRINCIPAL
+                                             not in keys else [])
+        raise ClusterFileError(f"{where}: no public key for {', '.join(missing)}")
+    if len(set(keys.values())) != len(keys):
+        raise ClusterFileError(f"{where}: two principals share one public key")
+    return SecurityConfig(curve=curve, public_keys=tuple(sorted(keys.items())),
+                          secret_keys=secret_keys)
+
+
 def read_toml(path, error: type, what: str, hint: str = "") -> dict:
     """The TOML file ``path`` as a table; unreadable or invalid TOML raises ``error`` naming
     the file (``what`` says which kind of file, ``hint`` is added to a read error)."""
@@ -272,8 +316,14 @@ def read_toml(path, error: type, what: str, hint: str = "") -> dict:
 
 
 def load_cluster(path) -> ClusterConfig:
-    """Read and validate the cluster file ``path``."""
-    return parse_cluster(read_toml(path, ClusterFileError, "cluster file"), source=str(path))
+    """Read and validate the cluster file ``path``; its secret key folder is taken
+    relative to the file's folder."""
+    config = parse_cluster(read_toml(path, ClusterFileError, "cluster file"), source=str(path))
+    folder = config.security.secret_keys
+    if folder and not Path(folder).is_absolute():
+        folder = str((Path(path).parent / folder).resolve())
+        config = replace(config, security=replace(config.security, secret_keys=folder))
+    return config
 
 
 def pseudo_cluster(dcs: int, workers_per_dc: int, scheduler_port: int,
@@ -313,4 +363,19 @@ def to_toml(config: ClusterConfig) -> str:
               f"multipath = {str(config.multipath).lower()}"]
     if config.hub:
         lines.append(f'hub = "{config.hub}"')
+    lines += security_toml(config.security)
     return "\n".join(lines) + "\n"
+
+
+def security_toml(security: SecurityConfig) -> list:
+    """The ``[security]`` table of ``security`` as lines of TOML."""
+    keys = security.keys
+    lines = ["", "[security]", f"curve = {str(security.curve).lower()}"]
+    if security.secret_keys:
+        lines.append(f"secret_keys = {_toml_str(security.secret_keys)}")
+    if SCHEDULER_PRINCIPAL in keys:
+        lines.append(f'scheduler_key = "{keys[SCHEDULER_PRINCIPAL]}"')
+    dc_keys = [(dc, key) for dc, key in keys.items() if dc != SCHEDULER_PRINCIPAL]
+    if dc_keys:
+        lines += ["[security.dc_keys]"] + [f'{dc} = "{key}"' for dc, key in dc_keys]
+    return lines

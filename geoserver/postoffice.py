@@ -8,18 +8,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass
+import time
 
-from . import wire
+from . import roles, wire
+from .nodes import SCHEDULER, NodeInfo, NodeTable
 from .ratelog import RateLimitedLog
 from .settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER, RuntimeSettings, \
     SettingsError
 from .van import TransportError, Van
-
-SCHEDULER = "scheduler"
-SERVER = "server"
-WORKER = "worker"
-ROLES = (SCHEDULER, SERVER, WORKER)
 
 log = logging.getLogger(__name__)
 
@@ -30,72 +26,6 @@ class RendezvousError(RuntimeError):
 
 class AbortError(RuntimeError):
     """The scheduler aborted the cluster (a node died or misbehaved)."""
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    id: int
-    role: str
-    dc: str
-    address: str
-    rank: int = -1        # workers: global rank
-    local_rank: int = -1  # workers: rank within the DC
-
-    def describe(self) -> str:
-        if self.role == WORKER:
-            return f"worker rank {self.rank} ({self.dc}/{self.local_rank}, node {self.id})"
-        if self.role == SERVER:
-            return f"server of {self.dc} (node {self.id})"
-        return f"scheduler (node {self.id})"
-
-    def to_json(self) -> dict:
-        return {"id": self.id, "role": self.role, "dc": self.dc, "address": self.address,
-                "rank": self.rank, "local_rank": self.local_rank}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "NodeInfo":
-        return cls(id=int(data["id"]), role=str(data["role"]), dc=str(data["dc"]),
-                   address=str(data["address"]), rank=int(data["rank"]),
-                   local_rank=int(data["local_rank"]))
-
-
-class NodeTable:
-    """All nodes of a running cluster, as assigned by the scheduler."""
-
-    def __init__(self, nodes):
-        self.nodes = {n.id: n for n in nodes}
-        self.dcs = list(dict.fromkeys(n.dc for n in nodes if n.role == SERVER))
-
-    def __contains__(self, node_id) -> bool:
-        return node_id in self.nodes
-
-    def __getitem__(self, node_id) -> NodeInfo:
-        return self.nodes[node_id]
-
-    def describe(self, node_id) -> str:
-        node = self.nodes.get(node_id)
-        return node.describe() if node else f"unknown node {node_id}"
-
-    def scheduler(self) -> NodeInfo:
-        return next(n for n in self.nodes.values() if n.role == SCHEDULER)
-
-    def server_of(self, dc: str) -> NodeInfo:
-        for n in self.nodes.values():
-            if n.role == SERVER and n.dc == dc:
-                return n
-        raise KeyError(f"no server for DC {dc!r}")
-
-    def workers(self, dc: str | None = None) -> list:
-        found = [n for n in self.nodes.values()
-                 if n.role == WORKER and (dc is None or n.dc == dc)]
-        return sorted(found, key=lambda n: n.rank)
-
-    def to_json(self) -> list:
-        return [n.to_json() for n in self.nodes.values()]
-
-    @classmethod
-    def from_json(cls, data) -> "NodeTable":
-        return cls([NodeInfo.from_json(d) for d in data])
 
 
 class Postoffice:
@@ -134,6 +64,11 @@ class Postoffice:
                     f"{self.role} in {self.dc}: waited {2 * timeout_s:g}s for the scheduler at "
                     f"{self.scheduler_address} to answer registration (is it running, and "
                     f"have all other nodes registered?)")
+            refusal = roles.welcome_refusal(msg)
+            if refusal:
+                self._drops.log(msg.origin, "%s in %s: dropped: %s", self.role, self.dc,
+                                refusal)
+                continue
             if msg.kind == wire.Kind.WELCOME:
                 break
             if msg.kind in (wire.Kind.ABORT, wire.Kind.ERROR):
@@ -168,16 +103,28 @@ class Postoffice:
         self._early_bytes += size
 
     def take_early(self) -> list:
-        """The messages that arrived before the WELCOME, oldest first (once)."""
+        """The messages that arrived before the WELCOME and that :meth:`admit` lets in,
+        oldest first (once)."""
         early, self.early, self._early_bytes = self.early, [], 0
-        return early
+        return [msg for msg in early if self.admit(msg)]
+
+    def admit(self, msg: wire.Message) -> bool:
+        """Whether this node takes ``msg`` from its sender (:func:`roles.refusal`: a node of
+        the table, of the principal whose key sent it, allowed that kind); a refused
+        message is logged, rate-limited per principal and node claimed."""
+        refusal = roles.refusal(self.table, self.me, msg)
+        if refusal:
+            self._drops.log((msg.origin, msg.sender), "%s: dropped: %s",
+                            self.me.describe(), refusal)
+        return not refusal
 
     def connect(self, node_id: int, send_hwm: int = 0) -> None:
         """Connect to a node of the table unless already connected (see :meth:`Van.connect`)."""
         if not self.van.is_connected(node_id):
             if self.table is None or node_id not in self.table:
                 raise TransportError(f"{self.van.name}: unknown node {node_id}")
-            self.van.connect(node_id, self.table[node_id].address, send_hwm)
+            node = self.table[node_id]
+            self.van.connect(node_id, node.address, send_hwm, principal=node.dc)
 
     def send(self, node_id: int, msg: wire.Message) -> None:
         """Send to a node of the table, connecting on first use."""
@@ -193,5 +140,12 @@ class Postoffice:
         return self.van.wait(timeout_s, writable)
 
     def recv(self, timeout_s: float | None):
-        """The next valid message, or None once ``timeout_s`` passed (see :meth:`Van.recv`)."""
-        return self.van.recv(timeout_s)
+        """The next valid message this node admits (:meth:`admit`), or None once
+        ``timeout_s`` passed (see :meth:`Van.recv`). Only after :meth:`register`."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            msg = self.van.recv(timeout_s)
+            if msg is None or self.admit(msg):
+                return msg
+            if deadline is not None:
+                timeout_s = max(0.0, deadline - time.monotonic())

@@ -21,7 +21,8 @@ from . import wire
 from .aggregation import TreeExchange
 from .local_store import KeyStore, RequestError
 from .probe import LinkProber
-from .postoffice import SERVER, WORKER, AbortError, Postoffice
+from .nodes import SERVER, WORKER
+from .postoffice import AbortError, Postoffice
 from .ratelog import RateLimitedLog
 from .round_gate import RoundGate
 from .settings import MAX_EARLY_MESSAGES, MAX_ROUNDS_AHEAD, ProbeRequest, SettingsError

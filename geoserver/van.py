@@ -10,6 +10,12 @@ A peer connected with a small ``send_hwm`` takes only that many messages into Ze
 :meth:`Van.try_send` then reports a full queue instead of blocking, and :meth:`Van.wait` wakes
 the receiving thread when such a peer can take more (:mod:`netstorm.geoserver.send_queue` keeps the
 rest in priority order).
+
+With :class:`~netstorm.geoserver.security.Credentials` every socket uses CURVE: the ROUTER
+admits only the cluster's keys (a :class:`~netstorm.geoserver.security.ZapHandler` on this
+node's context) and every received message is stamped with the principal whose key sent it
+(``Message.origin``); a DEALER proves this node's key and checks the peer's. Without them
+(``credentials=None``, an explicit opt-out) traffic is plain and unauthenticated.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ import time
 
 import zmq
 
-from . import schema, wire
+from . import schema, security, wire
 from .ratelog import RateLimitedLog
 from .settings import MAX_FRAME_BYTES
 
@@ -33,10 +39,14 @@ class TransportError(RuntimeError):
 
 class Van:
     def __init__(self, name: str, host: str, port: int = 0,
-                 max_frame_bytes: int = MAX_FRAME_BYTES):
+                 max_frame_bytes: int = MAX_FRAME_BYTES,
+                 credentials: security.Credentials | None = None):
         self.name = name
         self.node_id = wire.NO_NODE
+        self.credentials = credentials
         self._ctx = zmq.Context()
+        self.zap = None if credentials is None else \
+            security.ZapHandler(self._ctx, credentials, name)
         self._peers: dict = {}
         self._send_lock = threading.Lock()
         self._router = self._ctx.socket(zmq.ROUTER)
@@ -44,6 +54,10 @@ class Van:
         self._router.setsockopt(zmq.LINGER, 0)
         # per frame: ZeroMQ drops the connection of a peer sending a larger one
         self._router.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+        if credentials is not None:
+            self._router.curve_server = True
+            self._router.curve_publickey = credentials.own.public
+            self._router.curve_secretkey = credentials.own.secret
         try:
             if port == 0:
                 port = self._router.bind_to_random_port(f"tcp://{host}")
@@ -61,15 +75,27 @@ class Van:
         self.dropped = 0
         self._bad = RateLimitedLog(log)
 
-    def connect(self, peer, address: str, send_hwm: int = 0) -> None:
-        """Open the DEALER towards ``peer`` (any hashable id) at ``address``. ``send_hwm``:
-        how many messages ZeroMQ may queue towards it (0: unbounded)."""
+    def connect(self, peer, address: str, send_hwm: int = 0,
+                principal: str = security.SCHEDULER_PRINCIPAL) -> None:
+        """Open the DEALER towards ``peer`` (any hashable id) at ``address``, a node of
+        ``principal`` (a DC's name, or the scheduler: with CURVE its key is checked).
+        ``send_hwm``: how many messages ZeroMQ may queue towards it (0: unbounded)."""
         with self._send_lock:
             if peer in self._peers:
                 return
+            try:
+                server_key = None if self.credentials is None else \
+                    self.credentials.server_key(principal)
+            except security.SecurityError as exc:
+                raise TransportError(f"{self.name}: cannot connect to {peer!r}: {exc}") \
+                    from exc
             sock = self._ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.SNDHWM, send_hwm)
             sock.setsockopt(zmq.LINGER, 2000)
+            if server_key is not None:
+                sock.curve_serverkey = server_key
+                sock.curve_publickey = self.credentials.own.public
+                sock.curve_secretkey = self.credentials.own.secret
             sock.connect(address)
             self._peers[peer] = sock
 
@@ -129,7 +155,7 @@ class Van:
         Polls the ROUTER alone: the peers :meth:`wait` watches for room stay registered on
         the shared poller, and one with room must not end the wait. Malformed messages and
         messages their kind's schema does not allow are logged (rate-limited, per peer) and
-        dropped; they never raise.
+        dropped; they never raise. With CURVE, ``origin`` names the sender's key.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -145,13 +171,27 @@ class Van:
             frames = self._router.recv_multipart(copy=False)
             try:
                 # frames[0]: the identity ZeroMQ gave the sending DEALER's connection
-                return schema.validate(wire.decode(frames[1:]))
+                msg = schema.validate(wire.decode(frames[1:]))
+                if self.credentials is not None:
+                    msg.origin = self._origin(frames[1])
+                return msg
             except wire.WireError as exc:
                 self.dropped += 1
                 peer = bytes(frames[0].buffer).hex()
                 self._bad.log(peer, "%s: dropped malformed message from connection %s "
                               "(header claims node %s): %s", self.name, peer,
                               wire.claimed_sender(frames[1:]), exc)
+
+    @staticmethod
+    def _origin(frame) -> str:
+        """The principal the ZAP handler named for ``frame``'s connection."""
+        try:
+            origin = security.principal_of(frame.get("User-Id"))
+        except zmq.ZMQError:
+            origin = None
+        if origin is None:      # cannot happen with our ZAP handler; never trust it anyway
+            raise wire.WireError("message without an authenticated key")
+        return origin
 
     def close(self) -> None:
         with self._send_lock:

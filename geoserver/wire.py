@@ -118,6 +118,9 @@ class Message:
     dtype: Any = None
     meta: dict = field(default_factory=dict)
     frames: Sequence = ()
+    # set by the receiving Van, never sent: the principal whose key the sender proved
+    # (a DC's name, or "" for the scheduler; None without CURVE). See security.py
+    origin: str | None = None
 
     def arrays(self) -> list:
         """The payload frames viewed as 1-D numpy arrays of ``dtype`` (zero-copy, read-only)."""

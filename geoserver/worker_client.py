@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .postoffice import WORKER, NodeInfo, Postoffice
+from .nodes import WORKER, NodeInfo
+from .postoffice import Postoffice
 from .ratelog import RateLimitedLog
+from .security import INSECURE_WARNING, SecurityError, worker_credentials
 from .settings import DEFAULT_TIMEOUT_S
 from .van import Van
 from .wire import Flag, Kind, Message
@@ -37,9 +39,29 @@ class WorkerSettings:
     host: str = "127.0.0.1"
     local_index: int = -1
     timeout_s: float = DEFAULT_TIMEOUT_S    # registration only; then the cluster's
+    key_file: str = ""          # the DC's secret key (CURVE); see security.py
+    scheduler_key: str = ""     # the scheduler's public key (Z85)
+    insecure: str = ""          # "1": the cluster runs without CURVE (curve = false)
 
     ENV = {"scheduler": "NETSTORM_SCHEDULER", "dc": "NETSTORM_DC", "host": "NETSTORM_HOST",
-           "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S"}
+           "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S",
+           "key_file": "NETSTORM_KEY_FILE", "scheduler_key": "NETSTORM_SCHEDULER_KEY",
+           "insecure": "NETSTORM_INSECURE"}
+
+    def credentials(self):
+        """CURVE credentials from the key variables; None with NETSTORM_INSECURE=1."""
+        if self.insecure == "1":
+            log.warning("worker of %s: %s", self.dc, INSECURE_WARNING)
+            return None
+        if not (self.key_file and self.scheduler_key):
+            raise KVStoreError("NETSTORM_KEY_FILE and NETSTORM_SCHEDULER_KEY must name the "
+                               "DC's secret key file and the scheduler's public key (the "
+                               "launcher sets them), or NETSTORM_INSECURE=1 for a cluster "
+                               "whose file sets [security] curve = false")
+        try:
+            return worker_credentials(self.dc, self.key_file, self.scheduler_key)
+        except SecurityError as exc:
+            raise KVStoreError(f"worker of {self.dc}: {exc}") from exc
 
     @classmethod
     def from_env(cls, environ) -> "WorkerSettings":
@@ -81,7 +103,8 @@ class KeyInfo:
 class WorkerClient:
     def __init__(self, settings: WorkerSettings):
         self.settings = settings
-        self.van = Van(f"worker {settings.dc}", settings.host, 0)
+        self.van = Van(f"worker {settings.dc}", settings.host, 0,
+                       credentials=settings.credentials())
         self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
         try:
             self.me: NodeInfo = self.po.register(settings.timeout_s, settings.local_index)
@@ -116,7 +139,7 @@ class WorkerClient:
             if now >= next_beat:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT))
                 next_beat = now + self.heartbeat_s
-            msg = self.van.recv(max(0.0, next_beat - now))
+            msg = self.po.recv(max(0.0, next_beat - now))
             if msg is not None:
                 self._dispatch_safely(msg)
 

@@ -9,6 +9,7 @@ import sys
 from netstorm.geoserver.cli import Terminated, raise_on_signals, return_large_buffers, setup_logging
 from netstorm.geoserver import wire
 from netstorm.geoserver.cluster import ClusterFileError, load_cluster
+from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, SecurityError, node_credentials
 from netstorm.geoserver.van import TransportError, Van
 
 from .service import Scheduler
@@ -30,9 +31,10 @@ def main(argv=None) -> int:
         config = load_cluster(args.cluster)
         # only control messages come here (meta, no tensor frames): a larger frame is an
         # attack, refused by ZeroMQ before it is allocated
+        credentials = node_credentials(config.security, SCHEDULER_PRINCIPAL, config.source)
         van = Van("scheduler", config.scheduler_host, config.scheduler_port,
-                  max_frame_bytes=wire.MAX_META_BYTES)
-    except (ClusterFileError, TransportError) as exc:
+                  max_frame_bytes=wire.MAX_META_BYTES, credentials=credentials)
+    except (ClusterFileError, SecurityError, TransportError) as exc:
         log.error("%s", exc)
         return 2
     raise_on_signals()

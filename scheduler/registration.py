@@ -5,7 +5,7 @@ feeds it the REGISTER metas it receives and sends what it answers.
 """
 from __future__ import annotations
 
-from netstorm.geoserver.postoffice import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
+from netstorm.geoserver.nodes import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
 
 SCHEDULER_ID = 0
 

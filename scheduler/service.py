@@ -13,9 +13,9 @@ import logging
 import random
 import time
 
-from netstorm.geoserver import wire
+from netstorm.geoserver import roles, wire
 from netstorm.geoserver.cluster import ClusterConfig
-from netstorm.geoserver.postoffice import SCHEDULER, SERVER, NodeInfo, NodeTable
+from netstorm.geoserver.nodes import SCHEDULER, SERVER, NodeInfo, NodeTable
 from netstorm.geoserver.ratelog import RateLimitedLog
 from netstorm.geoserver.settings import MAX_EARLY_MESSAGES, ProbeRequest, RuntimeSettings
 from netstorm.geoserver.van import Van
@@ -59,13 +59,16 @@ class Scheduler:
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
 
     # ---------------------------------------------------------------- rendezvous
-    def _reject(self, meta: dict, reason: str) -> None:
+    def _reject(self, msg: wire.Message, reason: str) -> None:
+        meta = msg.meta
         self._rejects.log(meta.get("address"), "rejected registration %s: %s", meta, reason)
         address = meta.get("address")
         if isinstance(address, str) and address.startswith("tcp://"):
             # a one-off reply: the connection closes behind it, so a flood of bogus
-            # REGISTERs naming addresses that never answer leaves no sockets behind
-            self.van.connect(address, address)
+            # REGISTERs naming addresses that never answer leaves no sockets behind. With
+            # CURVE it goes only to a node holding the key the REGISTER was sent with
+            principal = msg.origin if msg.origin is not None else meta.get("dc", "")
+            self.van.connect(address, address, principal=str(principal))
             self.van.send(address, wire.Message(wire.Kind.ERROR, meta={"reason": reason}))
             self.van.disconnect(address)
 
@@ -84,9 +87,10 @@ class Scheduler:
                 self._drops.log(msg.sender, "ignored %s from unregistered node %d during "
                                 "rendezvous", msg.kind.name, msg.sender)
                 continue
-            problem = registration.add(msg.meta)
+            problem = roles.register_refusal(msg.meta, msg.origin) or \
+                registration.add(msg.meta)
             if problem:
-                self._reject(msg.meta, problem)
+                self._reject(msg, problem)
                 continue
             log.info("registered %s of %s at %s (pid %s on %s)", msg.meta["role"],
                      msg.meta["dc"], msg.meta["address"], msg.meta.get("pid"),
@@ -149,7 +153,7 @@ class Scheduler:
                 "policy": None if policy is None else policy.to_json(),
                 "settings": self.settings.to_json()}
         for node in nodes:
-            self.van.connect(node.id, node.address)
+            self.van.connect(node.id, node.address, principal=node.dc)
             self.van.send(node.id, wire.Message(wire.Kind.WELCOME,
                                                 meta={**meta, "you": node.id}))
             self.last_seen[node.id] = now
@@ -165,7 +169,7 @@ class Scheduler:
         rates, waiting = {}, {n.id for n in servers}
         deadline = time.monotonic() + request.timeout_s + 2 * self.config.heartbeat_s + 2.0
         while waiting:
-            msg = self.van.recv(max(0.0, deadline - time.monotonic()))
+            msg = self._recv(max(0.0, deadline - time.monotonic()))
             if msg is None:
                 raise ClusterAborted("start-up link measurement: no report from "
                                      + ", ".join(self.table.describe(i) for i in waiting))
@@ -174,7 +178,7 @@ class Scheduler:
                 dst = self.table[msg.sender].dc
                 for src, mbps in msg.meta.get("rates", {}).items():
                     rates[(str(src), dst)] = float(mbps)
-            elif msg.sender in self.table:
+            else:
                 self._node_alive(msg.sender)
         log.info("measured link rates (Mbit/s): %s",
                  ", ".join(f"{a}->{b} {r:.1f}" for (a, b), r in sorted(rates.items())))
@@ -182,14 +186,30 @@ class Scheduler:
 
     def _abort_nodes(self, targets, reason: str) -> None:
         for target in targets:
-            peer = target.id if isinstance(target, NodeInfo) else target["address"]
-            address = target.address if isinstance(target, NodeInfo) else target["address"]
-            self.van.connect(peer, address)
+            if isinstance(target, NodeInfo):
+                peer, address, dc = target.id, target.address, target.dc
+            else:           # an accepted REGISTER's meta
+                peer, address, dc = target["address"], target["address"], target["dc"]
+            self.van.connect(peer, address, principal=dc)
             self.van.send(peer, wire.Message(wire.Kind.ABORT, meta={"reason": reason}))
 
     # ---------------------------------------------------------------- running
     def _node_alive(self, node_id: int) -> None:
         self.last_seen[node_id] = time.monotonic()
+
+    def _recv(self, timeout_s: float):
+        """The next message the scheduler admits from a node of the table
+        (:func:`roles.refusal`), or None once ``timeout_s`` passed."""
+        me = self.table.scheduler()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            msg = self.van.recv(max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                return None
+            refusal = roles.refusal(self.table, me, msg)
+            if not refusal:
+                return msg
+            self._drops.log((msg.origin, msg.sender), "dropped: %s", refusal)
 
     def _check_liveness(self) -> None:
         now = time.monotonic()
@@ -239,12 +259,8 @@ class Scheduler:
             if self.switch_every_s and time.monotonic() >= next_switch:
                 self.announce(*random_trees(self.table.dcs, self._rng), lead_rounds=2)
                 next_switch = time.monotonic() + self.switch_every_s
-            msg = self.van.recv(self.config.heartbeat_s)
+            msg = self._recv(self.config.heartbeat_s)
             if msg is not None:
-                if msg.sender not in self.table:
-                    self._drops.log(msg.sender, "dropped %s from unknown node %d",
-                                    msg.kind.name, msg.sender)
-                    continue
                 self._node_alive(msg.sender)
                 if msg.kind == wire.Kind.HEARTBEAT and "round" in msg.meta:
                     self._on_round_report(msg)

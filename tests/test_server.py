@@ -7,7 +7,8 @@ import pytest
 
 from conftest import launch, worker_cmd
 from fakes import FakePostoffice, init_message, push_message
-from netstorm.geoserver.postoffice import AbortError, NodeInfo, NodeTable
+from netstorm.geoserver.nodes import NodeInfo, NodeTable
+from netstorm.geoserver.postoffice import AbortError
 from netstorm.geoserver.server import GeoServer
 from netstorm.geoserver.settings import RuntimeSettings
 from netstorm.geoserver.wire import Kind, Message

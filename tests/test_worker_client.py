@@ -24,7 +24,7 @@ def test_malformed_settings_are_clear():
 def test_a_message_that_upsets_dispatch_is_logged_and_the_io_thread_goes_on(caplog):
     import logging
 
-    from netstorm.geoserver.postoffice import NodeInfo
+    from netstorm.geoserver.nodes import NodeInfo
     from netstorm.geoserver.ratelog import RateLimitedLog
     from netstorm.geoserver.wire import Kind, Message
     from netstorm.geoserver.worker_client import WorkerClient, log

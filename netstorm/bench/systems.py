@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+from netstorm.geoserver.security import SecurityConfig
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 
@@ -49,12 +50,13 @@ def run_mxnet(ctx: RunContext, out: Path, sharded: bool) -> int:
 
 
 def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
-                 multipath: bool = False) -> int:
+                 multipath: bool = False, curve: bool = True) -> int:
     """netstorm with the scheduler in the best-connected DC. ``hips``: the star rooted there;
     ``fapt``: multi-root trees computed at start from the links' rates (declared in the
     cluster file, as an operator would), never updated unless ``adapt`` (re-planned from
-    passive measurements); ``multipath``: idle links relay part of busy links' chunks. The
-    scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``."""
+    passive measurements); ``multipath``: idle links relay part of busy links' chunks.
+    Every socket uses CURVE with throw-away keys unless ``curve`` is False (what security
+    costs). The scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``."""
     hub = ctx.best_dc
     links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in ctx.topology.links)
     config = ClusterConfig(scheduler_host=ctx.wan.dc_address(hub),
@@ -63,7 +65,7 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                                      for dc in ctx.topology.dcs),
                            policy=policy, hub=hub, links=links, timeout_s=600.0,
                            chunk_bytes=ctx.chunk_bytes, adapt=adapt, multipath=multipath,
-                           stats=str(out / STATS_FILE))
+                           stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve))
     return run_cluster(config, ctx.command("netstorm", out),
                        wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
@@ -73,6 +75,7 @@ SYSTEMS = {
     "mxnet-sharded": lambda ctx, out: run_mxnet(ctx, out, sharded=True),
     "netstorm-hips": lambda ctx, out: run_netstorm(ctx, out, "star"),
     "netstorm-fapt": lambda ctx, out: run_netstorm(ctx, out, "fapt"),
+    "netstorm-fapt-insecure": lambda ctx, out: run_netstorm(ctx, out, "fapt", curve=False),
     "netstorm-aware": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True),
     "netstorm-full": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True,
                                                    multipath=True),

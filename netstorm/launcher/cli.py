@@ -20,6 +20,8 @@ from dataclasses import replace
 from netstorm.geoserver.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
                                         load_cluster, pseudo_cluster)
 
+from netstorm.geoserver.security import SecurityConfig
+
 from .supervisor import free_port, interrupts_raise, run_cluster
 
 
@@ -48,6 +50,10 @@ def parse_args(argv):
     parser.add_argument("--chunk-bytes", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds any node waits for a peer before a clear error")
+    parser.add_argument("--insecure", action="store_true",
+                        help="no CURVE: traffic unencrypted and unauthenticated (a warning "
+                             "is logged); by default the launcher makes throw-away keys "
+                             "when the cluster file lists none")
     parser.add_argument("--dc", action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
     parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
@@ -98,6 +104,8 @@ def main(argv=None) -> int:
     for key in ("adapt", "multipath", "stats"):
         if getattr(args, key) is not None:
             transport[key] = getattr(args, key)
+    if args.insecure:
+        transport["security"] = SecurityConfig(curve=False)
     try:
         if args.cluster:
             config = load_cluster(args.cluster)
@@ -121,6 +129,9 @@ def main(argv=None) -> int:
         with interrupts_raise():
             return run_cluster(config, args.command, dcs=args.dc,
                                with_scheduler=with_scheduler)
+    except ClusterFileError as exc:
+        print(f"launch: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -18,10 +18,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from netstorm.geoserver.cluster import ClusterConfig, to_toml
+from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError, to_toml
+from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
 
 STOP_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 15.0
@@ -165,17 +166,50 @@ def child_env(extra: dict) -> dict:
     return env
 
 
+def with_keys(config: ClusterConfig, folder, whole_cluster: bool) -> ClusterConfig:
+    """``config`` with CURVE keys. A file that lists none gets throw-away keys in ``folder``
+    when this launcher starts the ``whole_cluster`` (they never leave this machine and die
+    with the run); starting part of a cluster needs keys every host shares."""
+    if not config.security.curve or config.security.keys:
+        return config
+    if not whole_cluster:
+        raise ClusterFileError(
+            f"{config.source} lists no keys, and this launcher starts only part of the "
+            f"cluster: make keys once with 'netstorm-keygen {config.source}', give every "
+            f"host the file and its DC's secret key, or set [security] curve = false")
+    keys = generate_cluster_keys([dc.name for dc in config.dcs], Path(folder) / "keys")
+    return replace(config, security=keys)
+
+
+def worker_env(config: ClusterConfig, dc, index: int) -> dict:
+    """What a worker of ``dc`` is told: the scheduler, its DC, its key (or that there is
+    none)."""
+    env = {"NETSTORM_SCHEDULER": config.scheduler_address, "NETSTORM_DC": dc.name,
+           "NETSTORM_HOST": dc.host, "NETSTORM_LOCAL_INDEX": str(index),
+           "NETSTORM_TIMEOUT_S": str(config.timeout_s)}
+    security = config.security
+    if not security.curve:
+        env["NETSTORM_INSECURE"] = "1"
+    else:
+        env["NETSTORM_KEY_FILE"] = str(Path(security.secret_keys) / key_file_name(dc.name))
+        env["NETSTORM_SCHEDULER_KEY"] = security.keys[SCHEDULER_PRINCIPAL]
+    return env
+
+
 def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=True,
                 wrap_dc=None, out=None, python=sys.executable) -> int:
     """Run a whole cluster (or the named ``dcs`` of it) and ``command`` on its workers.
 
     ``wrap_dc(dc_name)`` may return a command prefix (e.g. ``ip netns exec NS``) for the
-    processes of that DC. Returns the exit code; nothing is left running.
+    processes of that DC. Returns the exit code; nothing is left running. A cluster file
+    without keys gets throw-away keys (:func:`with_keys`); :class:`ClusterFileError` if it
+    cannot.
     """
     launcher = Launcher(out)
     wrap_dc = wrap_dc or (lambda _dc: [])
     chosen = [dc for dc in config.dcs if dcs is None or dc.name in dcs]
     with tempfile.TemporaryDirectory(prefix="netstorm-") as tmp:
+        config = with_keys(config, tmp, with_scheduler and len(chosen) == len(config.dcs))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
         base = child_env({})
@@ -191,10 +225,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
                                 "--dc", dc.name], base, wrap_dc(dc.name))
             for dc in chosen:
                 for i in range(dc.workers):
-                    env = child_env({"NETSTORM_SCHEDULER": config.scheduler_address,
-                                     "NETSTORM_DC": dc.name, "NETSTORM_HOST": dc.host,
-                                     "NETSTORM_LOCAL_INDEX": str(i),
-                                     "NETSTORM_TIMEOUT_S": str(config.timeout_s)})
+                    env = child_env(worker_env(config, dc, i))
                     launcher.start(f"worker {dc.name}/{i}", "worker", command, env,
                                    wrap_dc(dc.name))
             started = time.monotonic()

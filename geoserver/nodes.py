@@ -1,0 +1,79 @@
+"""The cluster's nodes as the scheduler assigned them: roles, NodeInfo, NodeTable.
+
+Pure data: every node gets the same table in its WELCOME; ids and ranks come from there,
+never from arithmetic on well-known numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEDULER = "scheduler"
+SERVER = "server"
+WORKER = "worker"
+ROLES = (SCHEDULER, SERVER, WORKER)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    id: int
+    role: str
+    dc: str
+    address: str
+    rank: int = -1        # workers: global rank
+    local_rank: int = -1  # workers: rank within the DC
+
+    def describe(self) -> str:
+        if self.role == WORKER:
+            return f"worker rank {self.rank} ({self.dc}/{self.local_rank}, node {self.id})"
+        if self.role == SERVER:
+            return f"server of {self.dc} (node {self.id})"
+        return f"scheduler (node {self.id})"
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "role": self.role, "dc": self.dc, "address": self.address,
+                "rank": self.rank, "local_rank": self.local_rank}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "NodeInfo":
+        return cls(id=int(data["id"]), role=str(data["role"]), dc=str(data["dc"]),
+                   address=str(data["address"]), rank=int(data["rank"]),
+                   local_rank=int(data["local_rank"]))
+
+
+class NodeTable:
+    """All nodes of a running cluster, as assigned by the scheduler."""
+
+    def __init__(self, nodes):
+        self.nodes = {n.id: n for n in nodes}
+        self.dcs = list(dict.fromkeys(n.dc for n in nodes if n.role == SERVER))
+
+    def __contains__(self, node_id) -> bool:
+        return node_id in self.nodes
+
+    def __getitem__(self, node_id) -> NodeInfo:
+        return self.nodes[node_id]
+
+    def describe(self, node_id) -> str:
+        node = self.nodes.get(node_id)
+        return node.describe() if node else f"unknown node {node_id}"
+
+    def scheduler(self) -> NodeInfo:
+        return next(n for n in self.nodes.values() if n.role == SCHEDULER)
+
+    def server_of(self, dc: str) -> NodeInfo:
+        for n in self.nodes.values():
+            if n.role == SERVER and n.dc == dc:
+                return n
+        raise KeyError(f"no server for DC {dc!r}")
+
+    def workers(self, dc: str | None = None) -> list:
+        found = [n for n in self.nodes.values()
+                 if n.role == WORKER and (dc is None or n.dc == dc)]
+        return sorted(found, key=lambda n: n.rank)
+
+    def to_json(self) -> list:
+        return [n.to_json() for n in self.nodes.values()]
+
+    @classmethod
+    def from_json(cls, data) -> "NodeTable":
+        return cls([NodeInfo.from_json(d) for d in data])

@@ -1,0 +1,267 @@
+"""Who may talk to a node: CURVE key pairs, the cluster's public keys, the ZAP handler.
+
+Every socket of a secure cluster uses ZeroMQ's CURVE (CurveZMQ: Curve25519 key exchange,
+XSalsa20-Poly1305 on every frame). Each DC has one key pair, shared by its server and its
+workers (a DC is one trust domain); the scheduler has its own. The cluster file lists every
+public key (``[security]``); each host keeps only its own secret keys, in ZeroMQ's
+certificate format, readable by its owner only (:func:`write_key_pair`).
+
+A node's ROUTER is a CURVE server whose :class:`ZapHandler` admits only the listed keys and
+names the peer by the key it proved it holds: the *principal*, a DC's name or
+:data:`SCHEDULER_PRINCIPAL`. The transport stamps every received message with it
+(``Message.origin``), so nobody can speak as another DC, whatever its header claims; which
+principal may send what is :mod:`netstorm.geoserver.roles`'s business.
+
+Nothing here reads the environment: processes build :class:`Credentials` at their edge
+(:func:`credentials_for`) and pass them down.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zmq
+import zmq.auth
+from zmq.utils import z85
+
+from .ratelog import RateLimitedLog
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_PRINCIPAL = ""            # the scheduler's NodeInfo.dc is "" as well
+KEY_CHARS = 40                      # a Curve25519 key in Z85
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"     # fixed by ZeroMQ's RFC 27
+_USER_DC = "dc:"
+_USER_SCHEDULER = "scheduler"
+
+
+class SecurityError(ValueError):
+    """Keys are missing, malformed or do not match; the text names the file or field."""
+
+
+def check_key(text, where: str) -> bytes:
+    """``text`` as a Z85 public or secret key (bytes); :class:`SecurityError` naming
+    ``where`` if it is not one."""
+    if not isinstance(text, (str, bytes)):
+        raise SecurityError(f"{where}: a key must be a string, got {type(text).__name__}")
+    key = text.encode("ascii", "replace") if isinstance(text, str) else text
+    if len(key) != KEY_CHARS:
+        raise SecurityError(f"{where}: a key has {KEY_CHARS} characters (Z85), got {len(key)}")
+    try:
+        z85.decode(key)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SecurityError(f"{where}: not a Z85 key: {exc}") from exc
+    return key
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    public: bytes
+    secret: bytes
+
+    @classmethod
+    def generate(cls) -> "KeyPair":
+        public, secret = zmq.curve_keypair()
+        return cls(public, secret)
+
+
+def key_file_name(principal: str) -> str:
+    """The secret key file of a principal: ``scheduler.key_secret`` or ``dc-NAME.key_secret``
+    (a DC may be called ``scheduler``)."""
+    return ("scheduler" if principal == SCHEDULER_PRINCIPAL else f"dc-{principal}") \
+        + ".key_secret"
+
+
+def write_key_pair(directory, principal: str, pair: KeyPair) -> Path:
+    """Write ``pair`` as a ZeroMQ certificate, readable by its owner only; an existing file
+    is never overwritten. Returns the path."""
+    directory = Path(directory)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / key_file_name(principal)
+    who = "the scheduler" if principal == SCHEDULER_PRINCIPAL else f"DC {principal}"
+    text = (f"#   netstorm secret key of {who}: keep it on that DC's hosts only\n"
+            f"metadata\ncurve\n    public-key = \"{pair.public.decode()}\"\n"
+            f"    secret-key = \"{pair.secret.decode()}\"\n")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as exc:
+        raise SecurityError(f"{path} exists: remove it to make new keys") from exc
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
+
+
+def read_key_pair(path) -> KeyPair:
+    """The key pair in the certificate ``path``; :class:`SecurityError` naming the file."""
+    try:
+        public, secret = zmq.auth.load_certificate(str(path))
+    except (OSError, ValueError) as exc:
+        raise SecurityError(f"cannot read the secret key {path}: {exc}") from exc
+    if secret is None:
+        raise SecurityError(f"{path} holds no secret key")
+    pair = KeyPair(check_key(public, str(path)), check_key(secret, str(path)))
+    if zmq.curve_public(pair.secret) != pair.public:
+        raise SecurityError(f"{path}: its public key does not belong to its secret key")
+    return pair
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """The cluster file's ``[security]`` table. ``curve`` False turns encryption and
+    authentication off (every process then logs a warning). ``public_keys``: principal ->
+    Z85 public key, for the scheduler and every DC; ``secret_keys``: the directory holding
+    this host's secret key files (empty: none given)."""
+
+    curve: bool = True
+    public_keys: tuple = ()          # ((principal, key), ...), principal "" = scheduler
+    secret_keys: str = ""            # as read: relative to the cluster file's folder
+
+    @property
+    def keys(self) -> dict:
+        return dict(self.public_keys)
+
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What one process needs for CURVE: its own key pair and who is admitted, by public
+    key. Also tells which key a peer's ROUTER proves (:meth:`server_key`)."""
+
+    own: KeyPair
+    principal: str
+    admitted: dict = field(default_factory=dict)      # public key (Z85 bytes) -> principal
+
+    def server_key(self, principal: str) -> bytes:
+        for key, who in self.admitted.items():
+            if who == principal:
+                return key
+        raise SecurityError(f"no public key for {describe(principal)}")
+
+
+def describe(principal: str) -> str:
+    return "the scheduler" if principal == SCHEDULER_PRINCIPAL else f"DC {principal}"
+
+
+def credentials_for(security: SecurityConfig, principal: str) -> Credentials:
+    """The credentials of ``principal`` (a DC name, or the scheduler) from the cluster
+    file's keys and its secret key file; the file's public key must be the listed one."""
+    keys = security.keys
+    if principal not in keys:
+        raise SecurityError(f"the cluster file lists no public key for {describe(principal)}")
+    if not security.secret_keys:
+        raise SecurityError("the cluster file's [security] names no secret_keys directory")
+    path = Path(security.secret_keys) / key_file_name(principal)
+    pair = read_key_pair(path)
+    if pair.public != keys[principal].encode():
+        raise SecurityError(f"{path} is not the key pair of {describe(principal)} that the "
+                            f"cluster file lists (keys made for another cluster file?)")
+    admitted = {key.encode(): who for who, key in keys.items()}
+    return Credentials(pair, principal, admitted)
+
+
+def user_id(principal: str) -> bytes:
+    """The ZAP User-Id naming ``principal`` on received frames."""
+    return (_USER_SCHEDULER if principal == SCHEDULER_PRINCIPAL
+            else _USER_DC + principal).encode()
+
+
+def principal_of(user: str | None) -> str | None:
+    """The principal a frame's User-Id names; None for anything this handler did not set."""
+    if user == _USER_SCHEDULER:
+        return SCHEDULER_PRINCIPAL
+    if user and user.startswith(_USER_DC):
+        return user[len(_USER_DC):]
+    return None
+
+
+def zap_reply(request: list, admitted: dict) -> tuple:
+    """Answer one ZAP request (RFC 27): ``(reply frames, principal or None, address)``.
+    Admits CURVE clients whose key is in ``admitted`` and nothing else. Pure."""
+    if len(request) < 6:
+        request_id = request[1] if len(request) > 1 else b""
+        return [b"1.0", request_id, b"400", b"malformed ZAP request", b"", b""], None, "?"
+    _version, request_id, _domain, address, _identity, mechanism = request[:6]
+    credentials = request[6:]
+    peer = address.decode("ascii", "replace")
+    if mechanism != b"CURVE" or len(credentials) != 1 or len(credentials[0]) != 32:
+        return [b"1.0", request_id, b"400", b"CURVE required", b"", b""], None, peer
+    principal = admitted.get(z85.encode(credentials[0]))
+    if principal is None:
+        return [b"1.0", request_id, b"400", b"unknown key", b"", b""], None, peer
+    return [b"1.0", request_id, b"200", b"OK", user_id(principal), b""], principal, peer
+
+
+class ZapHandler:
+    """Admits the CURVE keys of ``credentials`` on every socket of ``ctx`` (ZeroMQ asks it
+    once per connection attempt, not per message). One thread, blocked on its socket; it
+    ends when the context is terminated. Refusals are logged, rate-limited per address."""
+
+    def __init__(self, ctx: zmq.Context, credentials: Credentials, name: str):
+        self.name = name
+        self.refused = 0
+        self._admitted = dict(credentials.admitted)
+        self._refusals = RateLimitedLog(log)
+        self._socket = ctx.socket(zmq.REP)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.bind(ZAP_ENDPOINT)
+        self._thread = threading.Thread(target=self._serve, name="netstorm-zap", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                try:
+                    request = self._socket.recv_multipart()
+                except zmq.ContextTerminated:
+                    return
+                reply, principal, peer = zap_reply(request, self._admitted)
+                if principal is None:
+                    self.refused += 1
+                    self._refusals.log(peer, "%s: refused a connection from %s: %s (only "
+                                       "the keys the cluster file lists are admitted)",
+                                       self.name, peer, reply[3].decode())
+                self._socket.send_multipart(reply)
+        finally:
+            self._socket.close(linger=0)
+
+
+INSECURE_WARNING = ("CURVE is off ([security] curve = false): traffic is neither encrypted "
+                    "nor authenticated; anyone who can reach this node's port can read the "
+                    "model and forge any message")
+
+
+def generate_cluster_keys(dcs, directory) -> SecurityConfig:
+    """A fresh key pair for the scheduler and each of ``dcs``, the secret halves written to
+    ``directory`` (:func:`write_key_pair`); the :class:`SecurityConfig` listing them."""
+    public = {}
+    for principal in (SCHEDULER_PRINCIPAL, *dcs):
+        pair = KeyPair.generate()
+        write_key_pair(directory, principal, pair)
+        public[principal] = pair.public.decode()
+    return SecurityConfig(curve=True, public_keys=tuple(sorted(public.items())),
+                          secret_keys=str(directory))
+
+
+def node_credentials(security: SecurityConfig, principal: str, source: str):
+    """The credentials a server or the scheduler (``principal``) runs with, from its cluster
+    file ``source``; None (and a logged warning) when the file turns CURVE off."""
+    if not security.curve:
+        log.warning("%s: %s", describe(principal), INSECURE_WARNING)
+        return None
+    if not security.keys:
+        raise SecurityError(f"{source} lists no keys: make them with 'netstorm-keygen "
+                            f"{source}' (or 'python scripts/keygen.py {source}'), or set "
+                            f"[security] curve = false to run unencrypted and "
+                            f"unauthenticated")
+    return credentials_for(security, principal)
+
+
+def worker_credentials(dc: str, key_file: str, scheduler_key: str) -> Credentials:
+    """A worker's credentials: its DC's key pair (``key_file``), admitting its DC's server
+    and the scheduler (``scheduler_key``, Z85) only."""
+    pair = read_key_pair(key_file)
+    scheduler = check_key(scheduler_key, "the scheduler's public key")
+    return Credentials(pair, dc, {pair.public: dc, scheduler: SCHEDULER_PRINCIPAL})
