@@ -1,6 +1,7 @@
 """Fuzzing a live cluster (issue 11, part 5, malformed messages): a few thousand malformed and
 adversarial messages (tests/fuzz_messages.py) go to a server's, the scheduler's and a
-worker's port while the workers train with exact sums. No process may crash or hang, every
+worker's port while the workers train with exact sums. The fuzzer holds dc0's CURVE key (a
+compromised host inside a DC: the worst case, since a stranger is refused at the handshake). No process may crash or hang, every
 round's sum must stay exact, and no server or scheduler may grow by 25% or more in RSS.
 When a process dies, the last batches are replayed on fresh clusters, narrowing down to the
 one message that kills it alone; the failure names it (category, kind, field, value) with
@@ -20,6 +21,7 @@ import pytest
 import zmq
 
 from conftest import REPO, launch, leftovers, worker_cmd
+from netstorm.geoserver.security import read_key_pair
 from fuzz_messages import (CATEGORIES, FIELD_TYPES, HEADER, KINDS, MAGIC, Kind, generate,
                            obeyed)
 
@@ -101,6 +103,10 @@ class Cluster:
         rank0 = self.workers[0]
         self.targets = {"server dc0": rank0["server"], "scheduler": rank0["scheduler"],
                         "worker dc0/0": rank0["address"]}
+        # the fuzzer holds dc0's key (an insider: a stranger is refused at the handshake)
+        self.pair = read_key_pair(rank0["key_file"])
+        self.server_keys = {"server dc0": self.pair.public, "worker dc0/0": self.pair.public,
+                            "scheduler": rank0["scheduler_key"].encode()}
 
     def _run(self):
         try:
@@ -193,6 +199,9 @@ def fuzz(cluster: Cluster, targets: list, messages: list, size: int, settle: flo
                     sock = ctx.socket(zmq.DEALER)
                     sock.setsockopt(zmq.SNDHWM, 0)
                     sock.setsockopt(zmq.SNDTIMEO, 5000)
+                    sock.curve_serverkey = cluster.server_keys[name]
+                    sock.curve_publickey = cluster.pair.public
+                    sock.curve_secretkey = cluster.pair.secret
                     sock.connect(cluster.targets[name])
                     sockets.setdefault(name, []).append(sock)
             for name in targets:

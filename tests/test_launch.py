@@ -9,6 +9,7 @@ import time
 import pytest
 
 from conftest import REPO, free_port, launch, leftovers, worker_cmd
+from netstorm.launcher.keygen import keygen
 from netstorm.geoserver.cluster import ClusterConfig, DataCenter, to_toml
 
 pytestmark = pytest.mark.slow
@@ -78,12 +79,14 @@ def test_peer_that_never_registers_times_out_clearly(no_leftovers):
 
 def _cluster_file(directory, dcs, timeout_s):
     """A cluster file on loopback for ``dcs`` = [(name, server_port, workers)], written with
-    the project's own renderer."""
+    the project's own renderer, with keys from the project's keygen (a partial launch needs
+    keys every host shares)."""
     config = ClusterConfig("127.0.0.1", free_port(),
                            tuple(DataCenter(n, "127.0.0.1", p, w) for n, p, w in dcs),
                            timeout_s=timeout_s)
     path = directory / "cluster.toml"
-    path.write_text(to_toml(config))
+    path.write_text(to_toml(config).replace("[security]\ncurve = true\n", ""))
+    keygen(path)
     return path
 
 

@@ -1,5 +1,6 @@
 """Postoffice.register against a scheduler played by the test (loopback sockets): messages
-that beat the WELCOME are kept, and the WELCOME's settings are validated on arrival."""
+that beat the WELCOME are kept (if the table then admits them), and the WELCOME's settings
+are validated on arrival."""
 import threading
 import time
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from netstorm.geoserver import wire
+from netstorm.geoserver.nodes import NodeInfo, NodeTable
 from netstorm.geoserver.postoffice import Postoffice, RendezvousError
 from netstorm.geoserver.settings import RuntimeSettings
 from netstorm.geoserver.van import Van
@@ -14,9 +16,11 @@ from netstorm.geoserver.van import Van
 
 @pytest.fixture
 def node():
-    """``(postoffice, scheduler van, peer van)``: a server of dc0 not yet registered."""
+    """``(postoffice, scheduler van, peer van)``: a server of dc0 not yet registered; the
+    peer is dc1's server (node 2 of the table :func:`register` sends)."""
     sched, node_van, peer = (Van(name, "127.0.0.1", 0) for name in ("sched", "node", "peer"))
     peer.connect("n", node_van.address)
+    peer.node_id = 2
     yield Postoffice(node_van, sched.address, "server", "dc0"), sched, peer
     for van in (peer, sched, node_van):
         van.close()
@@ -28,6 +32,8 @@ def register(po: Postoffice, sched: Van, **welcome):
     table = [{"id": 0, "role": "scheduler", "dc": "", "address": sched.address,
               "rank": -1, "local_rank": -1},
              {"id": 1, "role": "server", "dc": "dc0", "address": po.van.address,
+              "rank": -1, "local_rank": -1},
+             {"id": 2, "role": "server", "dc": "dc1", "address": "tcp://127.0.0.1:1",
               "rank": -1, "local_rank": -1}]
 
     def answer():
@@ -57,6 +63,19 @@ def test_messages_arriving_before_welcome_are_kept_for_the_node(node):
     assert po.settings == RuntimeSettings() and po.welcome_policy is None
 
 
+def test_messages_before_the_welcome_that_the_table_refuses_are_dropped(node, caplog):
+    po, sched, peer = node
+    peer.node_id = 7                                     # not in the table
+    peer.send("n", wire.Message(wire.Kind.CHUNK_UP, key=4, dtype=np.float32,
+                                frames=[np.ones(2, np.float32)]))
+    peer.node_id = 2                                     # dc1's server may not send that
+    peer.send("n", wire.Message(wire.Kind.SHUTDOWN))
+    register(po, sched)
+    assert po.take_early() == []
+    assert "node 7, which is not in the cluster" in caplog.text
+    assert "server of dc1 (node 2) may not send SHUTDOWN" in caplog.text
+
+
 def test_bad_settings_in_the_welcome_are_a_clear_error_naming_the_field(node):
     po, sched, _ = node
     settings = dict(RuntimeSettings().to_json(), heartbeat_s="fast")
@@ -69,7 +88,7 @@ def test_bad_settings_in_the_welcome_are_a_clear_error_naming_the_field(node):
 class _StubVan:
     address = "tcp://127.0.0.1:1"
 
-    def connect(self, peer, address, send_hwm=0):
+    def connect(self, peer, address, send_hwm=0, principal=""):
         pass
 
 
@@ -87,4 +106,9 @@ def test_messages_before_the_welcome_are_bounded_in_number_and_bytes(monkeypatch
     assert [m.kind for m in po.early] == [wire.Kind.CHUNK_UP, wire.Kind.HEARTBEAT,
                                           wire.Kind.HEARTBEAT]
     assert "dropped CHUNK_UP from node 2 that came before the WELCOME" in caplog.text
-    assert len(po.take_early()) == 3 and po._early_bytes == 0
+    po.early = [m for m in po.early if m.kind == wire.Kind.CHUNK_UP]
+    po.table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:2"),
+                          NodeInfo(1, "server", "dc0", "tcp://127.0.0.1:1"),
+                          NodeInfo(2, "server", "dc1", "tcp://127.0.0.1:3")])
+    po.me = po.table[1]
+    assert len(po.take_early()) == 1 and po._early_bytes == 0

@@ -10,17 +10,21 @@ import pytest
 from conftest import REPO, WORKERS, free_port
 from netstorm.geoserver import wire
 from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
+from netstorm.geoserver.security import credentials_for
 from netstorm.geoserver.van import Van
+from netstorm.launcher.supervisor import with_keys, worker_env
 
 pytestmark = pytest.mark.slow
 
 
 class ManualCluster:
     """Scheduler, servers and workers started one by one, without the launcher, so the test
-    can kill any of them and watch what the others do (as on real hosts)."""
+    can kill any of them and watch what the others do (as on real hosts). With CURVE keys,
+    made once for the cluster as keygen would."""
 
     def __init__(self, tmp_path, dcs=2, workers_per_dc=1, **transport):
-        self.config = pseudo_cluster(dcs, workers_per_dc, free_port(), **transport)
+        self.config = with_keys(pseudo_cluster(dcs, workers_per_dc, free_port(), **transport),
+                                tmp_path, whole_cluster=True)
         self.file = tmp_path / "cluster.toml"
         self.file.write_text(to_toml(self.config))
         self.env = dict(os.environ, TMPDIR=str(tmp_path))
@@ -39,8 +43,7 @@ class ManualCluster:
             for i in range(dc.workers):
                 self.start(f"worker {dc.name}/{i}",
                            [py, str(WORKERS / "fault_worker.py"), mode, str(rounds)],
-                           NETSTORM_SCHEDULER=self.config.scheduler_address,
-                           NETSTORM_DC=dc.name, NETSTORM_LOCAL_INDEX=str(i))
+                           **worker_env(self.config, dc, i))
 
     def wait(self, name, timeout):
         proc = self.procs[name]
@@ -110,11 +113,13 @@ def test_scheduler_rejects_bad_registrations(manual, tmp_path):
     cluster = manual(dcs=1, timeout_s=4.0)
     cluster.start("scheduler", [sys.executable, "-m", "netstorm.scheduler", "--cluster",
                                 str(cluster.file)])
-    van = Van("test", "127.0.0.1", 0)
+    van = Van("test", "127.0.0.1", 0, credentials=credentials_for(cluster.config.security,
+                                                                  "dc0"))
     try:
         van.connect("s", cluster.config.scheduler_address)
         for meta, reason in [({"role": "worker", "dc": "mars", "address": van.address},
-                              "unknown DC 'mars'"),
+                              "registration as a worker of DC 'mars' was sent with the key "
+                              "of DC dc0"),
                              ({"role": "pilot", "dc": "dc0", "address": van.address},
                               "unknown role 'pilot'")]:
             van.send("s", wire.Message(wire.Kind.REGISTER, meta=meta))
@@ -129,7 +134,7 @@ def test_scheduler_rejects_bad_registrations(manual, tmp_path):
 
 
 def test_worker_without_scheduler_times_out_naming_it(tmp_path):
-    env = dict(os.environ, NETSTORM_DC="dc0",
+    env = dict(os.environ, NETSTORM_DC="dc0", NETSTORM_INSECURE="1",
                NETSTORM_SCHEDULER=f"tcp://127.0.0.1:{free_port()}", NETSTORM_TIMEOUT_S="1")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, str(WORKERS / "fault_worker.py"), "loop"], env=env,
@@ -167,9 +172,7 @@ def test_live_policy_switches_keep_sums_exact(manual, gated):
         cluster.start(f"server {dc.name}", [py, "-m", "netstorm.geoserver", "--cluster",
                                             str(cluster.file), "--dc", dc.name])
         cluster.start(f"worker {dc.name}/0", [py, str(WORKERS / "fault_worker.py"), "loop",
-                                              str(rounds)],
-                      NETSTORM_SCHEDULER=cluster.config.scheduler_address, NETSTORM_DC=dc.name,
-                      NETSTORM_LOCAL_INDEX="0")
+                                              str(rounds)], **worker_env(cluster.config, dc, 0))
     for dc in cluster.config.dcs:
         code, out = cluster.wait(f"worker {dc.name}/0", timeout=180)
         assert code == 0 and f"finished {rounds} rounds" in out, out[-2000:]

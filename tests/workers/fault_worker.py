@@ -32,8 +32,11 @@ if mode == "die-rank1" and kv.rank == 1:
 if mode == "sleep":
     while True:
         time.sleep(1)
-if mode == "garbage":
+if mode == "garbage":     # from this DC's key: a stranger's would not get past the handshake
     sock = zmq.Context.instance().socket(zmq.DEALER)
+    own = kv._client.van.credentials.own
+    sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = \
+        own.public, own.public, own.secret
     sock.connect(kv._client.server.address)
     good = wire.encode(wire.Message(wire.Kind.PULL, sender=kv._client.me.id, key=0))
     sock.send_multipart([b"garbage"])                                   # too few frames

@@ -4,8 +4,8 @@ to aim its fuzzer and runs until the test says at which round to stop.
     fuzz_worker.py DIR
 
 After ``kv.init`` and a few rounds it writes ``DIR/worker-RANK.json``: its pid, its own
-ROUTER address (the worker port), its server's and the scheduler's addresses and the node
-table. Every round it checks the sum is exact, records the round in ``DIR/progress-RANK``
+ROUTER address (the worker port), its server's and the scheduler's addresses, the node
+table and its DC's key (the fuzzer is an insider: it holds dc0's key). Every round it checks the sum is exact, records the round in ``DIR/progress-RANK``
 and reads ``DIR/stop`` (a round number the test writes once, atomically; both workers stop
 at that same round). A watchdog exits with code 3 the moment the client's I/O thread dies
 (a message that kills it would otherwise only show as a timeout much later).
@@ -64,7 +64,8 @@ while r < stop:
         write(f"worker-{rank}.json", json.dumps({
             "rank": rank, "pid": os.getpid(), "address": client.van.address,
             "server": client.server.address, "scheduler": client.settings.scheduler,
-            "nodes": client.po.table.to_json()}))
+            "nodes": client.po.table.to_json(), "key_file": client.settings.key_file,
+            "scheduler_key": client.settings.scheduler_key}))
     if (out_dir / "stop").exists():
         stop = int((out_dir / "stop").read_text())
     time.sleep(0.02)
