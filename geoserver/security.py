@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +53,8 @@ def check_key(text, where: str) -> bytes:
         raise SecurityError(f"{where}: a key has {KEY_CHARS} characters (Z85), got {len(key)}")
     try:
         z85.decode(key)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SecurityError(f"{where}: not a Z85 key: {exc}") from exc
+    except (ValueError, KeyError, TypeError, struct.error) as exc:
+        raise SecurityError(f"{where}: not a Z85 key ({exc})") from exc
     return key
 
 

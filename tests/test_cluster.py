@@ -1,4 +1,5 @@
 import pytest
+import zmq
 
 from netstorm.geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster, \
     to_toml
@@ -131,4 +132,49 @@ def test_duplicate_link_is_rejected(tmp_path):
     path.write_text(GOOD + LINKS + LINKS.replace('a = "eu"\nb = "us-east"',
                                                  'a = "us-east"\nb = "eu"'))
     with pytest.raises(ClusterFileError, match="duplicate link"):
+        load_cluster(path)
+
+
+K1, K2, K3 = (zmq.curve_keypair()[0].decode() for _ in range(3))
+SECURE = GOOD + f"""
+[security]
+secret_keys = "keys"
+scheduler_key = "{K1}"
+[security.dc_keys]
+eu = "{K2}"
+us-east = "{K3}"
+"""
+
+
+def test_security_table_parses_and_the_key_folder_is_relative_to_the_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(SECURE)
+    security = load_cluster(path).security
+    assert security.curve and security.keys == {"": K1, "eu": K2, "us-east": K3}
+    assert security.secret_keys == str(tmp_path / "keys")
+    assert load_cluster_from(tmp_path, GOOD).security.keys == {}      # none: curve still on
+    assert load_cluster_from(tmp_path, GOOD + "[security]\ncurve = false\n").security.curve \
+        is False
+
+
+def load_cluster_from(folder, text):
+    path = folder / "x.toml"
+    path.write_text(text)
+    return load_cluster(path)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    (f'us-east = "{K3}"\n', "", "no public key for us-east"),
+    (f'scheduler_key = "{K1}"\n', "", "no public key for the scheduler"),
+    (f'us-east = "{K3}"', f'us-east = "{K2}"', "two principals share one public key"),
+    (f'us-east = "{K3}"', 'us-east = "short"', "dc_keys.us-east: a key has 40 characters"),
+    (f'us-east = "{K3}"', f'us-east = "{"#" * 40}"', "dc_keys.us-east: not a Z85 key"),
+    (f'us-east = "{K3}"', f'mars = "{K3}"', "dc_keys names unknown DC 'mars'"),
+    ('secret_keys = "keys"', 'secret_key = "keys"', "unknown field 'secret_key'"),
+    ('secret_keys = "keys"', 'curve = "yes"', "field 'curve' must be bool"),
+])
+def test_bad_security_tables_are_rejected(tmp_path, old, new, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(SECURE.replace(old, new, 1))
+    with pytest.raises(ClusterFileError, match=message):
         load_cluster(path)

@@ -58,6 +58,11 @@ def table(result: dict) -> str:
             lines.append(f"speed-up {a} over netstorm-fapt: "
                          f"{fapt['median_s'] / r['median_s']:.2f}x by median, "
                          f"{fapt['mean_s'] / r['mean_s']:.2f}x by mean s/iter")
+    plain = result["systems"].get("netstorm-fapt-insecure", {})
+    if "netstorm-fapt" in names and "netstorm-fapt-insecure" in names:
+        lines.append(f"cost of CURVE (netstorm-fapt over netstorm-fapt-insecure): "
+                     f"{fapt['median_s'] / plain['median_s']:.3f}x by median, "
+                     f"{fapt['mean_s'] / plain['mean_s']:.3f}x by mean s/iter")
     for a in names:
         for b in names:
             if a != b and a.startswith("netstorm") and b.startswith("mxnet"):

@@ -1,0 +1,174 @@
+"""Keys, credentials and the ZAP handler (geoserver/security.py), and the Van with CURVE: a
+listed key is admitted and named on every message, a stranger's key or no key at all is not."""
+import os
+import stat
+
+import numpy as np
+import pytest
+import zmq
+from zmq.utils import z85
+
+from netstorm.geoserver import security, wire
+from netstorm.geoserver.security import (Credentials, KeyPair, SecurityConfig, SecurityError,
+                                         credentials_for, generate_cluster_keys, key_file_name,
+                                         node_credentials, principal_of, read_key_pair,
+                                         user_id, worker_credentials, write_key_pair,
+                                         zap_reply)
+from netstorm.geoserver.van import TransportError, Van
+
+
+def test_key_files_are_private_never_overwritten_and_read_back(tmp_path):
+    pair = KeyPair.generate()
+    path = write_key_pair(tmp_path / "keys", "eu", pair)
+    assert path.name == "dc-eu.key_secret"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "keys").st_mode) == 0o700
+    assert read_key_pair(path) == pair
+    with pytest.raises(SecurityError, match="exists: remove it"):
+        write_key_pair(tmp_path / "keys", "eu", KeyPair.generate())
+    assert read_key_pair(path) == pair
+
+
+def test_a_dc_called_scheduler_does_not_share_the_schedulers_key_file():
+    assert key_file_name("") == "scheduler.key_secret"
+    assert key_file_name("scheduler") == "dc-scheduler.key_secret"
+    assert principal_of(user_id("scheduler").decode()) == "scheduler"
+    assert principal_of(user_id("").decode()) == ""
+    assert principal_of(None) is None and principal_of("mallory") is None
+
+
+def test_unreadable_or_mismatched_key_files_are_clear_errors(tmp_path):
+    with pytest.raises(SecurityError, match="cannot read the secret key .*nothing"):
+        read_key_pair(tmp_path / "nothing")
+    one, other = KeyPair.generate(), KeyPair.generate()
+    path = write_key_pair(tmp_path, "eu", KeyPair(other.public, one.secret))
+    with pytest.raises(SecurityError, match="does not belong to its secret key"):
+        read_key_pair(path)
+    with pytest.raises(SecurityError, match="40 characters"):
+        security.check_key("short", "here")
+    with pytest.raises(SecurityError, match="a key must be a string"):
+        security.check_key(7, "here")
+
+
+def test_credentials_come_from_the_listed_keys_and_this_hosts_secret(tmp_path):
+    config = generate_cluster_keys(["eu", "us"], tmp_path / "keys")
+    creds = credentials_for(config, "eu")
+    assert creds.principal == "eu"
+    assert sorted(creds.admitted.values()) == ["", "eu", "us"]
+    assert creds.server_key("us") == config.keys["us"].encode()
+    with pytest.raises(SecurityError, match="no public key for DC mars"):
+        creds.server_key("mars")
+    with pytest.raises(SecurityError, match="lists no public key for DC mars"):
+        credentials_for(config, "mars")
+    other = generate_cluster_keys(["eu", "us"], tmp_path / "other")
+    swapped = SecurityConfig(public_keys=other.public_keys, secret_keys=config.secret_keys)
+    with pytest.raises(SecurityError, match="not the key pair of DC eu that the cluster file"):
+        credentials_for(swapped, "eu")
+
+
+def test_a_file_without_keys_names_the_command_that_makes_them(caplog):
+    with pytest.raises(SecurityError, match="netstorm-keygen c.toml"):
+        node_credentials(SecurityConfig(), "eu", "c.toml")
+    assert node_credentials(SecurityConfig(curve=False), "eu", "c.toml") is None
+    assert "CURVE is off" in caplog.text
+
+
+def test_a_worker_admits_its_dcs_server_and_the_scheduler_only(tmp_path):
+    config = generate_cluster_keys(["eu", "us"], tmp_path)
+    creds = worker_credentials("eu", tmp_path / "dc-eu.key_secret", config.keys[""])
+    assert sorted(creds.admitted.values()) == ["", "eu"]
+
+
+def _zap(mechanism=b"CURVE", credentials=(b"k" * 32,)):
+    return [b"1.0", b"7", b"", b"10.0.0.9", b"", mechanism, *credentials]
+
+
+def test_zap_admits_listed_curve_keys_only_and_names_them():
+    pair = KeyPair.generate()
+    admitted = {pair.public: "eu"}
+    reply, who, peer = zap_reply(_zap(credentials=(z85.decode(pair.public),)),
+                                 admitted)
+    assert reply[:4] == [b"1.0", b"7", b"200", b"OK"] and reply[4] == b"dc:eu"
+    assert who == "eu" and peer == "10.0.0.9"
+    for request in (_zap(), _zap(mechanism=b"NULL", credentials=()),
+                    _zap(mechanism=b"PLAIN", credentials=(b"u", b"p")), [b"1.0"], []):
+        reply, who, _ = zap_reply(request, admitted)
+        assert reply[2] == b"400" and who is None and reply[4] == b""
+
+
+@pytest.fixture
+def keys(tmp_path):
+    return generate_cluster_keys(["eu", "us"], tmp_path / "keys")
+
+
+def _message(sender=1):
+    return wire.Message(wire.Kind.PROBE, sender=sender, dtype=np.float32,
+                        frames=[np.ones(3, np.float32)])
+
+
+def test_van_stamps_each_message_with_the_key_that_sent_it(keys):
+    server = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"))
+    peer = Van("us", "127.0.0.1", 0, credentials=credentials_for(keys, "us"))
+    try:
+        peer.connect("eu", server.address, principal="eu")
+        peer.node_id = 1        # a claim; the origin is what the key proves
+        peer.send("eu", _message())
+        msg = server.recv(10)
+        assert msg.kind == wire.Kind.PROBE and msg.origin == "us" and msg.sender == 1
+    finally:
+        peer.close()
+        server.close()
+
+
+def test_foreign_peers_without_a_listed_key_reach_nothing(keys, caplog):
+    """No key (plain ZeroMQ), a stranger's CURVE key, and a listed public key without its
+    secret: nothing arrives, the refusals are counted and logged."""
+    server = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"))
+    ctx = zmq.Context()
+    stranger = KeyPair.generate()
+    try:
+        plain = ctx.socket(zmq.DEALER)
+        wrong = ctx.socket(zmq.DEALER)
+        wrong.curve_serverkey = keys.keys["eu"].encode()
+        wrong.curve_publickey, wrong.curve_secretkey = stranger.public, stranger.secret
+        posing = ctx.socket(zmq.DEALER)          # claims us's public key, lacks its secret
+        posing.curve_serverkey = keys.keys["eu"].encode()
+        posing.curve_publickey, posing.curve_secretkey = keys.keys["us"].encode(), \
+            stranger.secret
+        for sock in (plain, wrong, posing):
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(server.address)
+            sock.send_multipart(wire.encode(_message()))
+        assert server.recv(1.5) is None
+        assert server.zap.refused >= 1
+        assert "refused a connection from 127.0.0.1: unknown key" in caplog.text
+        for sock in (plain, wrong, posing):
+            sock.close()
+    finally:
+        ctx.term()
+        server.close()
+
+
+def test_connecting_to_a_principal_without_a_key_is_a_transport_error(keys):
+    van = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"))
+    try:
+        with pytest.raises(TransportError, match="no public key for DC mars"):
+            van.connect("x", "tcp://127.0.0.1:1", principal="mars")
+    finally:
+        van.close()
+
+
+def test_plain_vans_stamp_no_origin():
+    a, b = Van("a", "127.0.0.1", 0), Van("b", "127.0.0.1", 0)
+    try:
+        b.connect("a", a.address)
+        b.send("a", _message())
+        assert a.recv(10).origin is None and a.zap is None
+    finally:
+        b.close()
+        a.close()
+
+
+def test_credentials_name_their_own_principal():
+    pair = KeyPair.generate()
+    assert Credentials(pair, "eu", {pair.public: "eu"}).server_key("eu") == pair.public
