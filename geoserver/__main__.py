@@ -29,7 +29,8 @@ def main(argv=None) -> int:
         config = load_cluster(args.cluster)
         dc = config.dc(args.dc)
         credentials = node_credentials(config.security, dc.name, config.source)
-        van = Van(f"server {dc.name}", dc.host, dc.server_port, credentials=credentials)
+        van = Van(f"server {dc.name}", dc.host, dc.server_port, credentials=credentials,
+                  local_dir="")
     except (ClusterFileError, SecurityError, TransportError) as exc:
         log.error("%s", exc)
         return 2

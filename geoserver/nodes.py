@@ -21,6 +21,8 @@ class NodeInfo:
     address: str
     rank: int = -1        # workers: global rank
     local_rank: int = -1  # workers: rank within the DC
+    host: str = ""        # the machine's name: nodes of one DC on one host skip TCP
+    local_address: str = ""     # ipc:// endpoint for them ("": none)
 
     def describe(self) -> str:
         if self.role == WORKER:
@@ -31,13 +33,15 @@ class NodeInfo:
 
     def to_json(self) -> dict:
         return {"id": self.id, "role": self.role, "dc": self.dc, "address": self.address,
-                "rank": self.rank, "local_rank": self.local_rank}
+                "rank": self.rank, "local_rank": self.local_rank, "host": self.host,
+                "local_address": self.local_address}
 
     @classmethod
     def from_json(cls, data: dict) -> "NodeInfo":
         return cls(id=int(data["id"]), role=str(data["role"]), dc=str(data["dc"]),
                    address=str(data["address"]), rank=int(data["rank"]),
-                   local_rank=int(data["local_rank"]))
+                   local_rank=int(data["local_rank"]), host=str(data.get("host", "")),
+                   local_address=str(data.get("local_address", "")))
 
 
 class NodeTable:

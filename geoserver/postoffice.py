@@ -55,7 +55,8 @@ class Postoffice:
         missing; a node waits twice as long so that answer, not its own timeout, ends it.
         """
         meta = {"role": self.role, "dc": self.dc, "address": self.van.address,
-                "host": socket.gethostname(), "pid": os.getpid(), "local_index": local_index}
+                "host": socket.gethostname(), "pid": os.getpid(), "local_index": local_index,
+                "local_address": self.van.local_address}
         self.van.send(SCHEDULER, wire.Message(wire.Kind.REGISTER, meta=meta))
         while True:
             msg = self.van.recv(2 * timeout_s)
@@ -124,7 +125,15 @@ class Postoffice:
             if self.table is None or node_id not in self.table:
                 raise TransportError(f"{self.van.name}: unknown node {node_id}")
             node = self.table[node_id]
-            self.van.connect(node_id, node.address, send_hwm, principal=node.dc)
+            self.van.connect(node_id, self.address_of(node), send_hwm, principal=node.dc)
+
+    def address_of(self, node: NodeInfo) -> str:
+        """Where to reach ``node``: its ``ipc://`` endpoint if it belongs to this node's DC
+        and runs on this host (both listening there), else its TCP address."""
+        if node.local_address and self.van.local_address and node.dc == self.dc \
+                and node.host == socket.gethostname():
+            return node.local_address
+        return node.address
 
     def send(self, node_id: int, msg: wire.Message) -> None:
         """Send to a node of the table, connecting on first use."""

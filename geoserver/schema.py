@@ -207,7 +207,8 @@ POLICY = Obj({"version": Int(0, U32), "start_round": Int(),
               "shares": ListOf(Num(0.0, 1.0), max_len=255)},
              required=("version", "start_round", "trees"))
 NODE = Obj({"id": Int(0, U16), "role": Str(64), "dc": Str(), "address": Str(),
-            "rank": Int(-1, U32), "local_rank": Int(-1, U32)},
+            "rank": Int(-1, U32), "local_rank": Int(-1, U32), "host": Str(),
+            "local_address": Str()},
            required=("id", "role", "dc", "address", "rank", "local_rank"))
 MULTS = ListOf(Row(Int(0, I64), Num()))
 OPTIMIZER_SPEC = Obj({"name": Str(64), "attrs": DictOf(Plain()), "lr_mult": MULTS,
@@ -279,7 +280,7 @@ DATA = MessageSchema(frames=(1, 1), dtype="required", flags=Flag.QUEUED)
 SCHEMAS = {
     Kind.REGISTER: MessageSchema(Obj({"role": Str(64), "dc": Str(), "address": Str(),
                                       "host": Str(), "pid": Int(0, U32),
-                                      "local_index": Int(-1, U32)},
+                                      "local_index": Int(-1, U32), "local_address": Str()},
                                      required=("role", "dc", "address"))),
     Kind.WELCOME: MessageSchema(Obj({"nodes": ListOf(NODE, max_len=U16), "you": Int(0, U16),
                                      "policy": Nullable(POLICY),

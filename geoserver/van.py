@@ -16,11 +16,22 @@ admits only the cluster's keys (a :class:`~netstorm.geoserver.security.ZapHandle
 node's context) and every received message is stamped with the principal whose key sent it
 (``Message.origin``); a DEALER proves this node's key and checks the peer's. Without them
 (``credentials=None``, an explicit opt-out) traffic is plain and unauthenticated.
+
+Given a ``local_dir`` (a folder; "": the system's temporary folder) the ROUTER also listens
+on an ``ipc://`` endpoint in a private folder made there (mode 0700) for the nodes of its own DC on the same host (a worker and its server): no TCP,
+and no CURVE, since those bytes never leave the machine. That endpoint is bound before
+CURVE is switched on (ZeroMQ applies security options to later binds only), so it is plain
+while the TCP endpoint admits CURVE only; a message that came through it is accepted only
+from a process of this node's own Unix user (the kernel's peer credentials) and carries
+this node's own principal. See docs/security.md.
 """
 from __future__ import annotations
 
 import errno
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 
@@ -37,10 +48,24 @@ class TransportError(RuntimeError):
     """A socket could not be bound or a peer is unknown; the text names the node."""
 
 
+MAX_IPC_PATH = 100      # a Unix socket's path has room for 107 bytes on Linux
+
+
+def _private_dir(parent: str) -> str:
+    """A new folder only this user can enter, in ``parent`` ("": the temporary folder), or
+    in /tmp when a socket path there would be too long."""
+    path = tempfile.mkdtemp(prefix="netstorm-", dir=parent or None)
+    if len(path) + len("/node.sock") > MAX_IPC_PATH:
+        os.rmdir(path)
+        path = tempfile.mkdtemp(prefix="netstorm-", dir="/tmp")
+    return path
+
+
 class Van:
     def __init__(self, name: str, host: str, port: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES,
-                 credentials: security.Credentials | None = None):
+                 credentials: security.Credentials | None = None,
+                 local_dir: str | None = None):
         self.name = name
         self.node_id = wire.NO_NODE
         self.credentials = credentials
@@ -54,6 +79,16 @@ class Van:
         self._router.setsockopt(zmq.LINGER, 0)
         # per frame: ZeroMQ drops the connection of a peer sending a larger one
         self._router.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+        self._local_dir = None if local_dir is None else _private_dir(local_dir)
+        self.local_address = ""
+        if self._local_dir:     # before CURVE: this endpoint stays plain (see above)
+            self.local_address = f"ipc://{self._local_dir}/node.sock"
+            try:
+                self._router.bind(self.local_address)
+            except zmq.ZMQError as exc:
+                self.close()
+                raise TransportError(f"{name}: cannot bind {self.local_address}: "
+                                     f"{exc.strerror}") from exc
         if credentials is not None:
             self._router.curve_server = True
             self._router.curve_publickey = credentials.own.public
@@ -84,8 +119,8 @@ class Van:
             if peer in self._peers:
                 return
             try:
-                server_key = None if self.credentials is None else \
-                    self.credentials.server_key(principal)
+                server_key = None if self.credentials is None or address.startswith("ipc://") \
+                    else self.credentials.server_key(principal)
             except security.SecurityError as exc:
                 raise TransportError(f"{self.name}: cannot connect to {peer!r}: {exc}") \
                     from exc
@@ -182,16 +217,31 @@ class Van:
                               "(header claims node %s): %s", self.name, peer,
                               wire.claimed_sender(frames[1:]), exc)
 
-    @staticmethod
-    def _origin(frame) -> str:
-        """The principal the ZAP handler named for ``frame``'s connection."""
+    def _origin(self, frame) -> str:
+        """The principal the ZAP handler named for ``frame``'s connection; for the plain
+        ``ipc://`` endpoint (no ZAP: no User-Id), this node's own principal if the peer
+        process runs as this node's Unix user."""
         try:
-            origin = security.principal_of(frame.get("User-Id"))
+            user = frame.get("User-Id")
         except zmq.ZMQError:
-            origin = None
-        if origin is None:      # cannot happen with our ZAP handler; never trust it anyway
-            raise wire.WireError("message without an authenticated key")
-        return origin
+            user = None
+        if user is not None:
+            principal = security.principal_of(user)
+            if principal is None:
+                self._bad_origin("a User-Id this node's ZAP handler did not set")
+            return principal
+        if self.local_address:
+            try:        # ipc peers: "host:uid:gid:pid" (SO_PEERCRED)
+                uid = int(str(frame.get("Peer-Address")).split(":")[1])
+            except (zmq.ZMQError, IndexError, ValueError):
+                uid = None
+            if uid == os.getuid():
+                return self.credentials.principal
+        return self._bad_origin("no authenticated key")
+
+    @staticmethod
+    def _bad_origin(what: str):
+        raise wire.WireError(f"message with {what}")
 
     def close(self) -> None:
         with self._send_lock:
@@ -200,3 +250,5 @@ class Van:
             self._peers.clear()
         self._router.close(linger=0)
         self._ctx.term()
+        if self._local_dir is not None:
+            shutil.rmtree(self._local_dir, ignore_errors=True)

@@ -42,11 +42,12 @@ class WorkerSettings:
     key_file: str = ""          # the DC's secret key (CURVE); see security.py
     scheduler_key: str = ""     # the scheduler's public key (Z85)
     insecure: str = ""          # "1": the cluster runs without CURVE (curve = false)
+    run_dir: str = ""           # where to put its ipc:// endpoint ("": the temp folder)
 
     ENV = {"scheduler": "NETSTORM_SCHEDULER", "dc": "NETSTORM_DC", "host": "NETSTORM_HOST",
            "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S",
            "key_file": "NETSTORM_KEY_FILE", "scheduler_key": "NETSTORM_SCHEDULER_KEY",
-           "insecure": "NETSTORM_INSECURE"}
+           "insecure": "NETSTORM_INSECURE", "run_dir": "NETSTORM_RUN_DIR"}
 
     def credentials(self):
         """CURVE credentials from the key variables; None with NETSTORM_INSECURE=1."""
@@ -104,7 +105,8 @@ class WorkerClient:
     def __init__(self, settings: WorkerSettings):
         self.settings = settings
         self.van = Van(f"worker {settings.dc}", settings.host, 0,
-                       credentials=settings.credentials())
+                       credentials=settings.credentials(),
+                       local_dir=settings.run_dir)
         self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
         try:
             self.me: NodeInfo = self.po.register(settings.timeout_s, settings.local_index)

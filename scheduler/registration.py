@@ -69,13 +69,18 @@ class Registration:
         servers = sorted((r for r in self.registered if r["role"] == SERVER),
                          key=lambda r: order[r["dc"]])
         for r in servers:
-            nodes.append(NodeInfo(len(nodes), SERVER, r["dc"], r["address"]))
+            nodes.append(NodeInfo(len(nodes), SERVER, r["dc"], r["address"], **_local(r)))
         rank = 0
         for dc in self.dcs:
             mine = [r for r in self.registered if r["role"] == WORKER and r["dc"] == dc.name]
             mine.sort(key=lambda r: (r["local_index"] < 0, max(r["local_index"], 0)))
             for local_rank, r in enumerate(mine):
                 nodes.append(NodeInfo(len(nodes), WORKER, r["dc"], r["address"], rank,
-                                      local_rank))
+                                      local_rank, **_local(r)))
                 rank += 1
         return NodeTable(nodes)
+
+
+def _local(meta: dict) -> dict:
+    """Where a node can be reached without TCP by its DC's nodes on the same host."""
+    return {"host": str(meta.get("host", "")), "local_address": str(meta.get("local_address", ""))}

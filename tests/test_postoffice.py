@@ -87,6 +87,7 @@ def test_bad_settings_in_the_welcome_are_a_clear_error_naming_the_field(node):
 
 class _StubVan:
     address = "tcp://127.0.0.1:1"
+    local_address = ""
 
     def connect(self, peer, address, send_hwm=0, principal=""):
         pass
@@ -112,3 +113,19 @@ def test_messages_before_the_welcome_are_bounded_in_number_and_bytes(monkeypatch
                           NodeInfo(2, "server", "dc1", "tcp://127.0.0.1:3")])
     po.me = po.table[1]
     assert len(po.take_early()) == 1 and po._early_bytes == 0
+
+
+def test_only_nodes_of_this_dc_on_this_host_are_reached_over_ipc():
+    import socket
+    po = Postoffice(_StubVan(), "tcp://127.0.0.1:2", "worker", "dc0")
+    po.van.local_address = "ipc:///tmp/netstorm-me/node.sock"
+    here = socket.gethostname()
+
+    def node(dc, host, local="ipc:///tmp/netstorm-x/node.sock"):
+        return NodeInfo(1, "server", dc, "tcp://127.0.0.1:9", host=host, local_address=local)
+    assert po.address_of(node("dc0", here)) == "ipc:///tmp/netstorm-x/node.sock"
+    assert po.address_of(node("dc1", here)) == "tcp://127.0.0.1:9"    # another DC: the WAN
+    assert po.address_of(node("dc0", here + "-other")) == "tcp://127.0.0.1:9"
+    assert po.address_of(node("dc0", here, local="")) == "tcp://127.0.0.1:9"
+    po.van.local_address = ""                                        # this node has none
+    assert po.address_of(node("dc0", here)) == "tcp://127.0.0.1:9"

@@ -172,3 +172,57 @@ def test_plain_vans_stamp_no_origin():
 def test_credentials_name_their_own_principal():
     pair = KeyPair.generate()
     assert Credentials(pair, "eu", {pair.public: "eu"}).server_key("eu") == pair.public
+
+
+def test_the_same_host_endpoint_is_plain_own_user_only_and_named_as_this_dc(keys, tmp_path):
+    """A DC's nodes on one host talk over ipc:// without CURVE (the bytes never leave the
+    machine); the TCP endpoint of the same socket still admits CURVE only. What comes in
+    through ipc:// carries this node's own principal."""
+    server = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"),
+                 local_dir=str(tmp_path))
+    ctx = zmq.Context()
+    try:
+        assert server.local_address.startswith(f"ipc://{tmp_path}/netstorm-")
+        folder = server.local_address[len("ipc://"):].rsplit("/", 1)[0]
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+        plain_tcp, plain_ipc = ctx.socket(zmq.DEALER), ctx.socket(zmq.DEALER)
+        plain_tcp.connect(server.address)
+        plain_ipc.connect(server.local_address)
+        plain_tcp.send_multipart(wire.encode(_message(sender=5)))
+        plain_ipc.send_multipart(wire.encode(_message(sender=6)))
+        msg = server.recv(5)
+        assert msg.sender == 6 and msg.origin == "eu"
+        assert server.recv(1) is None                       # plain TCP never gets in
+        for sock in (plain_tcp, plain_ipc):
+            sock.close(linger=0)
+    finally:
+        ctx.term()
+        server.close()
+    assert not os.path.exists(folder)
+
+
+def test_a_van_connects_over_ipc_in_plain_and_over_tcp_with_curve(keys, tmp_path):
+    worker = Van("eu worker", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"),
+                 local_dir=str(tmp_path))
+    server = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"),
+                 local_dir=str(tmp_path))
+    try:
+        worker.connect("server", server.local_address, principal="eu")
+        worker.connect("server-tcp", server.address, principal="eu")
+        worker.send("server", _message(sender=3))
+        worker.send("server-tcp", _message(sender=4))
+        got = sorted((m.sender, m.origin) for m in (server.recv(5), server.recv(5)))
+        assert got == [(3, "eu"), (4, "eu")]
+    finally:
+        worker.close()
+        server.close()
+
+
+def test_a_socket_path_too_long_for_unix_goes_to_tmp(tmp_path):
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    van = Van("eu", "127.0.0.1", 0, local_dir=str(deep))
+    try:
+        assert van.local_address.startswith("ipc:///tmp/netstorm-")
+    finally:
+        van.close()

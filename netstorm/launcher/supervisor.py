@@ -212,7 +212,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
         config = with_keys(config, tmp, with_scheduler and len(chosen) == len(config.dcs))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
-        base = child_env({})
+        base = child_env({"TMPDIR": tmp})      # what the servers leave goes with the run
         with launcher:
             if with_scheduler:
                 launcher.start("scheduler", "scheduler",
@@ -225,7 +225,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
                                 "--dc", dc.name], base, wrap_dc(dc.name))
             for dc in chosen:
                 for i in range(dc.workers):
-                    env = child_env(worker_env(config, dc, i))
+                    env = child_env({**worker_env(config, dc, i), "NETSTORM_RUN_DIR": tmp})
                     launcher.start(f"worker {dc.name}/{i}", "worker", command, env,
                                    wrap_dc(dc.name))
             started = time.monotonic()
