@@ -21,6 +21,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m netstorm.geoserver", description=__doc__)
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--dc", required=True, help="name of this server's DC")
+    parser.add_argument("--run-dir", default="",
+                        help="folder for this server's same-host socket (default: the "
+                             "temporary folder); the launcher gives its run's folder")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
@@ -30,16 +33,16 @@ def main(argv=None) -> int:
         dc = config.dc(args.dc)
         credentials = node_credentials(config.security, dc.name, config.source)
         van = Van(f"server {dc.name}", dc.host, dc.server_port, credentials=credentials,
-                  local_dir="")
+                  local_dir=args.run_dir)
     except (ClusterFileError, SecurityError, TransportError) as exc:
         log.error("%s", exc)
         return 2
-    raise_on_signals()
+    stop = raise_on_signals()
     try:
         postoffice = Postoffice(van, config.scheduler_address, SERVER, dc.name)
         postoffice.register(config.timeout_s)
         log.info("server of %s is node %d at %s", dc.name, postoffice.me.id, van.address)
-        GeoServer(postoffice).serve()
+        GeoServer(postoffice, check_stop=stop.check).serve()
         return 0
     except AbortError as exc:
         log.error("server of %s stops: %s", dc.name, exc)

@@ -19,12 +19,30 @@ class Terminated(Exception):
     """SIGTERM or SIGINT arrived."""
 
 
-def raise_on_signals() -> None:
-    """Turn SIGTERM/SIGINT into :class:`Terminated` so loops unwind and close their sockets."""
-    def handler(signum, _frame):
-        raise Terminated(signal.Signals(signum).name)
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+class StopSignals:
+    """SIGTERM/SIGINT become :class:`Terminated` in the main thread, so loops unwind and
+    close their sockets. Python ignores an exception raised inside a destructor (a ZeroMQ
+    socket's, say), which would swallow the signal: the signal is also remembered, and
+    :meth:`check`, called by the loops once a beat, raises it again."""
+
+    def __init__(self):
+        self.received: str | None = None
+
+    def _handler(self, signum, _frame):
+        self.received = signal.Signals(signum).name
+        raise Terminated(self.received)
+
+    def check(self) -> None:
+        if self.received is not None:
+            raise Terminated(self.received)
+
+
+def raise_on_signals() -> StopSignals:
+    """Install :class:`StopSignals` for SIGTERM and SIGINT; the loops' ``check``."""
+    stop = StopSignals()
+    signal.signal(signal.SIGTERM, stop._handler)
+    signal.signal(signal.SIGINT, stop._handler)
+    return stop
 
 
 M_MMAP_THRESHOLD = -3               # glibc mallopt parameter

@@ -23,6 +23,7 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     timeout_s = 120         # how long any node waits for a peer before a clear error
     heartbeat_s = 0.25      # how often every node tells the scheduler it is alive
     dead_after_s = 5        # a node silent this long is declared dead: the run aborts
+                            # (also the scheduler: every node then stops, naming it)
     stall_s = 2             # a WAN link that moves nothing this long while data waits
                             # is reported stalled (treated as failed; see adapt)
 
@@ -62,8 +63,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .security import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
-from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, \
-    DEFAULT_TIMEOUT_S, MIN_CHUNK_BYTES
+from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_HEARTBEAT_S, \
+    DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, MIN_CHUNK_BYTES
 
 POLICIES = ("star", "fapt")
 
@@ -98,7 +99,7 @@ class ClusterConfig:
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
-    dead_after_s: float = 10.0      # scheduler only
+    dead_after_s: float = DEFAULT_DEAD_AFTER_S
     stall_s: float = DEFAULT_STALL_S
     policy: str = "star"
     hub: str = ""

@@ -26,7 +26,7 @@ FROM_OTHER_SERVER = "another DC's server"
 FROM_NODE = "a node"                     # anything but the scheduler, at the scheduler
 
 _CONTROL = {Kind.ABORT, Kind.SHUTDOWN, Kind.POLICY, Kind.PROBE_REQUEST, Kind.ROUTES,
-            Kind.ROUND_OPEN}
+            Kind.ROUND_OPEN, Kind.HEARTBEAT}
 _REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
              Kind.LOAD_STATES}
 _REPLIES = {Kind.INIT_DONE, Kind.VALUE, Kind.OPTIMIZER_DONE, Kind.STATES, Kind.ERROR}
@@ -39,7 +39,7 @@ ACCEPTS = {
              FROM_OWN_WORKER: _REQUESTS,
              FROM_OTHER_SERVER: {Kind.INIT, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE,
                                  Kind.RELAY}},
-    WORKER: {FROM_SCHEDULER: {Kind.ABORT, Kind.BARRIER_DONE},
+    WORKER: {FROM_SCHEDULER: {Kind.ABORT, Kind.BARRIER_DONE, Kind.HEARTBEAT},
              FROM_OWN_SERVER: _REPLIES},
 }
 # which node sends which kind at the scheduler: BARRIER and BYE come from workers only,

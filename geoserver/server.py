@@ -37,8 +37,10 @@ WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAV
 
 
 class GeoServer:
-    def __init__(self, postoffice: Postoffice):
+    def __init__(self, postoffice: Postoffice, check_stop=lambda: None):
+        """``check_stop``: called once a beat; raises to stop the server (a signal)."""
         self.po = postoffice
+        self._check_stop = check_stop
         self.table = postoffice.table
         self.dc = postoffice.me.dc
         self.settings = settings = postoffice.settings
@@ -64,6 +66,8 @@ class GeoServer:
         # round gate (adapt): a worker's push of a round not yet open waits there; asking
         # for the round is an early heartbeat, so a re-planned policy starts at the next round
         self.gate = RoundGate(settings.round_gate, settings.timeout_s)
+        self.scheduler_id = self.table.scheduler().id
+        self._scheduler_seen = time.monotonic()     # the WELCOME just came
         self._drops = RateLimitedLog(log)
 
     # ------------------------------------------------------------ callbacks
@@ -215,6 +219,10 @@ class GeoServer:
     def handle(self, msg: Message) -> bool:
         """Process one message; False once the server should stop."""
         self.stats["messages"] += 1
+        if msg.sender == self.scheduler_id:       # admitted: it is the scheduler's key
+            self._scheduler_seen = time.monotonic()
+            if msg.kind == Kind.HEARTBEAT:
+                return True
         if msg.kind == Kind.SHUTDOWN and msg.sender == self.table.scheduler().id:
             log.info("%s: shutdown requested; %s", self.dc, self.stats)
             return False
@@ -257,6 +265,7 @@ class GeoServer:
         while True:
             now = time.monotonic()
             if now >= next_beat:   # round and link rates ride on the heartbeat
+                self._check_stop()
                 # stalls and idle links change on the scale of seconds: look once a beat,
                 # not once a message
                 self.wan.check_stalls()
@@ -265,6 +274,12 @@ class GeoServer:
                 overdue = self.gate.overdue(now)
                 if overdue:
                     raise AbortError(f"{self.dc}: {overdue}")
+                silent = now - self._scheduler_seen
+                if silent > self.settings.dead_after_s:
+                    raise AbortError(f"{self.dc}: the scheduler at "
+                                     f"{self.table.scheduler().address} sent nothing for "
+                                     f"{silent:.1f}s (dead_after_s="
+                                     f"{self.settings.dead_after_s:g}); it is presumed dead")
                 self._send_heartbeat()
                 next_beat = now + self.settings.heartbeat_s
             readable, writable = self.po.wait(max(0.0, next_beat - now), self.wan.backlogged())

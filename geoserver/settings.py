@@ -18,6 +18,8 @@ DEFAULT_CHUNK_BYTES = 1 << 20   # tensors larger than this travel as several WAN
 MIN_CHUNK_BYTES = 1024
 DEFAULT_TIMEOUT_S = 60.0        # how long any node waits for a peer before a clear error
 DEFAULT_HEARTBEAT_S = 0.5       # how often every node tells the scheduler it is alive
+                                # (and the scheduler every node)
+DEFAULT_DEAD_AFTER_S = 10.0     # a node (or the scheduler) silent this long is presumed dead
 DEFAULT_STALL_S = 3.0           # a WAN link moving nothing this long while data waits stalls
 IDLE_PROBE_S = 5.0              # adapt: a link not timed this long gets a probe burst
 PROBE_BYTES = 2 << 20           # start-up measurement, per directed pair: enough to leave
@@ -130,6 +132,7 @@ class RuntimeSettings(_Wire):
     chunk_bytes: int = _setting(DEFAULT_CHUNK_BYTES, int, minimum=MIN_CHUNK_BYTES)
     timeout_s: float = _setting(DEFAULT_TIMEOUT_S, float, positive=True)
     heartbeat_s: float = _setting(DEFAULT_HEARTBEAT_S, float, positive=True)
+    dead_after_s: float = _setting(DEFAULT_DEAD_AFTER_S, float, positive=True)
     stall_s: float = _setting(DEFAULT_STALL_S, float, positive=True)
     probe_idle_s: float = _setting(0.0, float, minimum=0.0)   # 0: never probe idle links
     round_gate: bool = _setting(False, bool)    # adapt: a round starts once it is opened
@@ -142,7 +145,8 @@ class RuntimeSettings(_Wire):
         adds the WAN once it is known). The round gate is on exactly when the scheduler
         re-plans (adapt, multi-root trees, several DCs); idle links are probed with adapt."""
         return cls(chunk_bytes=int(config.chunk_bytes), timeout_s=float(config.timeout_s),
-                   heartbeat_s=float(config.heartbeat_s), stall_s=float(config.stall_s),
+                   heartbeat_s=float(config.heartbeat_s),
+                   dead_after_s=float(config.dead_after_s), stall_s=float(config.stall_s),
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1)
 

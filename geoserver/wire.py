@@ -39,7 +39,7 @@ class Kind(enum.IntEnum):
     WELCOME = 2         # scheduler -> node: the node table, your id and ranks
     BARRIER = 3         # worker -> scheduler
     BARRIER_DONE = 4    # scheduler -> worker
-    HEARTBEAT = 5       # node -> scheduler
+    HEARTBEAT = 5       # node -> scheduler, and scheduler -> node: alive
     ABORT = 6           # scheduler -> all: a node died or misbehaved; reason in meta
     BYE = 7             # worker -> scheduler: finished cleanly
     SHUTDOWN = 8        # scheduler -> servers: all workers finished

@@ -136,13 +136,23 @@ class WorkerClient:
         for msg in self.po.take_early():
             self._dispatch_safely(msg)
         next_beat = 0.0
+        scheduler, scheduler_seen = self.po.table.scheduler(), time.monotonic()
+        dead_after_s = self.po.settings.dead_after_s
         while not self._closed.is_set():
             now = time.monotonic()
             if now >= next_beat:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT))
                 next_beat = now + self.heartbeat_s
+                if now - scheduler_seen > dead_after_s and not self._aborted:
+                    self._fail_all(f"the scheduler at {scheduler.address} sent nothing for "
+                                   f"{now - scheduler_seen:.1f}s (dead_after_s="
+                                   f"{dead_after_s:g}); it is presumed dead")
             msg = self.po.recv(max(0.0, next_beat - now))
             if msg is not None:
+                if msg.sender == scheduler.id:      # admitted: the scheduler's key
+                    scheduler_seen = time.monotonic()
+                    if msg.kind == Kind.HEARTBEAT:
+                        continue
                 self._dispatch_safely(msg)
 
     def _dispatch_safely(self, msg: Message) -> None:

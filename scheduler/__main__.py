@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     except (ClusterFileError, SecurityError, TransportError) as exc:
         log.error("%s", exc)
         return 2
-    raise_on_signals()
+    stop = raise_on_signals()
     stats_file = None
     try:
         if config.stats:
@@ -53,7 +53,8 @@ def main(argv=None) -> int:
             stats_file.flush()
 
     try:
-        return Scheduler(config, van, args.switch_policy_every, args.seed, stats).run()
+        return Scheduler(config, van, args.switch_policy_every, args.seed, stats,
+                         check_stop=stop.check).run()
     except Terminated as exc:
         log.warning("stopped by %s", exc)
         return 1

@@ -35,8 +35,10 @@ class ClusterAborted(RuntimeError):
 
 class Scheduler:
     def __init__(self, config: ClusterConfig, van: Van, switch_every_s: float = 0.0,
-                 seed: int = 0, stats=None):
+                 seed: int = 0, stats=None, check_stop=lambda: None):
+        """``check_stop``: called once a beat; raises to stop the scheduler (a signal)."""
         self.config = config
+        self._check_stop = check_stop
         # what servers and workers are told; the WAN's links join once they are known
         self.settings = RuntimeSettings.from_cluster(config)
         self.stats = stats or (lambda record: None)    # JSON-lines sink (``[scheduler] stats``)
@@ -55,6 +57,7 @@ class Scheduler:
         # at the first round not yet open - the very next round, with no lead and no race
         self.round_gate = self.settings.round_gate
         self.rounds = RoundTracker(self.round_gate, config.heartbeat_s)
+        self._next_beat = 0.0                  # every node hears from the scheduler
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
 
@@ -77,7 +80,11 @@ class Scheduler:
         registration = Registration(self.config.dcs)
         deadline = time.monotonic() + self.config.timeout_s
         while not registration.complete:
-            msg = self.van.recv(max(0.0, deadline - time.monotonic()))
+            self._check_stop()
+            remaining = deadline - time.monotonic()
+            msg = self.van.recv(max(0.0, min(remaining, self.config.heartbeat_s)))
+            if msg is None and time.monotonic() < deadline:
+                continue
             if msg is None:
                 reason = (f"waited {self.config.timeout_s:g}s for registration; still missing: "
                           + ", ".join(registration.missing()))
@@ -197,14 +204,31 @@ class Scheduler:
     def _node_alive(self, node_id: int) -> None:
         self.last_seen[node_id] = time.monotonic()
 
+    def _beat(self) -> None:
+        """Every ``heartbeat_s``, a HEARTBEAT to every node still running: a node that hears
+        nothing from the scheduler for ``dead_after_s`` stops, naming it."""
+        now = time.monotonic()
+        if now < self._next_beat:
+            return
+        self._check_stop()
+        self._next_beat = now + self.config.heartbeat_s
+        for node in self.table.nodes.values():
+            if node.role != SCHEDULER and node.id not in self.finished and \
+                    self.van.is_connected(node.id):
+                self.van.send(node.id, wire.Message(wire.Kind.HEARTBEAT))
+
     def _recv(self, timeout_s: float):
         """The next message the scheduler admits from a node of the table
-        (:func:`roles.refusal`), or None once ``timeout_s`` passed."""
+        (:func:`roles.refusal`), or None once ``timeout_s`` passed; beats meanwhile."""
         me = self.table.scheduler()
         deadline = time.monotonic() + timeout_s
         while True:
-            msg = self.van.recv(max(0.0, deadline - time.monotonic()))
+            self._beat()
+            now = time.monotonic()
+            msg = self.van.recv(max(0.0, min(deadline, self._next_beat) - now))
             if msg is None:
+                if time.monotonic() < deadline:
+                    continue
                 return None
             refusal = roles.refusal(self.table, me, msg)
             if not refusal:

@@ -40,6 +40,7 @@ PLACEHOLDER = "\x00raw\x00"        # stands for a raw JSON fragment in a meta te
 # that carry it. Nested fields of a POLICY, a SET_OPTIMIZER spec and WELCOME follow below.
 FIELD_TYPES = {
     "role": str, "dc": str, "address": str, "local_index": int, "pid": int, "host": str,
+    "local_address": str,
     "nodes": list, "you": int, "settings": dict, "policy": dict, "round": int,
     "links": dict, "stalled": list, "reason": str, "clean": bool, "shape": list,
     "dtype": str, "origin": str, "spec": dict, "states": list, "counts": list,
@@ -51,7 +52,7 @@ DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming
 # A well-formed meta per kind; each garbage message breaks one field of it.
 BASE_META = {
     Kind.REGISTER: {"role": "worker", "dc": "dc0", "address": "tcp://127.0.0.1:9",
-                    "local_index": 0, "pid": 1, "host": "fuzz"},
+                    "local_index": 0, "pid": 1, "host": "fuzz", "local_address": ""},
     Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None},
     Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": []},
     Kind.ABORT: {"reason": "fuzz"},

@@ -88,13 +88,31 @@ def test_dead_node_aborts_everyone_with_its_name(manual, victim):
         assert code == 1
 
 
+def test_a_dead_scheduler_stops_every_node_naming_it_within_dead_after_s(manual):
+    """Issue 11, part 4: the scheduler beats to every node as they beat to it; killed, it is
+    named by every server and worker within dead_after_s (plus one beat), not after
+    timeout_s or never."""
+    cluster = manual(dead_after_s=2.0, heartbeat_s=0.2, timeout_s=60.0)
+    cluster.start_all()
+    time.sleep(6)                         # registration done, rounds running
+    assert all(p.poll() is None for p in cluster.procs.values())
+    cluster.procs["scheduler"].send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    for name in ("server dc0", "server dc1", "worker dc0/0", "worker dc1/0"):
+        code, out = cluster.wait(name, timeout=30)
+        assert code != 0, (name, out[-2000:])
+        assert "the scheduler at tcp://127.0.0.1:" in out and "it is presumed dead" in out, \
+            (name, out[-2000:])
+    assert time.monotonic() - killed_at < 2.0 + 5
+
+
 def test_round_gate_without_scheduler_aborts_clearly(manual, tmp_path):
     """With the round gate (adapt) a server starts no round the scheduler has not opened: if
     the scheduler dies, the servers stop with a clear error within timeout_s, not hang."""
     links = (LinkSpec("dc0", "dc1", 100.0, 100.0),)
     stats = tmp_path / "stats.jsonl"
-    cluster = manual(heartbeat_s=0.2, timeout_s=10.0, adapt=True, policy="fapt", links=links,
-                     stats=str(stats))
+    cluster = manual(heartbeat_s=0.2, timeout_s=10.0, dead_after_s=60.0, adapt=True,
+                     policy="fapt", links=links, stats=str(stats))
     cluster.start_all()
     deadline = time.monotonic() + 60
     while '"round":3,' not in (stats.read_text() if stats.exists() else ""):

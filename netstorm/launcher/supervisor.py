@@ -212,7 +212,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
         config = with_keys(config, tmp, with_scheduler and len(chosen) == len(config.dcs))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
-        base = child_env({"TMPDIR": tmp})      # what the servers leave goes with the run
+        base = child_env({})
         with launcher:
             if with_scheduler:
                 launcher.start("scheduler", "scheduler",
@@ -222,7 +222,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
             for dc in chosen:
                 launcher.start(f"server {dc.name}", "server",
                                [python, "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
-                                "--dc", dc.name], base, wrap_dc(dc.name))
+                                "--dc", dc.name, "--run-dir", tmp], base, wrap_dc(dc.name))
             for dc in chosen:
                 for i in range(dc.workers):
                     env = child_env({**worker_env(config, dc, i), "NETSTORM_RUN_DIR": tmp})
