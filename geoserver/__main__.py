@@ -5,10 +5,11 @@ import argparse
 import logging
 import sys
 
-from .cli import Terminated, raise_on_signals, return_large_buffers, setup_logging
+from .cli import EXIT_ABORTED, Terminated, raise_on_signals, return_large_buffers, \
+    setup_logging
 from .cluster import ClusterFileError, load_cluster
 from .nodes import SERVER
-from .postoffice import AbortError, Postoffice, RendezvousError
+from .postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
 from .server import GeoServer
 from .security import SecurityError, node_credentials
 from .van import TransportError, Van
@@ -44,6 +45,9 @@ def main(argv=None) -> int:
         log.info("server of %s is node %d at %s", dc.name, postoffice.me.id, van.address)
         GeoServer(postoffice, check_stop=stop.check).serve()
         return 0
+    except AbortedByScheduler as exc:
+        log.error("server of %s stops: %s", dc.name, exc)
+        return EXIT_ABORTED
     except AbortError as exc:
         log.error("server of %s stops: %s", dc.name, exc)
         try:   # tell the scheduler, which stops the other nodes naming the reason

@@ -15,6 +15,12 @@ def setup_logging(verbose: bool = False) -> None:
                         datefmt="%H:%M:%S")
 
 
+# A server or the scheduler that stops because *another* node failed (the scheduler's ABORT,
+# or the scheduler aborting on a node's failure) exits with this code, so the launcher can
+# name the node that failed first rather than a bystander that stopped faster.
+EXIT_ABORTED = 4
+
+
 class Terminated(Exception):
     """SIGTERM or SIGINT arrived."""
 

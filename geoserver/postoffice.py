@@ -25,7 +25,11 @@ class RendezvousError(RuntimeError):
 
 
 class AbortError(RuntimeError):
-    """The scheduler aborted the cluster (a node died or misbehaved)."""
+    """This node cannot go on; the text says why."""
+
+
+class AbortedByScheduler(AbortError):
+    """The scheduler aborted the cluster because another node died or failed."""
 
 
 class Postoffice:

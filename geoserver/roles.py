@@ -39,7 +39,8 @@ ACCEPTS = {
              FROM_OWN_WORKER: _REQUESTS,
              FROM_OTHER_SERVER: {Kind.INIT, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE,
                                  Kind.RELAY}},
-    WORKER: {FROM_SCHEDULER: {Kind.ABORT, Kind.BARRIER_DONE, Kind.HEARTBEAT},
+    WORKER: {FROM_SCHEDULER: {Kind.ABORT, Kind.BARRIER_DONE, Kind.HEARTBEAT,
+                              Kind.WORKER_LEFT},
              FROM_OWN_SERVER: _REPLIES},
 }
 # which node sends which kind at the scheduler: BARRIER and BYE come from workers only,

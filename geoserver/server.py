@@ -22,7 +22,7 @@ from .aggregation import TreeExchange
 from .local_store import KeyStore, RequestError
 from .probe import LinkProber
 from .nodes import SERVER, WORKER
-from .postoffice import AbortError, Postoffice
+from .postoffice import AbortedByScheduler, AbortError, Postoffice
 from .ratelog import RateLimitedLog
 from .round_gate import RoundGate
 from .settings import MAX_EARLY_MESSAGES, MAX_ROUNDS_AHEAD, ProbeRequest, SettingsError
@@ -227,7 +227,7 @@ class GeoServer:
             log.info("%s: shutdown requested; %s", self.dc, self.stats)
             return False
         if msg.kind == Kind.ABORT:
-            raise AbortError(msg.meta.get("reason", "the scheduler aborted the run"))
+            raise AbortedByScheduler(msg.meta.get("reason", "the scheduler aborted the run"))
         if msg.kind == Kind.POLICY and msg.sender == self.table.scheduler().id:
             self._on_policy(msg)
             return True

@@ -62,6 +62,7 @@ class Kind(enum.IntEnum):
     RELAY = 26          # server -> relay server: part of a chunk to forward (meta: to, from)
     ROUTES = 27         # scheduler -> servers: multipath relay plan and current link rates
     ROUND_OPEN = 28     # scheduler -> servers (adapt): round `seq` may start; its policy is final
+    WORKER_LEFT = 29    # scheduler -> workers: a worker finished after round `rounds`
     ERROR = 30          # server -> worker: the request was rejected; reason in meta
 
 

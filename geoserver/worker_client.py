@@ -84,12 +84,14 @@ class WorkerSettings:
 
 
 class _Pending:
-    __slots__ = ("event", "reply", "what")
+    __slots__ = ("event", "reply", "what", "round", "error")
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, rnd: float = 0):
         self.event = threading.Event()
         self.reply: Message | None = None
         self.what = what
+        self.round = rnd        # the round it needs every worker for (0: none)
+        self.error = ""         # why it failed without a reply
 
 
 @dataclass
@@ -123,6 +125,9 @@ class WorkerClient:
         self._ids = itertools.count(1)
         self._barriers = itertools.count(1)
         self._aborted: str | None = None
+        self._left: tuple | None = None     # (rounds, who): the first worker that finished
+        self.last_error: str | None = None      # the latest failure where the caller
+                                                # only sees a wrapper (MXNet's engine)
         self._closed = threading.Event()
         self._drops = RateLimitedLog(log)
         self._thread = threading.Thread(target=self._io_loop, name="netstorm-io", daemon=True)
@@ -167,6 +172,9 @@ class WorkerClient:
         if msg.kind == Kind.ABORT:
             self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
             return
+        if msg.kind == Kind.WORKER_LEFT:
+            self._worker_left(int(msg.meta["rounds"]), str(msg.meta["who"]))
+            return
         token = ("barrier", msg.seq) if msg.kind == Kind.BARRIER_DONE else msg.request
         with self._lock:
             pending = self._pending.pop(token, None)
@@ -185,11 +193,43 @@ class WorkerClient:
         for p in pending:
             p.event.set()
 
+    def note_error(self, exc: BaseException) -> None:
+        """Keep the latest error raised on the caller's behalf (see :attr:`last_error`)."""
+        self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _worker_left(self, rounds: int, who: str) -> None:
+        """Another worker finished after ``rounds``: every later round (and every barrier)
+        needs it, so what waits for one fails now, naming it, instead of on timeout."""
+        with self._lock:
+            if self._left is None or rounds < self._left[0]:
+                self._left = (rounds, who)
+            doomed = [(t, p) for t, p in self._pending.items() if p.round > rounds]
+            for token, pending in doomed:
+                del self._pending[token]
+                pending.error = self._left_error(pending.what)
+        for _, pending in doomed:
+            pending.event.set()
+
+    def _left_error(self, what: str) -> str:
+        rounds, who = self._left
+        return (f"worker rank {self.me.rank}: {who} finished after round {rounds}, so "
+                f"{what} can never come (every round and barrier needs every worker)")
+
+    @staticmethod
+    def _round_of(msg: Message) -> float:
+        """The round ``msg`` needs every worker for: pushes and pulls their round, barriers
+        all of them (0: none)."""
+        if msg.kind in (Kind.PUSH, Kind.PULL):
+            return msg.seq
+        return float("inf") if msg.kind == Kind.BARRIER else 0
+
     def _submit(self, msg: Message, what: str, to_scheduler: bool = False, token=None):
-        pending = _Pending(what)
+        pending = _Pending(what, self._round_of(msg))
         with self._lock:
             if self._aborted:
                 raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
+            if self._left is not None and pending.round > self._left[0]:
+                raise KVStoreError(self._left_error(what))
             if token is None:
                 token = msg.request = next(self._ids)
             self._pending[token] = pending
@@ -205,8 +245,8 @@ class WorkerClient:
                                f"{pending.what}; no answer (timeout_s in the cluster file)")
         reply = pending.reply
         if reply is None:
-            raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted} "
-                               f"(while waiting for {pending.what})")
+            raise KVStoreError(pending.error or f"worker rank {self.me.rank}: "
+                               f"{self._aborted} (while waiting for {pending.what})")
         if reply.kind == Kind.ERROR:
             raise KVStoreError(f"{self.server.describe()} rejected {pending.what}: "
                                f"{reply.meta.get('reason', '?')}")
@@ -266,6 +306,9 @@ class WorkerClient:
         what = f"value of key {key} after round {info.pushes} from {self.server.describe()}"
         if want_value:
             return self._submit(msg, what)
+        with self._lock:
+            if self._left is not None and msg.seq > self._left[0]:
+                raise KVStoreError(self._left_error(f"round {msg.seq} of key {key}"))
         self.po.send(self.server.id, msg)
         return None
 
@@ -310,6 +353,8 @@ class WorkerClient:
         self._closed.set()
         self._thread.join(timeout=2 * self.heartbeat_s + 1)
         try:
-            self.po.send_scheduler(Message(Kind.BYE, meta={"clean": clean, "reason": reason}))
+            rounds = min((info.pushes for info in self.keys.values()), default=0)
+            self.po.send_scheduler(Message(Kind.BYE, meta={"clean": clean, "reason": reason,
+                                                           "rounds": rounds}))
         finally:
             self.van.close()

@@ -58,11 +58,25 @@ class _KeyOp(mx.operator.CustomOp):
         raise NotImplementedError("netstorm operators have no gradient")
 
 
+def _noting_errors(forward):
+    """MXNet turns an operator's exception into an ``MXNetError`` whose text is its own
+    (``CustomOpFBFunc``...); the client keeps the real reason, which is what the worker
+    then reports if it dies of it (``WorkerClient.last_error``)."""
+    def wrapped(self, *args, **kwargs):
+        try:
+            return forward(self, *args, **kwargs)
+        except Exception as exc:
+            self.client.note_error(exc)
+            raise
+    return wrapped
+
+
 class _PushPull(_KeyOp):
     def __init__(self, client, key, want_value):
         super().__init__(client, key)
         self.want_value = want_value
 
+    @_noting_errors
     def forward(self, is_train, req, in_data, out_data, aux):
         if not self.want_value:     # the send may outlive forward: send a copy
             self.client.start_push(self.key, in_data[0].asnumpy(), False)
@@ -73,6 +87,7 @@ class _PushPull(_KeyOp):
 
 
 class _Pull(_KeyOp):
+    @_noting_errors
     def forward(self, is_train, req, in_data, out_data, aux):
         handle = self.client.start_pull(self.key)
         self.client.finish_into(self.key, handle, _view(out_data[0]))

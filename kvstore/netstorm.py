@@ -221,9 +221,12 @@ class NetStorm(KVStoreBase):
 
     # ------------------------------------------------------------ lifecycle
     def _excepthook(self, etype, value, tb):
+        """The script died: report why to the scheduler (which stops the others naming this
+        worker): for MXNet's wrapper of an engine operator's failure, netstorm's own reason."""
         self._failed = True
         self._previous_hook(etype, value, tb)
-        self.close(clean=False, reason=f"{etype.__name__}: {value}")
+        wrapped = issubclass(etype, mx.base.MXNetError) and self._client.last_error
+        self.close(clean=False, reason=wrapped or f"{etype.__name__}: {value}")
 
     def close(self, clean: bool | None = None, reason: str = ""):
         """Tell the scheduler this worker is done (or failed), close its sockets and put

@@ -14,6 +14,7 @@ import random
 import time
 
 from netstorm.geoserver import roles, wire
+from netstorm.geoserver.cli import EXIT_ABORTED
 from netstorm.geoserver.cluster import ClusterConfig
 from netstorm.geoserver.nodes import SCHEDULER, SERVER, NodeInfo, NodeTable
 from netstorm.geoserver.ratelog import RateLimitedLog
@@ -262,8 +263,14 @@ class Scheduler:
         if not msg.meta.get("clean", True):
             raise ClusterAborted(f"{node.describe()} failed: "
                                  f"{msg.meta.get('reason', 'no reason given')}")
-        log.info("%s finished", node.describe())
         self.finished.add(msg.sender)
+        rounds = msg.meta.get("rounds", 0)
+        others = [n for n in self.table.workers() if n.id not in self.finished]
+        log.info("%s finished after round %d%s", node.describe(), rounds,
+                 f"; telling the {len(others)} still running" if others else "")
+        for other in others:    # a later round needs it: they fail at once, not on timeout
+            self.van.send(other.id, wire.Message(wire.Kind.WORKER_LEFT, meta={
+                "rank": node.rank, "rounds": rounds, "who": node.describe()}))
 
     def _on_round_report(self, msg: wire.Message) -> None:
         """A server's heartbeat carries its round (and, with adapt, its link estimates)."""
@@ -361,7 +368,7 @@ class Scheduler:
                 others = [n for n in self.table.nodes.values()
                           if n.role != SCHEDULER and n.id not in self.finished]
                 self._abort_nodes(others, str(exc))
-            return 1
+            return EXIT_ABORTED         # another node failed (the reason names it)
         self._broadcast_servers(wire.Kind.SHUTDOWN, {})
         log.info("all workers finished; servers told to shut down")
         return 0

@@ -46,6 +46,7 @@ FIELD_TYPES = {
     "dtype": str, "origin": str, "spec": dict, "states": list, "counts": list,
     "num_update": int, "part": list, "from": str, "to": str, "kind": int, "hops": int,
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
+    "rank": int, "rounds": int, "who": str,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -72,6 +73,7 @@ BASE_META = {
     Kind.PROBE_REPORT: {"rates": {"dc1": 100.0}},
     Kind.ROUTES: {"relays": [], "rates": []},
     Kind.ERROR: {"reason": "fuzz"},
+    Kind.WORKER_LEFT: {"rank": 1, "rounds": 0, "who": "fuzz"},
 }
 # nested fields worth breaking: where each sits in its kind's base meta, and its JSON type
 NESTED_PATHS = {
@@ -96,7 +98,7 @@ NATURAL_SENDERS = {
     Kind.OPTIMIZER_DONE: (1,), Kind.SAVE_STATES: (3,), Kind.STATES: (1,),
     Kind.LOAD_STATES: (3,), Kind.CHUNK_UP: (2,), Kind.CHUNK_DOWN: (2, 1), Kind.POLICY: (0,),
     Kind.PROBE_REQUEST: (0,), Kind.PROBE: (2,), Kind.PROBE_REPORT: (1, 2), Kind.RELAY: (2,),
-    Kind.ROUTES: (0,), Kind.ROUND_OPEN: (0,), Kind.ERROR: (1, 0),
+    Kind.ROUTES: (0,), Kind.ROUND_OPEN: (0,), Kind.ERROR: (1, 0), Kind.WORKER_LEFT: (0,),
 }
 KINDS = {int(k) for k in Kind}
 DATA_KINDS = (Kind.INIT, Kind.PUSH, Kind.VALUE, Kind.STATES, Kind.LOAD_STATES,
@@ -154,6 +156,8 @@ def obeyed(kind: Kind, sender: int, meta) -> bool:
         return isinstance(meta.get("reason", ""), str)
     if kind == Kind.BYE:
         return sender in WORKERS and isinstance(meta.get("clean", True), bool)
+    if kind == Kind.WORKER_LEFT:
+        return sender == SCHEDULER and isinstance(meta.get("rounds"), int)
     return kind == Kind.SHUTDOWN and sender == SCHEDULER
 
 

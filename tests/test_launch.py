@@ -37,6 +37,24 @@ def test_worker_failure_stops_cluster_and_fails(no_leftovers):
     assert time.monotonic() - started < 40          # not the 60 s timeout
 
 
+def test_a_worker_that_finishes_early_is_named_by_the_others_at_once(no_leftovers):
+    """Issue 11, part 4: rank 1 ends cleanly after round 8 of 10; rank 0's round 9 can never
+    complete, and it says so at once, naming rank 1 (before: the full timeout_s)."""
+    started = time.monotonic()
+    run = launch(["--dcs", 2, "--workers-per-dc", 1, "--timeout", 60],
+                 worker_cmd("fault_worker.py", "short-rank1", 10), no_leftovers)
+    assert run.code != 0
+    assert "rank 1 finished 8 rounds" in run.output
+    assert "worker rank 1 (dc1/0, node 4) finished after round 8, so value of key 0 after " \
+           "round 9" in run.output, run.output[-3000:]
+    assert "[launch] worker dc0/0 exited with code 1; stopping the cluster" in run.output
+    assert "[launch] server" not in run.output and "[launch] scheduler" not in run.output
+    # the scheduler names the real cause, not MXNet's CustomOpFBFunc wrapper
+    assert "aborting the cluster: worker rank 0 (dc0/0, node 3) failed: KVStoreError: " \
+           "worker rank 0: worker rank 1 (dc1/0, node 4) finished after round 8" in run.output
+    assert time.monotonic() - started < 40          # not the 60 s timeout
+
+
 def test_worker_killed_is_reported(no_leftovers):
     run = launch(["--dcs", 2, "--workers-per-dc", 1],
                  worker_cmd("fault_worker.py", "die-rank1", 1000), no_leftovers)

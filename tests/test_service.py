@@ -9,6 +9,7 @@ import pytest
 
 from conftest import REPO, WORKERS, free_port
 from netstorm.geoserver import wire
+from netstorm.geoserver.cli import EXIT_ABORTED
 from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
 from netstorm.geoserver.security import credentials_for
 from netstorm.geoserver.van import Van
@@ -83,9 +84,9 @@ def test_dead_node_aborts_everyone_with_its_name(manual, victim):
     dead = "worker rank 1 (dc1/0" if victim.startswith("worker") else "server of dc1"
     assert dead in out
     assert time.monotonic() - killed_at < 15       # dead_after_s + slack, not timeout_s
-    for name in ("scheduler", "server dc0"):
+    for name in ("scheduler", "server dc0"):     # stopped because another node failed
         code, _ = cluster.wait(name, timeout=10)
-        assert code == 1
+        assert code == EXIT_ABORTED
 
 
 def test_a_dead_scheduler_stops_every_node_naming_it_within_dead_after_s(manual):
@@ -147,7 +148,7 @@ def test_scheduler_rejects_bad_registrations(manual, tmp_path):
     finally:
         van.close()
     code, out = cluster.wait("scheduler", timeout=20)
-    assert code == 1
+    assert code == EXIT_ABORTED
     assert "still missing: 1 server(s) of dc0, 1 worker(s) of dc0" in out
 
 

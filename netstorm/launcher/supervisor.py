@@ -21,11 +21,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from netstorm.geoserver.cli import EXIT_ABORTED
 from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError, to_toml
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
 
 STOP_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 15.0
+BLAME_GRACE_S = 5.0     # after a node stopped because another failed: wait for that one
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -110,14 +112,21 @@ class Launcher:
 
         A worker's non-zero exit, or any server/scheduler failure, stops the cluster. Servers
         and the scheduler exit 0 only after every worker said goodbye, so a clean exit of
-        theirs is never a failure.
+        theirs is never a failure. The failure named is the first that was not a node
+        stopping because *another* failed (:data:`EXIT_ABORTED`): after such an exit the
+        launcher waits up to :data:`BLAME_GRACE_S` for the node that caused it.
         """
         workers_ok, pending = 0, {p.name for p in self.procs}
+        first_aborted = None
         while pending:
             timeout = SHUTDOWN_GRACE_S if workers_ok == workers_total else None
+            if first_aborted is not None:
+                timeout = max(0.0, first_aborted[2] - time.monotonic())
             try:
                 proc, code = self.events.get(timeout=timeout)
             except queue.Empty:
+                if first_aborted is not None:       # nobody else failed: name the first
+                    return self._failed(*first_aborted[:2])
                 self._emit("launch", f"still running {SHUTDOWN_GRACE_S:g}s after the workers "
                                      f"finished: {', '.join(sorted(pending))}; stopping them")
                 return 0
@@ -125,11 +134,20 @@ class Launcher:
             if code == 0:
                 workers_ok += proc.role == "worker"
                 continue
-            what = (f"was killed by {signal.Signals(-code).name}" if code < 0
-                    else f"exited with code {code}")
-            self._emit("launch", f"{proc.name} {what}; stopping the cluster")
-            return code if code > 0 else 1
-        return 0
+            if code == EXIT_ABORTED and proc.role != "worker":
+                if first_aborted is None:
+                    first_aborted = (proc, code, time.monotonic() + BLAME_GRACE_S)
+                continue
+            return self._failed(proc, code)
+        return self._failed(*first_aborted[:2]) if first_aborted else 0
+
+    def _failed(self, proc: Proc, code: int) -> int:
+        what = (f"was killed by {signal.Signals(-code).name}" if code < 0
+                else f"exited with code {code}")
+        if code == EXIT_ABORTED and proc.role != "worker":
+            what += " (the cluster was aborted: the reason above names the node)"
+        self._emit("launch", f"{proc.name} {what}; stopping the cluster")
+        return code if code > 0 else 1
 
 
 @contextlib.contextmanager

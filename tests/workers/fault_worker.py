@@ -4,7 +4,8 @@
 
 MODE: loop (pushpull ROUNDS rounds, checking sums), exit-rank1 (rank 1 exits with code 3
 after init), sleep (init, then sleep), garbage (send malformed frames and messages from an
-unknown peer to the server, then loop and check sums), die-rank1 (rank 1 SIGKILLs itself).
+unknown peer to the server, then loop and check sums), die-rank1 (rank 1 SIGKILLs itself),
+short-rank1 (like loop, but rank 1 stops cleanly two rounds early).
 """
 import os
 import signal
@@ -25,6 +26,8 @@ shape = (int(sys.argv[3]),) if len(sys.argv) > 3 else (64, 33)
 kv.init(0, mx.nd.zeros(shape))
 print(f"rank {kv.rank} ready", flush=True)
 
+if mode == "short-rank1" and kv.rank == 1:
+    rounds -= 2
 if mode == "exit-rank1" and kv.rank == 1:
     sys.exit(3)
 if mode == "die-rank1" and kv.rank == 1:
