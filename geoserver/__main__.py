@@ -6,7 +6,7 @@ import logging
 import sys
 
 from .cli import EXIT_ABORTED, Terminated, raise_on_signals, return_large_buffers, \
-    setup_logging
+    setup_logging, write_reason
 from .cluster import ClusterFileError, load_cluster
 from .nodes import SERVER
 from .postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
@@ -25,6 +25,8 @@ def main(argv=None) -> int:
     parser.add_argument("--run-dir", default="",
                         help="folder for this server's same-host socket (default: the "
                              "temporary folder); the launcher gives its run's folder")
+    parser.add_argument("--reason-file", default="",
+                        help="where to leave why the server stopped, if it fails")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
@@ -47,9 +49,11 @@ def main(argv=None) -> int:
         return 0
     except AbortedByScheduler as exc:
         log.error("server of %s stops: %s", dc.name, exc)
+        write_reason(args.reason_file, str(exc))
         return EXIT_ABORTED
     except AbortError as exc:
         log.error("server of %s stops: %s", dc.name, exc)
+        write_reason(args.reason_file, str(exc))
         try:   # tell the scheduler, which stops the other nodes naming the reason
             postoffice.send_scheduler(Message(Kind.ABORT, meta={"reason": str(exc)}))
         except TransportError:
@@ -57,11 +61,14 @@ def main(argv=None) -> int:
         return 1
     except RendezvousError as exc:
         log.error("server of %s stops: %s", dc.name, exc)
+        write_reason(args.reason_file, str(exc))
         return 1
     except Terminated as exc:
         log.warning("server of %s stopped by %s", dc.name, exc)
+        write_reason(args.reason_file, f"stopped by {exc}")
         return 1
     finally:
+        stop.quiet()
         van.close()
 
 

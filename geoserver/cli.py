@@ -7,6 +7,7 @@ import ctypes.util
 import logging
 import signal
 import sys
+from pathlib import Path
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -33,10 +34,17 @@ class StopSignals:
 
     def __init__(self):
         self.received: str | None = None
+        self.stopping = False
 
     def _handler(self, signum, _frame):
         self.received = signal.Signals(signum).name
-        raise Terminated(self.received)
+        if not self.stopping:
+            raise Terminated(self.received)
+
+    def quiet(self) -> None:
+        """The process is closing its sockets and exiting anyway: a signal from now on is
+        only remembered, so clean-up is not cut short by a traceback."""
+        self.stopping = True
 
     def check(self) -> None:
         if self.received is not None:
@@ -49,6 +57,20 @@ def raise_on_signals() -> StopSignals:
     signal.signal(signal.SIGTERM, stop._handler)
     signal.signal(signal.SIGINT, stop._handler)
     return stop
+
+
+MAX_REASON_CHARS = 2000
+
+
+def write_reason(path: str, reason: str) -> None:
+    """Leave why this process stops in ``path`` (the launcher's, for its failure line);
+    nothing if no path was given. Best effort: the process is stopping anyway."""
+    if not path:
+        return
+    try:
+        Path(path).write_text(reason[:MAX_REASON_CHARS], encoding="utf-8")
+    except OSError:
+        pass
 
 
 M_MMAP_THRESHOLD = -3               # glibc mallopt parameter

@@ -18,7 +18,8 @@ node's context) and every received message is stamped with the principal whose k
 (``credentials=None``, an explicit opt-out) traffic is plain and unauthenticated.
 
 Given a ``local_dir`` (a folder; "": the system's temporary folder) the ROUTER also listens
-on an ``ipc://`` endpoint in a private folder made there (mode 0700) for the nodes of its own DC on the same host (a worker and its server): no TCP,
+on an ``ipc://`` endpoint in a private folder made there (mode 0700) for the nodes of its own
+DC on the same host (a worker and its server): no TCP,
 and no CURVE, since those bytes never leave the machine. That endpoint is bound before
 CURVE is switched on (ZeroMQ applies security options to later binds only), so it is plain
 while the TCP endpoint admits CURVE only; a message that came through it is accepted only

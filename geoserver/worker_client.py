@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .cli import write_reason
 from .nodes import WORKER, NodeInfo
 from .postoffice import Postoffice
 from .ratelog import RateLimitedLog
@@ -43,11 +44,13 @@ class WorkerSettings:
     scheduler_key: str = ""     # the scheduler's public key (Z85)
     insecure: str = ""          # "1": the cluster runs without CURVE (curve = false)
     run_dir: str = ""           # where to put its ipc:// endpoint ("": the temp folder)
+    reason_file: str = ""       # where to leave why it failed (the launcher's)
 
     ENV = {"scheduler": "NETSTORM_SCHEDULER", "dc": "NETSTORM_DC", "host": "NETSTORM_HOST",
            "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S",
            "key_file": "NETSTORM_KEY_FILE", "scheduler_key": "NETSTORM_SCHEDULER_KEY",
-           "insecure": "NETSTORM_INSECURE", "run_dir": "NETSTORM_RUN_DIR"}
+           "insecure": "NETSTORM_INSECURE", "run_dir": "NETSTORM_RUN_DIR",
+           "reason_file": "NETSTORM_REASON_FILE"}
 
     def credentials(self):
         """CURVE credentials from the key variables; None with NETSTORM_INSECURE=1."""
@@ -351,6 +354,8 @@ class WorkerClient:
         if self._closed.is_set():
             return
         self._closed.set()
+        if not clean:
+            write_reason(self.settings.reason_file, reason)
         self._thread.join(timeout=2 * self.heartbeat_s + 1)
         try:
             rounds = min((info.pushes for info in self.keys.values()), default=0)

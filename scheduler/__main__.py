@@ -6,7 +6,8 @@ import json
 import logging
 import sys
 
-from netstorm.geoserver.cli import Terminated, raise_on_signals, return_large_buffers, setup_logging
+from netstorm.geoserver.cli import Terminated, raise_on_signals, return_large_buffers, \
+    setup_logging, write_reason
 from netstorm.geoserver import wire
 from netstorm.geoserver.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, SecurityError, node_credentials
@@ -24,6 +25,8 @@ def main(argv=None) -> int:
     parser.add_argument("--switch-policy-every", type=float, default=0.0, metavar="S",
                         help="testing: announce a random policy every S seconds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reason-file", default="",
+                        help="where to leave why the run was aborted, if it was")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     return_large_buffers()
@@ -53,12 +56,18 @@ def main(argv=None) -> int:
             stats_file.flush()
 
     try:
-        return Scheduler(config, van, args.switch_policy_every, args.seed, stats,
-                         check_stop=stop.check).run()
+        scheduler = Scheduler(config, van, args.switch_policy_every, args.seed, stats,
+                              check_stop=stop.check)
+        code = scheduler.run()
+        if code:
+            write_reason(args.reason_file, scheduler.abort_reason)
+        return code
     except Terminated as exc:
         log.warning("stopped by %s", exc)
+        write_reason(args.reason_file, f"stopped by {exc}")
         return 1
     finally:
+        stop.quiet()
         van.close()
         if stats_file is not None:
             stats_file.close()

@@ -59,6 +59,7 @@ class Scheduler:
         self.round_gate = self.settings.round_gate
         self.rounds = RoundTracker(self.round_gate, config.heartbeat_s)
         self._next_beat = 0.0                  # every node hears from the scheduler
+        self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
 
@@ -364,6 +365,7 @@ class Scheduler:
             self.serve()
         except ClusterAborted as exc:
             log.error("aborting the cluster: %s", exc)
+            self.abort_reason = str(exc)
             if self.table is not None:
                 others = [n for n in self.table.nodes.values()
                           if n.role != SCHEDULER and n.id not in self.finished]

@@ -28,6 +28,7 @@ from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, generate_cluster_ke
 STOP_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 15.0
 BLAME_GRACE_S = 5.0     # after a node stopped because another failed: wait for that one
+REASON_SHOWN = 400      # characters of a failed process's reason in the failure line
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -42,6 +43,16 @@ class Proc:
     role: str
     popen: subprocess.Popen
     reader: threading.Thread | None = None
+    reason_file: str = ""       # where the process leaves why it failed (netstorm's own)
+
+    def reason(self) -> str:
+        """Why it failed, in its own words (first line), or ""."""
+        try:
+            text = Path(self.reason_file).read_text(encoding="utf-8") if self.reason_file \
+                else ""
+        except OSError:
+            return ""
+        return text.strip().splitlines()[0][:REASON_SHOWN] if text.strip() else ""
 
 
 class Launcher:
@@ -65,12 +76,13 @@ class Launcher:
             self._emit(proc.name, raw.decode("utf-8", "replace"))
         self.events.put((proc, proc.popen.wait()))
 
-    def start(self, name: str, role: str, argv: list, env: dict, wrap=None) -> Proc:
+    def start(self, name: str, role: str, argv: list, env: dict, wrap=None,
+              reason_file: str = "") -> Proc:
         full = (wrap or []) + argv
         popen = subprocess.Popen(full, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  start_new_session=True, cwd=os.getcwd())
-        proc = Proc(name, role, popen)
+        proc = Proc(name, role, popen, reason_file=reason_file)
         proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
         proc.reader.start()
         self.procs.append(proc)
@@ -144,7 +156,10 @@ class Launcher:
     def _failed(self, proc: Proc, code: int) -> int:
         what = (f"was killed by {signal.Signals(-code).name}" if code < 0
                 else f"exited with code {code}")
-        if code == EXIT_ABORTED and proc.role != "worker":
+        reason = proc.reason()
+        if reason:
+            what += f": {reason}"
+        elif code == EXIT_ABORTED and proc.role != "worker":
             what += " (the cluster was aborted: the reason above names the node)"
         self._emit("launch", f"{proc.name} {what}; stopping the cluster")
         return code if code > 0 else 1
@@ -231,21 +246,28 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
         base = child_env({})
+        reasons = Path(tmp) / "reasons"
+        reasons.mkdir()
         with launcher:
             if with_scheduler:
+                why = str(reasons / "scheduler")
                 launcher.start("scheduler", "scheduler",
                                [python, "-m", "netstorm.scheduler", "--cluster",
-                                str(cluster_file)], base,
-                               wrap_dc(config.hub_dc))
+                                str(cluster_file), "--reason-file", why],
+                               base, wrap_dc(config.hub_dc), reason_file=why)
             for dc in chosen:
+                why = str(reasons / f"server-{dc.name}")
                 launcher.start(f"server {dc.name}", "server",
                                [python, "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
-                                "--dc", dc.name, "--run-dir", tmp], base, wrap_dc(dc.name))
+                                "--dc", dc.name, "--run-dir", tmp, "--reason-file", why], base,
+                               wrap_dc(dc.name), reason_file=why)
             for dc in chosen:
                 for i in range(dc.workers):
-                    env = child_env({**worker_env(config, dc, i), "NETSTORM_RUN_DIR": tmp})
+                    why = str(reasons / f"worker-{dc.name}-{i}")
+                    env = child_env({**worker_env(config, dc, i), "NETSTORM_RUN_DIR": tmp,
+                                     "NETSTORM_REASON_FILE": why})
                     launcher.start(f"worker {dc.name}/{i}", "worker", command, env,
-                                   wrap_dc(dc.name))
+                                   wrap_dc(dc.name), reason_file=why)
             started = time.monotonic()
             code = launcher.wait(sum(dc.workers for dc in chosen))
             status = "ok" if code == 0 else f"FAILED (exit {code})"
