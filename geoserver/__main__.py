@@ -6,7 +6,7 @@ import logging
 import sys
 
 from .cli import EXIT_ABORTED, Terminated, raise_on_signals, return_large_buffers, \
-    setup_logging, write_reason
+    read_stop_note, setup_logging, write_reason
 from .cluster import ClusterFileError, load_cluster
 from .nodes import SERVER
 from .postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
@@ -41,6 +41,7 @@ def main(argv=None) -> int:
         log.error("%s", exc)
         return 2
     stop = raise_on_signals()
+    postoffice = None
     try:
         postoffice = Postoffice(van, config.scheduler_address, SERVER, dc.name)
         postoffice.register(config.timeout_s)
@@ -64,8 +65,15 @@ def main(argv=None) -> int:
         write_reason(args.reason_file, str(exc))
         return 1
     except Terminated as exc:
-        log.warning("server of %s stopped by %s", dc.name, exc)
-        write_reason(args.reason_file, f"stopped by {exc}")
+        note = read_stop_note(args.run_dir)
+        reason = f"stopped by {exc}" + (f" from its launcher, after: {note}" if note else "")
+        log.warning("server of %s %s", dc.name, reason)
+        write_reason(args.reason_file, reason)
+        try:   # the scheduler stops the others now, naming why, not after dead_after_s
+            if postoffice is not None:
+                postoffice.send_scheduler(Message(Kind.ABORT, meta={"reason": reason}))
+        except TransportError:
+            pass
         return 1
     finally:
         stop.quiet()

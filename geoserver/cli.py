@@ -60,6 +60,17 @@ def raise_on_signals() -> StopSignals:
 
 
 MAX_REASON_CHARS = 2000
+STOP_NOTE = "stopping"      # in the launcher's run folder: why it stops the processes
+
+
+def read_stop_note(run_dir: str) -> str:
+    """Why the launcher that owns ``run_dir`` is stopping this process ("" if unknown)."""
+    if not run_dir:
+        return ""
+    try:
+        return (Path(run_dir) / STOP_NOTE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
 
 
 def write_reason(path: str, reason: str) -> None:

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from netstorm.geoserver.cli import EXIT_ABORTED
+from netstorm.geoserver.cli import EXIT_ABORTED, STOP_NOTE, write_reason
 from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError, to_toml
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
 
@@ -58,10 +58,14 @@ class Proc:
 class Launcher:
     """Owns the child processes of one cluster; always tears them all down."""
 
-    def __init__(self, out=None):
+    def __init__(self, out=None, stop_note: str = ""):
+        """``stop_note``: a file where the launcher writes why it stops the cluster before
+        it signals the processes (a server passes that on to the scheduler, so the other
+        hosts learn which node failed, not that a bystander was stopped)."""
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
         self.out = out or sys.stdout
+        self.stop_note = stop_note
         self._print_lock = threading.Lock()
 
     def _emit(self, prefix: str, line: str) -> None:
@@ -162,6 +166,8 @@ class Launcher:
         elif code == EXIT_ABORTED and proc.role != "worker":
             what += " (the cluster was aborted: the reason above names the node)"
         self._emit("launch", f"{proc.name} {what}; stopping the cluster")
+        if self.stop_note:
+            write_reason(self.stop_note, f"{proc.name} {what}")
         return code if code > 0 else 1
 
 
@@ -238,10 +244,10 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     without keys gets throw-away keys (:func:`with_keys`); :class:`ClusterFileError` if it
     cannot.
     """
-    launcher = Launcher(out)
     wrap_dc = wrap_dc or (lambda _dc: [])
     chosen = [dc for dc in config.dcs if dcs is None or dc.name in dcs]
     with tempfile.TemporaryDirectory(prefix="netstorm-") as tmp:
+        launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE))
         config = with_keys(config, tmp, with_scheduler and len(chosen) == len(config.dcs))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
