@@ -5,13 +5,13 @@ import argparse
 import logging
 import sys
 
-from .cli import EXIT_ABORTED, Terminated, raise_on_signals, return_large_buffers, \
-    read_stop_note, setup_logging, write_reason
-from .cluster import ClusterFileError, load_cluster
+from .cli import EXIT_ABORTED, Terminated, read_stop_note, return_large_buffers, \
+    setup_logging, start_node, write_reason
+from .cluster import load_cluster
 from .nodes import SERVER
 from .postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
 from .server import GeoServer
-from .security import SecurityError, node_credentials
+from .security import node_credentials
 from .van import TransportError, Van
 from .wire import Kind, Message
 
@@ -31,16 +31,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     return_large_buffers()
-    try:
+
+    def build():
         config = load_cluster(args.cluster)
         dc = config.dc(args.dc)
         credentials = node_credentials(config.security, dc.name, config.source)
-        van = Van(f"server {dc.name}", dc.host, dc.server_port, credentials=credentials,
-                  local_dir=args.run_dir)
-    except (ClusterFileError, SecurityError, TransportError) as exc:
-        log.error("%s", exc)
+        return config, dc, Van(f"server {dc.name}", dc.host, dc.server_port,
+                               credentials=credentials, local_dir=args.run_dir)
+    built, stop = start_node(build, log)
+    if built is None:
         return 2
-    stop = raise_on_signals()
+    config, dc, van = built
     postoffice = None
     try:
         postoffice = Postoffice(van, config.scheduler_address, SERVER, dc.name)

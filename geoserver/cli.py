@@ -1,5 +1,6 @@
 """Helpers shared by the process entry points (``python -m netstorm.scheduler``,
-``python -m netstorm.geoserver``)."""
+``python -m netstorm.geoserver``) and a worker's failure report: logging, signals, exit codes,
+reason files for the launcher, memory settings."""
 from __future__ import annotations
 
 import ctypes
@@ -8,6 +9,10 @@ import logging
 import signal
 import sys
 from pathlib import Path
+
+from .cluster import ClusterFileError
+from .security import SecurityError
+from .van import TransportError
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -20,6 +25,18 @@ def setup_logging(verbose: bool = False) -> None:
 # or the scheduler aborting on a node's failure) exits with this code, so the launcher can
 # name the node that failed first rather than a bystander that stopped faster.
 EXIT_ABORTED = 4
+
+
+def start_node(build, log: logging.Logger):
+    """``build()`` reads the cluster file and binds the node's Van: its result, or None
+    after logging why it failed (the entry point then exits 2). Signals are turned into
+    :class:`Terminated` from then on: ``(result, StopSignals)``."""
+    try:
+        built = build()
+    except (ClusterFileError, SecurityError, TransportError) as exc:
+        log.error("%s", exc)
+        return None, None
+    return built, raise_on_signals()
 
 
 class Terminated(Exception):

@@ -6,12 +6,12 @@ import json
 import logging
 import sys
 
-from netstorm.geoserver.cli import Terminated, raise_on_signals, return_large_buffers, \
-    setup_logging, write_reason
+from netstorm.geoserver.cli import Terminated, return_large_buffers, setup_logging, \
+    start_node, write_reason
 from netstorm.geoserver import wire
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster
-from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, SecurityError, node_credentials
-from netstorm.geoserver.van import TransportError, Van
+from netstorm.geoserver.cluster import load_cluster
+from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, node_credentials
+from netstorm.geoserver.van import Van
 
 from .service import Scheduler
 
@@ -30,17 +30,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     return_large_buffers()
-    try:
+
+    def build():
         config = load_cluster(args.cluster)
+        credentials = node_credentials(config.security, SCHEDULER_PRINCIPAL, config.source)
         # only control messages come here (meta, no tensor frames): a larger frame is an
         # attack, refused by ZeroMQ before it is allocated
-        credentials = node_credentials(config.security, SCHEDULER_PRINCIPAL, config.source)
-        van = Van("scheduler", config.scheduler_host, config.scheduler_port,
-                  max_frame_bytes=wire.MAX_META_BYTES, credentials=credentials)
-    except (ClusterFileError, SecurityError, TransportError) as exc:
-        log.error("%s", exc)
+        return config, Van("scheduler", config.scheduler_host, config.scheduler_port,
+                           max_frame_bytes=wire.MAX_META_BYTES, credentials=credentials)
+    built, stop = start_node(build, log)
+    if built is None:
         return 2
-    stop = raise_on_signals()
+    config, van = built
     stats_file = None
     try:
         if config.stats:
