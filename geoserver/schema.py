@@ -211,6 +211,7 @@ NODE = Obj({"id": Int(0, U16), "role": Str(64), "dc": Str(), "address": Str(),
             "local_address": Str()},
            required=("id", "role", "dc", "address", "rank", "local_rank"))
 MULTS = ListOf(Row(Int(0, I64), Num()))
+PUSHES = ListOf(Row(Int(0, U32), Int(0, U32)))     # [[key, rounds pushed], ...]
 OPTIMIZER_SPEC = Obj({"name": Str(64), "attrs": DictOf(Plain()), "lr_mult": MULTS,
                       "wd_mult": MULTS, "named_lr_mult": DictOf(Num()),
                       "named_wd_mult": DictOf(Num()),
@@ -294,9 +295,9 @@ SCHEMAS = {
     Kind.HEARTBEAT: MessageSchema(Obj({"round": Int(), "stalled": ListOf(Str()),
                                        "links": DictOf(Row(Num(0.0), Num(0.0)))})),
     Kind.ABORT: MessageSchema(REASON),
-    Kind.BYE: MessageSchema(Obj({"clean": Bool(), "reason": Str(None), "rounds": Int(0, U32)})),
-    Kind.WORKER_LEFT: MessageSchema(Obj({"rank": Int(0, U32), "rounds": Int(0, U32),
-                                         "who": Str(256)}, required=("rank", "rounds", "who"))),
+    Kind.BYE: MessageSchema(Obj({"clean": Bool(), "reason": Str(None), "pushes": PUSHES})),
+    Kind.WORKER_LEFT: MessageSchema(Obj({"rank": Int(0, U32), "pushes": PUSHES,
+                                         "who": Str(256)}, required=("rank", "pushes", "who"))),
     Kind.SHUTDOWN: EMPTY,
     Kind.INIT: MessageSchema(Obj({"shape": ListOf(Int(), MAX_DIMS),
                                   "dtype": Str(16, KEY_DTYPES), "origin": Str()},

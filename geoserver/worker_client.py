@@ -87,13 +87,14 @@ class WorkerSettings:
 
 
 class _Pending:
-    __slots__ = ("event", "reply", "what", "round", "error")
+    __slots__ = ("event", "reply", "what", "needs", "error")
 
-    def __init__(self, what: str, rnd: float = 0):
+    def __init__(self, what: str, needs=None):
         self.event = threading.Event()
         self.reply: Message | None = None
         self.what = what
-        self.round = rnd        # the round it needs every worker for (0: none)
+        self.needs = needs      # (key, round) it needs every worker's push of; (None, 0):
+                                # every worker (a barrier); None: nothing
         self.error = ""         # why it failed without a reply
 
 
@@ -128,7 +129,7 @@ class WorkerClient:
         self._ids = itertools.count(1)
         self._barriers = itertools.count(1)
         self._aborted: str | None = None
-        self._left: tuple | None = None     # (rounds, who): the first worker that finished
+        self._departed: list = []    # (who, {key: rounds pushed}) of workers that finished
         self.last_error: str | None = None      # the latest failure where the caller
                                                 # only sees a wrapper (MXNet's engine)
         self._closed = threading.Event()
@@ -176,7 +177,8 @@ class WorkerClient:
             self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
             return
         if msg.kind == Kind.WORKER_LEFT:
-            self._worker_left(int(msg.meta["rounds"]), str(msg.meta["who"]))
+            self._worker_left(str(msg.meta["who"]),
+                              {int(k): int(n) for k, n in msg.meta["pushes"]})
             return
         token = ("barrier", msg.seq) if msg.kind == Kind.BARRIER_DONE else msg.request
         with self._lock:
@@ -200,39 +202,49 @@ class WorkerClient:
         """Keep the latest error raised on the caller's behalf (see :attr:`last_error`)."""
         self.last_error = f"{type(exc).__name__}: {exc}"
 
-    def _worker_left(self, rounds: int, who: str) -> None:
-        """Another worker finished after ``rounds``: every later round (and every barrier)
-        needs it, so what waits for one fails now, naming it, instead of on timeout."""
+    def _worker_left(self, who: str, pushes: dict) -> None:
+        """Another worker finished, having pushed each key ``pushes[key]`` times: a later
+        round of a key (and every barrier) needs it, so what waits for one fails now,
+        naming it, instead of on timeout."""
         with self._lock:
-            if self._left is None or rounds < self._left[0]:
-                self._left = (rounds, who)
-            doomed = [(t, p) for t, p in self._pending.items() if p.round > rounds]
+            self._departed.append((who, pushes))
+            doomed = [(t, p) for t, p in self._pending.items() if self._doomed(p.needs)]
             for token, pending in doomed:
                 del self._pending[token]
-                pending.error = self._left_error(pending.what)
+                pending.error = self._left_error(pending.needs, pending.what)
         for _, pending in doomed:
             pending.event.set()
 
-    def _left_error(self, what: str) -> str:
-        rounds, who = self._left
-        return (f"worker rank {self.me.rank}: {who} finished after round {rounds}, so "
-                f"{what} can never come (every round and barrier needs every worker)")
+    def _doomed(self, needs) -> bool:
+        """Whether a request needing ``needs`` can never be answered (lock held)."""
+        if needs is None or not self._departed:
+            return False
+        key, rnd = needs
+        return key is None or any(rnd > pushes.get(key, 0) for _, pushes in self._departed)
+
+    def _left_error(self, needs, what: str) -> str:
+        key, rnd = needs
+        who, done = next((w, p.get(key, 0)) for w, p in self._departed
+                         if key is None or rnd > p.get(key, 0))
+        after = "" if key is None else f" after round {done} of key {key}"
+        return (f"worker rank {self.me.rank}: {who} finished{after}, so {what} can never "
+                f"come (every round and barrier needs every worker)")
 
     @staticmethod
-    def _round_of(msg: Message) -> float:
-        """The round ``msg`` needs every worker for: pushes and pulls their round, barriers
-        all of them (0: none)."""
+    def _needs(msg: Message):
+        """What ``msg`` needs every worker for: pushes and pulls their key's round, barriers
+        every worker (see :class:`_Pending`)."""
         if msg.kind in (Kind.PUSH, Kind.PULL):
-            return msg.seq
-        return float("inf") if msg.kind == Kind.BARRIER else 0
+            return (msg.key, msg.seq) if msg.seq else None
+        return (None, 0) if msg.kind == Kind.BARRIER else None
 
     def _submit(self, msg: Message, what: str, to_scheduler: bool = False, token=None):
-        pending = _Pending(what, self._round_of(msg))
+        pending = _Pending(what, self._needs(msg))
         with self._lock:
             if self._aborted:
                 raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
-            if self._left is not None and pending.round > self._left[0]:
-                raise KVStoreError(self._left_error(what))
+            if self._doomed(pending.needs):
+                raise KVStoreError(self._left_error(pending.needs, what))
             if token is None:
                 token = msg.request = next(self._ids)
             self._pending[token] = pending
@@ -310,8 +322,9 @@ class WorkerClient:
         if want_value:
             return self._submit(msg, what)
         with self._lock:
-            if self._left is not None and msg.seq > self._left[0]:
-                raise KVStoreError(self._left_error(f"round {msg.seq} of key {key}"))
+            if self._doomed(self._needs(msg)):
+                raise KVStoreError(self._left_error(self._needs(msg),
+                                                    f"round {msg.seq} of key {key}"))
         self.po.send(self.server.id, msg)
         return None
 
@@ -358,8 +371,8 @@ class WorkerClient:
             write_reason(self.settings.reason_file, reason)
         self._thread.join(timeout=2 * self.heartbeat_s + 1)
         try:
-            rounds = min((info.pushes for info in self.keys.values()), default=0)
+            pushes = [[k, info.pushes] for k, info in self.keys.items() if info.pushes]
             self.po.send_scheduler(Message(Kind.BYE, meta={"clean": clean, "reason": reason,
-                                                           "rounds": rounds}))
+                                                           "pushes": pushes}))
         finally:
             self.van.close()

@@ -265,13 +265,14 @@ class Scheduler:
             raise ClusterAborted(f"{node.describe()} failed: "
                                  f"{msg.meta.get('reason', 'no reason given')}")
         self.finished.add(msg.sender)
-        rounds = msg.meta.get("rounds", 0)
+        pushes = msg.meta.get("pushes", [])
         others = [n for n in self.table.workers() if n.id not in self.finished]
-        log.info("%s finished after round %d%s", node.describe(), rounds,
+        log.info("%s finished after round %d%s", node.describe(),
+                 max((n for _, n in pushes), default=0),
                  f"; telling the {len(others)} still running" if others else "")
         for other in others:    # a later round needs it: they fail at once, not on timeout
             self.van.send(other.id, wire.Message(wire.Kind.WORKER_LEFT, meta={
-                "rank": node.rank, "rounds": rounds, "who": node.describe()}))
+                "rank": node.rank, "pushes": pushes, "who": node.describe()}))
 
     def _on_round_report(self, msg: wire.Message) -> None:
         """A server's heartbeat carries its round (and, with adapt, its link estimates)."""

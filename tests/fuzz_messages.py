@@ -46,7 +46,7 @@ FIELD_TYPES = {
     "dtype": str, "origin": str, "spec": dict, "states": list, "counts": list,
     "num_update": int, "part": list, "from": str, "to": str, "kind": int, "hops": int,
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
-    "rank": int, "rounds": int, "who": str,
+    "rank": int, "pushes": list, "who": str,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -73,7 +73,7 @@ BASE_META = {
     Kind.PROBE_REPORT: {"rates": {"dc1": 100.0}},
     Kind.ROUTES: {"relays": [], "rates": []},
     Kind.ERROR: {"reason": "fuzz"},
-    Kind.WORKER_LEFT: {"rank": 1, "rounds": 0, "who": "fuzz"},
+    Kind.WORKER_LEFT: {"rank": 1, "pushes": [[0, 1]], "who": "fuzz"},
 }
 # nested fields worth breaking: where each sits in its kind's base meta, and its JSON type
 NESTED_PATHS = {
@@ -157,7 +157,8 @@ def obeyed(kind: Kind, sender: int, meta) -> bool:
     if kind == Kind.BYE:
         return sender in WORKERS and isinstance(meta.get("clean", True), bool)
     if kind == Kind.WORKER_LEFT:
-        return sender == SCHEDULER and isinstance(meta.get("rounds"), int)
+        return sender == SCHEDULER and isinstance(meta.get("pushes"), list) and \
+            isinstance(meta.get("who"), str)
     return kind == Kind.SHUTDOWN and sender == SCHEDULER
 
 

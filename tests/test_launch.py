@@ -45,10 +45,11 @@ def test_a_worker_that_finishes_early_is_named_by_the_others_at_once(no_leftover
                  worker_cmd("fault_worker.py", "short-rank1", 10), no_leftovers)
     assert run.code != 0
     assert "rank 1 finished 8 rounds" in run.output
-    assert "worker rank 1 (dc1/0, node 4) finished after round 8, so value of key 0 after " \
-           "round 9" in run.output, run.output[-3000:]
+    assert "worker rank 1 (dc1/0, node 4) finished after round 8 of key 0, so value of key 0 " \
+           "after round 9" in run.output, run.output[-3000:]
     assert "[launch] worker dc0/0 exited with code 1: KVStoreError: worker rank 0: worker " \
-           "rank 1 (dc1/0, node 4) finished after round 8" in run.output, run.output[-3000:]
+           "rank 1 (dc1/0, node 4) finished after round 8 of key 0" in run.output, \
+        run.output[-3000:]
     assert "[launch] server" not in run.output and "[launch] scheduler" not in run.output
     assert "Terminated" not in run.output           # no traceback from the clean-up
     # the scheduler names the real cause, not MXNet's CustomOpFBFunc wrapper

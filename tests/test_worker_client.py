@@ -40,3 +40,38 @@ def test_a_message_that_upsets_dispatch_is_logged_and_the_io_thread_goes_on(capl
         client._dispatch_safely(Message(Kind.VALUE, sender=1))
     assert "worker 1: dropped VALUE from node 1: TypeError('unexpected reply layout')" \
         in caplog.text
+
+
+def _bare_client():
+    """A WorkerClient without sockets: only the request book-keeping."""
+    import threading
+
+    from netstorm.geoserver.nodes import NodeInfo
+    from netstorm.geoserver.worker_client import WorkerClient
+
+    client = WorkerClient.__new__(WorkerClient)
+    client.me = NodeInfo(3, "worker", "eu", "tcp://127.0.0.1:1", rank=0, local_rank=0)
+    client._lock, client._pending, client._departed = threading.Lock(), {}, []
+    client._aborted = None
+    return client
+
+
+def test_a_worker_that_left_dooms_only_the_rounds_it_never_pushed():
+    from netstorm.geoserver.worker_client import _Pending
+    client = _bare_client()
+    waiting = {"last": _Pending("value of key 5 round 50", (5, 50)),
+               "next": _Pending("value of key 5 round 51", (5, 51)),
+               "other key": _Pending("value of key 6 round 3", (6, 3)),
+               "barrier": _Pending("barrier 2", (None, 0)), "init": _Pending("init", None)}
+    client._pending = dict(waiting)
+    # it pushed key 5 fifty times, key 6 never (nobody's round of key 6 can complete), and
+    # a key nobody pushes (a frozen parameter) does not appear at all
+    client._worker_left("worker rank 1 (dc1/0, node 4)", {5: 50})
+    assert set(client._pending) == {"last", "init"}
+    for name in ("next", "other key", "barrier"):
+        assert waiting[name].event.is_set() and waiting[name].reply is None
+    assert waiting["next"].error == (
+        "worker rank 0: worker rank 1 (dc1/0, node 4) finished after round 50 of key 5, so "
+        "value of key 5 round 51 can never come (every round and barrier needs every worker)")
+    assert "worker rank 1 (dc1/0, node 4) finished, so barrier 2" in waiting["barrier"].error
+    assert not client._doomed((5, 50)) and client._doomed((5, 51)) and not client._doomed(None)
