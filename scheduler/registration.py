@@ -43,6 +43,9 @@ class Registration:
             return f"unknown DC {dc!r}; the cluster has {[d.name for d in self.dcs]}"
         if not isinstance(meta.get("address"), str):
             return "registration carries no address"
+        local = meta.get("local_address", "")
+        if local and not (isinstance(local, str) and local.startswith("ipc://")):
+            return f"local_address {local!r} is not an ipc:// endpoint"
         same = [r for r in self.registered if (r["role"], r["dc"]) == (role, dc)]
         if len(same) >= self.expected[(role, dc)]:
             return f"{dc} already has all its {role}s registered"

@@ -32,6 +32,8 @@ def test_missing_names_every_role_and_dc_in_file_order():
     (reg("server", "eu", 9), "eu already has all its servers registered"),
     (reg("worker", "eu", 9, local_index="0"), "local_index must be an integer"),
     (reg("worker", "eu", 9, local_index=0), "eu already has a worker with local index 0"),
+    ({**reg("worker", "us", 9), "local_address": "tcp://10.0.0.9:1"},
+     "local_address 'tcp://10.0.0.9:1' is not an ipc:// endpoint"),
 ])
 def test_bad_registrations_are_refused_with_the_reason(meta, problem):
     registration = Registration(DCS)
@@ -66,3 +68,10 @@ def test_a_registration_without_local_index_is_ranked_after_explicit_ones():
     ranks = [(n.address[-1], n.local_rank) for n in
              registration.table("tcp://127.0.0.1:9").workers()]
     assert ranks == [("3", 0), ("2", 1)]
+
+
+def test_the_table_carries_where_a_dc_s_nodes_on_one_host_meet():
+    registration = Registration(DCS)
+    registration.add({**reg("server", "eu", 1), "host": "h1", "local_address": "ipc:///t/s"})
+    node = registration.table("tcp://127.0.0.1:9").server_of("eu")
+    assert (node.host, node.local_address) == ("h1", "ipc:///t/s")
