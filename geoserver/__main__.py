@@ -51,7 +51,7 @@ def main(argv=None) -> int:
         return 0
     except AbortedByScheduler as exc:
         log.error("server of %s stops: %s", dc.name, exc)
-        write_reason(args.reason_file, str(exc))
+        write_reason(args.reason_file, str(exc), caused_by_other=True)
         return EXIT_ABORTED
     except AbortError as exc:
         log.error("server of %s stops: %s", dc.name, exc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import logging
 import signal
 import sys
@@ -82,23 +83,31 @@ STOP_NOTE = "stopping"      # in the launcher's run folder: why it stops the pro
 
 def read_stop_note(run_dir: str) -> str:
     """Why the launcher that owns ``run_dir`` is stopping this process ("" if unknown)."""
-    if not run_dir:
-        return ""
-    try:
-        return (Path(run_dir) / STOP_NOTE).read_text(encoding="utf-8").strip()
-    except OSError:
-        return ""
+    return read_reason(str(Path(run_dir) / STOP_NOTE))[0] if run_dir else ""
 
 
-def write_reason(path: str, reason: str) -> None:
-    """Leave why this process stops in ``path`` (the launcher's, for its failure line);
-    nothing if no path was given. Best effort: the process is stopping anyway."""
+def write_reason(path: str, reason: str, caused_by_other: bool = False) -> None:
+    """Leave why this process stops in ``path`` (the launcher's, for its failure line), and
+    whether it stops because *another* node failed (then the launcher looks for that one
+    first); nothing if no path was given. Best effort: the process is stopping anyway."""
     if not path:
         return
     try:
-        Path(path).write_text(reason[:MAX_REASON_CHARS], encoding="utf-8")
+        Path(path).write_text(json.dumps({"reason": reason[:MAX_REASON_CHARS],
+                                          "caused_by_other": caused_by_other}),
+                              encoding="utf-8")
     except OSError:
         pass
+
+
+def read_reason(path: str) -> tuple:
+    """``(reason, caused_by_other)`` from a file :func:`write_reason` wrote; ``("", False)``
+    if there is none or it is unreadable. Only this machine's own processes write it."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return str(data["reason"])[:MAX_REASON_CHARS], bool(data["caused_by_other"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "", False
 
 
 M_MMAP_THRESHOLD = -3               # glibc mallopt parameter

@@ -130,6 +130,8 @@ class WorkerClient:
         self._barriers = itertools.count(1)
         self._aborted: str | None = None
         self._departed: list = []    # (who, {key: rounds pushed}) of workers that finished
+        self.caused_by_other = False    # a request failed because another node failed or
+                                        # left: the launcher looks for that one first
         self.last_error: str | None = None      # the latest failure where the caller
                                                 # only sees a wrapper (MXNet's engine)
         self._closed = threading.Event()
@@ -155,7 +157,8 @@ class WorkerClient:
                 if now - scheduler_seen > dead_after_s and not self._aborted:
                     self._fail_all(f"the scheduler at {scheduler.address} sent nothing for "
                                    f"{now - scheduler_seen:.1f}s (dead_after_s="
-                                   f"{dead_after_s:g}); it is presumed dead")
+                                   f"{dead_after_s:g}); it is presumed dead",
+                                   caused_by_other=False)   # the cause is not in this launcher
             msg = self.po.recv(max(0.0, next_beat - now))
             if msg is not None:
                 if msg.sender == scheduler.id:      # admitted: the scheduler's key
@@ -191,8 +194,9 @@ class WorkerClient:
         pending.reply = msg
         pending.event.set()
 
-    def _fail_all(self, reason: str) -> None:
+    def _fail_all(self, reason: str, caused_by_other: bool = True) -> None:
         with self._lock:
+            self.caused_by_other = caused_by_other
             self._aborted = reason
             pending, self._pending = list(self._pending.values()), {}
         for p in pending:
@@ -209,6 +213,7 @@ class WorkerClient:
         with self._lock:
             self._departed.append((who, pushes))
             doomed = [(t, p) for t, p in self._pending.items() if self._doomed(p.needs)]
+            self.caused_by_other |= bool(doomed)
             for token, pending in doomed:
                 del self._pending[token]
                 pending.error = self._left_error(pending.needs, pending.what)
@@ -244,6 +249,7 @@ class WorkerClient:
             if self._aborted:
                 raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
             if self._doomed(pending.needs):
+                self.caused_by_other = True
                 raise KVStoreError(self._left_error(pending.needs, what))
             if token is None:
                 token = msg.request = next(self._ids)
@@ -323,6 +329,7 @@ class WorkerClient:
             return self._submit(msg, what)
         with self._lock:
             if self._doomed(self._needs(msg)):
+                self.caused_by_other = True
                 raise KVStoreError(self._left_error(self._needs(msg),
                                                     f"round {msg.seq} of key {key}"))
         self.po.send(self.server.id, msg)
@@ -368,7 +375,7 @@ class WorkerClient:
             return
         self._closed.set()
         if not clean:
-            write_reason(self.settings.reason_file, reason)
+            write_reason(self.settings.reason_file, reason, self.caused_by_other)
         self._thread.join(timeout=2 * self.heartbeat_s + 1)
         try:
             pushes = [[k, info.pushes] for k, info in self.keys.items() if info.pushes]

@@ -61,7 +61,7 @@ def main(argv=None) -> int:
                               check_stop=stop.check)
         code = scheduler.run()
         if code:
-            write_reason(args.reason_file, scheduler.abort_reason)
+            write_reason(args.reason_file, scheduler.abort_reason, caused_by_other=True)
         return code
     except Terminated as exc:
         log.warning("stopped by %s", exc)

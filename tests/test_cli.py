@@ -29,3 +29,17 @@ def test_a_signal_lost_inside_a_destructor_is_raised_by_the_next_check():
 
 def test_check_is_quiet_until_a_signal_came():
     StopSignals().check()
+
+
+def test_a_reason_file_says_why_and_whether_another_node_was_the_cause(tmp_path):
+    from netstorm.geoserver.cli import read_reason, read_stop_note, write_reason
+    path = tmp_path / "r"
+    write_reason(str(path), "server of dc1 (node 2) sent nothing", caused_by_other=True)
+    assert read_reason(str(path)) == ("server of dc1 (node 2) sent nothing", True)
+    write_reason("", "nowhere")                              # no file given: nothing
+    path.write_text("not json")
+    assert read_reason(str(path)) == ("", False)
+    assert read_reason(str(tmp_path / "missing")) == ("", False)
+    write_reason(str(tmp_path / "stopping"), "worker dc1/0 was killed by SIGKILL")
+    assert read_stop_note(str(tmp_path)) == "worker dc1/0 was killed by SIGKILL"
+    assert read_stop_note("") == ""

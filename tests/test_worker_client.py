@@ -52,7 +52,7 @@ def _bare_client():
     client = WorkerClient.__new__(WorkerClient)
     client.me = NodeInfo(3, "worker", "eu", "tcp://127.0.0.1:1", rank=0, local_rank=0)
     client._lock, client._pending, client._departed = threading.Lock(), {}, []
-    client._aborted = None
+    client._aborted, client.caused_by_other = None, False
     return client
 
 
@@ -75,3 +75,4 @@ def test_a_worker_that_left_dooms_only_the_rounds_it_never_pushed():
         "value of key 5 round 51 can never come (every round and barrier needs every worker)")
     assert "worker rank 1 (dc1/0, node 4) finished, so barrier 2" in waiting["barrier"].error
     assert not client._doomed((5, 50)) and client._doomed((5, 51)) and not client._doomed(None)
+    assert client.caused_by_other          # the launcher looks for the worker that left

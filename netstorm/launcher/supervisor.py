@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from netstorm.geoserver.cli import EXIT_ABORTED, STOP_NOTE, write_reason
+from netstorm.geoserver.cli import EXIT_ABORTED, STOP_NOTE, read_reason, write_reason
 from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError, to_toml
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
 
@@ -45,14 +45,17 @@ class Proc:
     reader: threading.Thread | None = None
     reason_file: str = ""       # where the process leaves why it failed (netstorm's own)
 
-    def reason(self) -> str:
-        """Why it failed, in its own words (first line), or ""."""
-        try:
-            text = Path(self.reason_file).read_text(encoding="utf-8") if self.reason_file \
-                else ""
-        except OSError:
-            return ""
-        return text.strip().splitlines()[0][:REASON_SHOWN] if text.strip() else ""
+    def reason(self) -> tuple:
+        """``(why it failed in its own words, first line, or "", whether it failed because
+        another node did)``."""
+        text, caused_by_other = read_reason(self.reason_file)
+        first = text.strip().splitlines()[0][:REASON_SHOWN] if text.strip() else ""
+        return first, caused_by_other
+
+    def follows(self, code: int) -> bool:
+        """Whether this failure was caused by another node's (its exit code or its
+        reason file says so): the launcher then looks for that node first."""
+        return code == EXIT_ABORTED and self.role != "worker" or self.reason()[1]
 
 
 class Launcher:
@@ -129,20 +132,20 @@ class Launcher:
         A worker's non-zero exit, or any server/scheduler failure, stops the cluster. Servers
         and the scheduler exit 0 only after every worker said goodbye, so a clean exit of
         theirs is never a failure. The failure named is the first that was not a node
-        stopping because *another* failed (:data:`EXIT_ABORTED`): after such an exit the
+        stopping because *another* failed (:meth:`Proc.follows`): after such an exit the
         launcher waits up to :data:`BLAME_GRACE_S` for the node that caused it.
         """
         workers_ok, pending = 0, {p.name for p in self.procs}
-        first_aborted = None
+        followers, blame_by = [], None      # failures caused by another node's
         while pending:
             timeout = SHUTDOWN_GRACE_S if workers_ok == workers_total else None
-            if first_aborted is not None:
-                timeout = max(0.0, first_aborted[2] - time.monotonic())
+            if blame_by is not None:
+                timeout = max(0.0, blame_by - time.monotonic())
             try:
                 proc, code = self.events.get(timeout=timeout)
             except queue.Empty:
-                if first_aborted is not None:       # nobody else failed: name the first
-                    return self._failed(*first_aborted[:2])
+                if followers:                   # the cause is not among these processes
+                    return self._failed(*_most_direct(followers))
                 self._emit("launch", f"still running {SHUTDOWN_GRACE_S:g}s after the workers "
                                      f"finished: {', '.join(sorted(pending))}; stopping them")
                 return 0
@@ -150,17 +153,17 @@ class Launcher:
             if code == 0:
                 workers_ok += proc.role == "worker"
                 continue
-            if code == EXIT_ABORTED and proc.role != "worker":
-                if first_aborted is None:
-                    first_aborted = (proc, code, time.monotonic() + BLAME_GRACE_S)
+            if proc.follows(code):
+                followers.append((proc, code))
+                blame_by = blame_by or time.monotonic() + BLAME_GRACE_S
                 continue
             return self._failed(proc, code)
-        return self._failed(*first_aborted[:2]) if first_aborted else 0
+        return self._failed(*_most_direct(followers)) if followers else 0
 
     def _failed(self, proc: Proc, code: int) -> int:
         what = (f"was killed by {signal.Signals(-code).name}" if code < 0
                 else f"exited with code {code}")
-        reason = proc.reason()
+        reason = proc.reason()[0]
         if reason:
             what += f": {reason}"
         elif code == EXIT_ABORTED and proc.role != "worker":
@@ -169,6 +172,12 @@ class Launcher:
         if self.stop_note:
             write_reason(self.stop_note, f"{proc.name} {what}")
         return code if code > 0 else 1
+
+
+def _most_direct(followers: list) -> tuple:
+    """Of failures that all followed another node's, the one whose reason names the cause
+    most directly: a worker's (it says what it waited for), else the first."""
+    return next((f for f in followers if f[0].role == "worker"), followers[0])
 
 
 @contextlib.contextmanager
