@@ -45,12 +45,13 @@ class WorkerSettings:
     insecure: str = ""          # "1": the cluster runs without CURVE (curve = false)
     run_dir: str = ""           # where to put its ipc:// endpoint ("": the temp folder)
     reason_file: str = ""       # where to leave why it failed (the launcher's)
+    joined_file: str = ""       # created once it joined the cluster (the launcher checks)
 
     ENV = {"scheduler": "NETSTORM_SCHEDULER", "dc": "NETSTORM_DC", "host": "NETSTORM_HOST",
            "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S",
            "key_file": "NETSTORM_KEY_FILE", "scheduler_key": "NETSTORM_SCHEDULER_KEY",
            "insecure": "NETSTORM_INSECURE", "run_dir": "NETSTORM_RUN_DIR",
-           "reason_file": "NETSTORM_REASON_FILE"}
+           "reason_file": "NETSTORM_REASON_FILE", "joined_file": "NETSTORM_JOINED_FILE"}
 
     def credentials(self):
         """CURVE credentials from the key variables; None with NETSTORM_INSECURE=1."""
@@ -119,6 +120,7 @@ class WorkerClient:
         except Exception:
             self.van.close()
             raise
+        write_reason(settings.joined_file, f"joined as {self.me.describe()}")
         self.timeout_s = self.po.settings.timeout_s
         self.heartbeat_s = self.po.settings.heartbeat_s
         self.server = self.po.table.server_of(self.me.dc)

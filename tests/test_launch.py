@@ -58,6 +58,34 @@ def test_a_worker_that_finishes_early_is_named_by_the_others_at_once(no_leftover
     assert time.monotonic() - started < 40          # not the 60 s timeout
 
 
+MISSPELLED = """
+import mxnet as mx
+from mxnet import gluon
+import netstorm
+net = gluon.nn.Dense(1)
+net.initialize()
+trainer = gluon.Trainer(net.collect_params(), "sgd", kvstore="netstrom")   # sic
+with mx.autograd.record():
+    loss = net(mx.nd.ones((2, 3))).sum()
+loss.backward()
+trainer.step(2)
+print("trained alone", flush=True)
+"""
+
+
+def test_a_worker_that_never_joins_is_a_failure_not_a_success(no_leftovers):
+    """Issue 14's worst case: a misspelled store name trains every worker alone and exits
+    0. The launcher knows who joined: it fails the run, naming the worker and the cause."""
+    started = time.monotonic()
+    run = launch(["--dcs", 2, "--workers-per-dc", 1, "--timeout", 60],
+                 [sys.executable, "-c", MISSPELLED], no_leftovers)
+    assert run.code != 0 and "trained alone" in run.output
+    assert "exited with code 0 without joining the cluster: it never created the 'netstorm' " \
+           "kvstore" in run.output, run.output[-2000:]
+    assert "[launch] ok" not in run.output
+    assert time.monotonic() - started < 40          # not the registration timeout
+
+
 def test_worker_killed_is_reported(no_leftovers):
     run = launch(["--dcs", 2, "--workers-per-dc", 1],
                  worker_cmd("fault_worker.py", "die-rank1", 1000), no_leftovers)

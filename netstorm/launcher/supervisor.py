@@ -44,6 +44,7 @@ class Proc:
     popen: subprocess.Popen
     reader: threading.Thread | None = None
     reason_file: str = ""       # where the process leaves why it failed (netstorm's own)
+    joined_file: str = ""       # a worker creates it once it joined the cluster ("": unchecked)
 
     def reason(self) -> tuple:
         """``(why it failed in its own words, first line, or "", whether it failed because
@@ -51,6 +52,10 @@ class Proc:
         text, caused_by_other = read_reason(self.reason_file)
         first = text.strip().splitlines()[0][:REASON_SHOWN] if text.strip() else ""
         return first, caused_by_other
+
+    def never_joined(self) -> bool:
+        """A worker that was to join the cluster and did not (it never created the store)."""
+        return bool(self.joined_file) and not Path(self.joined_file).exists()
 
     def follows(self, code: int) -> bool:
         """Whether this failure was caused by another node's (its exit code or its
@@ -84,12 +89,12 @@ class Launcher:
         self.events.put((proc, proc.popen.wait()))
 
     def start(self, name: str, role: str, argv: list, env: dict, wrap=None,
-              reason_file: str = "") -> Proc:
+              reason_file: str = "", joined_file: str = "") -> Proc:
         full = (wrap or []) + argv
         popen = subprocess.Popen(full, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  start_new_session=True, cwd=os.getcwd())
-        proc = Proc(name, role, popen, reason_file=reason_file)
+        proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file)
         proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
         proc.reader.start()
         self.procs.append(proc)
@@ -150,6 +155,8 @@ class Launcher:
                                      f"finished: {', '.join(sorted(pending))}; stopping them")
                 return 0
             pending.discard(proc.name)
+            if code == 0 and proc.never_joined():
+                return self._never_joined(proc)
             if code == 0:
                 workers_ok += proc.role == "worker"
                 continue
@@ -159,6 +166,16 @@ class Launcher:
                 continue
             return self._failed(proc, code)
         return self._failed(*_most_direct(followers)) if followers else 0
+
+    def _never_joined(self, proc: Proc) -> int:
+        """A worker finished "successfully" without ever joining: it trained alone. The
+        worst a distributed launcher can do is call that a success."""
+        self._emit("launch", f"{proc.name} exited with code 0 without joining the cluster: it "
+                             f"never created the 'netstorm' kvstore, so it trained alone (is "
+                             f"netstorm imported, and is the store's name spelled 'netstorm' "
+                             f"in mx.kv.create, gluon.Trainer or Module.fit?); stopping the "
+                             f"cluster")
+        return 1
 
     def _failed(self, proc: Proc, code: int) -> int:
         what = (f"was killed by {signal.Signals(-code).name}" if code < 0
@@ -280,9 +297,11 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
                 for i in range(dc.workers):
                     why = str(reasons / f"worker-{dc.name}-{i}")
                     env = child_env({**worker_env(config, dc, i), "NETSTORM_RUN_DIR": tmp,
-                                     "NETSTORM_REASON_FILE": why})
+                                     "NETSTORM_REASON_FILE": why,
+                                     "NETSTORM_JOINED_FILE": why + ".joined"})
                     launcher.start(f"worker {dc.name}/{i}", "worker", command, env,
-                                   wrap_dc(dc.name), reason_file=why)
+                                   wrap_dc(dc.name), reason_file=why,
+                                   joined_file=why + ".joined")
             started = time.monotonic()
             code = launcher.wait(sum(dc.workers for dc in chosen))
             status = "ok" if code == 0 else f"FAILED (exit {code})"
