@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
+import threading
 import uuid
 
 import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
+from netstorm.geoserver.cli import read_stop_note
 from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
 from netstorm.geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
 
@@ -63,8 +66,10 @@ class NetStorm(KVStoreBase):
         self._tokens: dict = {}
         self._updater = None
         self._failed = False
+        self._stopped_by = ""
         self._previous_hook = sys.excepthook
         sys.excepthook = self._excepthook
+        self._stop_on_sigterm(settings.run_dir)
         atexit.register(self.close)
 
     # ------------------------------------------------------------ identity
@@ -220,6 +225,25 @@ class NetStorm(KVStoreBase):
         self._client.load_states(meta, frames)
 
     # ------------------------------------------------------------ lifecycle
+    def _stop_on_sigterm(self, run_dir: str) -> None:
+        """Under the launcher (``run_dir`` set), SIGTERM - the launcher stopping this DC
+        because one of its processes failed - ends the script through ``SystemExit``, and
+        the scheduler hears why, with the launcher's reason, instead of this worker just
+        falling silent (and being named as the one that died). A script's own SIGTERM
+        handler is left alone."""
+        if not run_dir or threading.current_thread() is not threading.main_thread() or \
+                signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def on_sigterm(signum, _frame):
+            note = read_stop_note(run_dir)
+            self._stopped_by = "stopped by SIGTERM" + (
+                f" from its launcher, after: {note}" if note else "")
+            self._failed = True
+            self._client.caused_by_other = bool(note)
+            raise SystemExit(128 + signum)
+        signal.signal(signal.SIGTERM, on_sigterm)
+
     def _excepthook(self, etype, value, tb):
         """The script died: report why to the scheduler (which stops the others naming this
         worker): for MXNet's wrapper of an engine operator's failure, netstorm's own reason."""
@@ -235,6 +259,7 @@ class NetStorm(KVStoreBase):
             sys.excepthook = self._previous_hook
         if clean is None:
             clean = not self._failed
+        reason = reason or self._stopped_by
         if clean:
             try:
                 mx.nd.waitall()

@@ -58,13 +58,13 @@ def test_a_worker_that_finishes_early_is_named_by_the_others_at_once(no_leftover
     assert time.monotonic() - started < 40          # not the 60 s timeout
 
 
-MISSPELLED = """
+ALONE = """
 import mxnet as mx
 from mxnet import gluon
-import netstorm
+IMPORT
 net = gluon.nn.Dense(1)
 net.initialize()
-trainer = gluon.Trainer(net.collect_params(), "sgd", kvstore="netstrom")   # sic
+trainer = gluon.Trainer(net.collect_params(), "sgd", kvstore=STORE)
 with mx.autograd.record():
     loss = net(mx.nd.ones((2, 3))).sum()
 loss.backward()
@@ -73,12 +73,16 @@ print("trained alone", flush=True)
 """
 
 
-def test_a_worker_that_never_joins_is_a_failure_not_a_success(no_leftovers):
-    """Issue 14's worst case: a misspelled store name trains every worker alone and exits
-    0. The launcher knows who joined: it fails the run, naming the worker and the cause."""
+@pytest.mark.parametrize("imports, store", [("import netstorm", "'netstrom'"),   # sic
+                                            ("", "'netstorm'")], ids=["misspelled", "no-import"])
+def test_a_worker_that_never_joins_is_a_failure_not_a_success(no_leftovers, imports, store):
+    """Issue 14's worst case: a misspelled store name, or a forgotten import, trains every
+    worker alone and exits 0. The launcher knows who joined: it fails the run, naming the
+    worker and the cause."""
     started = time.monotonic()
+    script = ALONE.replace("IMPORT", imports).replace("STORE", store)
     run = launch(["--dcs", 2, "--workers-per-dc", 1, "--timeout", 60],
-                 [sys.executable, "-c", MISSPELLED], no_leftovers)
+                 [sys.executable, "-c", script], no_leftovers)
     assert run.code != 0 and "trained alone" in run.output
     assert "exited with code 0 without joining the cluster: it never created the 'netstorm' " \
            "kvstore" in run.output, run.output[-2000:]
