@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -30,6 +31,9 @@ class ManualCluster:
         self.file.write_text(to_toml(self.config))
         self.env = dict(os.environ, TMPDIR=str(tmp_path))
         self.procs = {}
+        # the servers' sockets: a short path (pytest's would not fit a Unix socket), removed
+        # with the cluster even if its processes were killed
+        self.run_dir = tempfile.TemporaryDirectory(prefix="netstorm-test-", dir="/tmp")
 
     def start(self, name, argv, **env):
         self.procs[name] = subprocess.Popen(argv, env=dict(self.env, **env), cwd=REPO,
@@ -39,12 +43,16 @@ class ManualCluster:
         py = sys.executable
         self.start("scheduler", [py, "-m", "netstorm.scheduler", "--cluster", str(self.file)])
         for dc in self.config.dcs:
-            self.start(f"server {dc.name}",
-                       [py, "-m", "netstorm.geoserver", "--cluster", str(self.file), "--dc", dc.name])
+            self.start(f"server {dc.name}", self.server_argv(dc))
             for i in range(dc.workers):
                 self.start(f"worker {dc.name}/{i}",
                            [py, str(WORKERS / "fault_worker.py"), mode, str(rounds)],
-                           **worker_env(self.config, dc, i))
+                           **worker_env(self.config, dc, i), NETSTORM_RUN_DIR=self.run_dir.name)
+
+    def server_argv(self, dc) -> list:
+        """A server of ``dc``, its same-host socket in this cluster's own short folder."""
+        return [sys.executable, "-m", "netstorm.geoserver", "--cluster", str(self.file),
+                "--dc", dc.name, "--run-dir", self.run_dir.name]
 
     def wait(self, name, timeout):
         proc = self.procs[name]
@@ -56,6 +64,7 @@ class ManualCluster:
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
+        self.run_dir.cleanup()
 
 
 @pytest.fixture
@@ -188,10 +197,10 @@ def test_live_policy_switches_keep_sums_exact(manual, gated):
     cluster.start("scheduler", [py, "-m", "netstorm.scheduler", "--cluster", str(cluster.file),
                                 "--switch-policy-every", "0.3", "--seed", "7"])
     for dc in cluster.config.dcs:
-        cluster.start(f"server {dc.name}", [py, "-m", "netstorm.geoserver", "--cluster",
-                                            str(cluster.file), "--dc", dc.name])
+        cluster.start(f"server {dc.name}", cluster.server_argv(dc))
         cluster.start(f"worker {dc.name}/0", [py, str(WORKERS / "fault_worker.py"), "loop",
-                                              str(rounds)], **worker_env(cluster.config, dc, 0))
+                                              str(rounds)], **worker_env(cluster.config, dc, 0),
+                      NETSTORM_RUN_DIR=cluster.run_dir.name)
     for dc in cluster.config.dcs:
         code, out = cluster.wait(f"worker {dc.name}/0", timeout=180)
         assert code == 0 and f"finished {rounds} rounds" in out, out[-2000:]

@@ -24,11 +24,13 @@ from pathlib import Path
 from netstorm.geoserver.cli import EXIT_ABORTED, STOP_NOTE, read_reason, write_reason
 from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError, to_toml
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
+from netstorm.geoserver.van import MAX_IPC_PATH
 
 STOP_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 15.0
 BLAME_GRACE_S = 5.0     # after a node stopped because another failed: wait for that one
 REASON_SHOWN = 400      # characters of a failed process's reason in the failure line
+RUN_PATH_CHARS = 45     # /netstorm-XXXXXXXX (run) /netstorm-XXXXXXXX (node) /node.sock
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -246,6 +248,13 @@ def with_keys(config: ClusterConfig, folder, whole_cluster: bool) -> ClusterConf
     return replace(config, security=keys)
 
 
+def _run_parent():
+    """Where a run's folder goes: the temporary folder, or /tmp when paths there would be
+    too long for the Unix sockets the run's processes make in it (the run's folder, with
+    everything in it, is removed at the end even if a process was killed)."""
+    return None if len(tempfile.gettempdir()) + RUN_PATH_CHARS <= MAX_IPC_PATH else "/tmp"
+
+
 def worker_env(config: ClusterConfig, dc, index: int) -> dict:
     """What a worker of ``dc`` is told: the scheduler, its DC, its key (or that there is
     none)."""
@@ -272,7 +281,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     """
     wrap_dc = wrap_dc or (lambda _dc: [])
     chosen = [dc for dc in config.dcs if dcs is None or dc.name in dcs]
-    with tempfile.TemporaryDirectory(prefix="netstorm-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
         launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE))
         config = with_keys(config, tmp, with_scheduler and len(chosen) == len(config.dcs))
         cluster_file = Path(tmp) / "cluster.toml"
