@@ -16,6 +16,7 @@ sockets, no clock. O(1) per message.
 from __future__ import annotations
 
 from .nodes import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
+from .security import describe as _principal
 from .wire import Kind, Message
 
 # how a sender relates to the receiving node
@@ -95,7 +96,3 @@ def register_refusal(meta: dict, origin: str | None) -> str:
         return ""
     return f"registration as a {meta.get('role')} of DC {meta.get('dc')!r} was sent with " \
            f"the key of {_principal(origin)}"
-
-
-def _principal(origin: str) -> str:
-    return "the scheduler" if origin == "" else f"DC {origin}"

@@ -82,8 +82,7 @@ def write_key_pair(directory, principal: str, pair: KeyPair) -> Path:
     directory = Path(directory)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = directory / key_file_name(principal)
-    who = "the scheduler" if principal == SCHEDULER_PRINCIPAL else f"DC {principal}"
-    text = (f"#   netstorm secret key of {who}: keep it on that DC's hosts only\n"
+    text = (f"#   netstorm secret key of {describe(principal)}: keep it on its hosts only\n"
             f"metadata\ncurve\n    public-key = \"{pair.public.decode()}\"\n"
             f"    secret-key = \"{pair.secret.decode()}\"\n")
     try:
@@ -125,7 +124,6 @@ class SecurityConfig:
         return dict(self.public_keys)
 
 
-
 @dataclass(frozen=True)
 class Credentials:
     """What one process needs for CURVE: its own key pair and who is admitted, by public
@@ -143,6 +141,7 @@ class Credentials:
 
 
 def describe(principal: str) -> str:
+    """A principal as a person would name it: "the scheduler" or "DC NAME"."""
     return "the scheduler" if principal == SCHEDULER_PRINCIPAL else f"DC {principal}"
 
 

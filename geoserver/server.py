@@ -223,21 +223,21 @@ class GeoServer:
             self._scheduler_seen = time.monotonic()
             if msg.kind == Kind.HEARTBEAT:
                 return True
-        if msg.kind == Kind.SHUTDOWN and msg.sender == self.table.scheduler().id:
+        if msg.kind == Kind.SHUTDOWN and msg.sender == self.scheduler_id:
             log.info("%s: shutdown requested; %s", self.dc, self.stats)
             return False
         if msg.kind == Kind.ABORT:
             raise AbortedByScheduler(msg.meta.get("reason", "the scheduler aborted the run"))
-        if msg.kind == Kind.POLICY and msg.sender == self.table.scheduler().id:
+        if msg.kind == Kind.POLICY and msg.sender == self.scheduler_id:
             self._on_policy(msg)
             return True
-        if msg.kind == Kind.ROUTES and msg.sender == self.table.scheduler().id:
+        if msg.kind == Kind.ROUTES and msg.sender == self.scheduler_id:
             self.wan.on_routes(msg.meta)
             return True
-        if msg.kind == Kind.ROUND_OPEN and msg.sender == self.table.scheduler().id:
+        if msg.kind == Kind.ROUND_OPEN and msg.sender == self.scheduler_id:
             self._on_round_open(msg)
             return True
-        if msg.kind == Kind.PROBE_REQUEST and msg.sender == self.table.scheduler().id:
+        if msg.kind == Kind.PROBE_REQUEST and msg.sender == self.scheduler_id:
             self._on_probe_request(msg)
             return True
         sender = self.table.nodes.get(msg.sender)

@@ -214,28 +214,40 @@ class WorkerClient:
         naming it, instead of on timeout."""
         with self._lock:
             self._departed.append((who, pushes))
-            doomed = [(t, p) for t, p in self._pending.items() if self._doomed(p.needs)]
-            self.caused_by_other |= bool(doomed)
-            for token, pending in doomed:
-                del self._pending[token]
+            doomed = []
+            for token, pending in list(self._pending.items()):
                 pending.error = self._left_error(pending.needs, pending.what)
-        for _, pending in doomed:
+                if pending.error:
+                    del self._pending[token]
+                    doomed.append(pending)
+            self.caused_by_other |= bool(doomed)
+        for pending in doomed:
             pending.event.set()
 
     def _doomed(self, needs) -> bool:
         """Whether a request needing ``needs`` can never be answered (lock held)."""
-        if needs is None or not self._departed:
-            return False
-        key, rnd = needs
-        return key is None or any(rnd > pushes.get(key, 0) for _, pushes in self._departed)
+        return bool(self._left_error(needs, ""))
 
     def _left_error(self, needs, what: str) -> str:
+        """Why a request for ``what`` needing ``needs`` can never be answered: the first
+        worker that left before pushing what it needs ("" if none did; lock held)."""
+        if needs is None:
+            return ""
         key, rnd = needs
-        who, done = next((w, p.get(key, 0)) for w, p in self._departed
-                         if key is None or rnd > p.get(key, 0))
-        after = "" if key is None else f" after round {done} of key {key}"
-        return (f"worker rank {self.me.rank}: {who} finished{after}, so {what} can never "
-                f"come (every round and barrier needs every worker)")
+        for who, pushes in self._departed:
+            done = pushes.get(key, 0)
+            if key is None or rnd > done:
+                after = "" if key is None else f" after round {done} of key {key}"
+                return (f"worker rank {self.me.rank}: {who} finished{after}, so {what} can "
+                        f"never come (every round and barrier needs every worker)")
+        return ""
+
+    def _refuse_if_left(self, needs, what: str) -> None:
+        """Raise at once for a request that can never be answered (lock held)."""
+        error = self._left_error(needs, what)
+        if error:
+            self.caused_by_other = True
+            raise KVStoreError(error)
 
     @staticmethod
     def _needs(msg: Message):
@@ -250,9 +262,7 @@ class WorkerClient:
         with self._lock:
             if self._aborted:
                 raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
-            if self._doomed(pending.needs):
-                self.caused_by_other = True
-                raise KVStoreError(self._left_error(pending.needs, what))
+            self._refuse_if_left(pending.needs, what)
             if token is None:
                 token = msg.request = next(self._ids)
             self._pending[token] = pending
@@ -330,10 +340,7 @@ class WorkerClient:
         if want_value:
             return self._submit(msg, what)
         with self._lock:
-            if self._doomed(self._needs(msg)):
-                self.caused_by_other = True
-                raise KVStoreError(self._left_error(self._needs(msg),
-                                                    f"round {msg.seq} of key {key}"))
+            self._refuse_if_left(self._needs(msg), f"round {msg.seq} of key {key}")
         self.po.send(self.server.id, msg)
         return None
 

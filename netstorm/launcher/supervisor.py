@@ -305,12 +305,12 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
             for dc in chosen:
                 for i in range(dc.workers):
                     why = str(reasons / f"worker-{dc.name}-{i}")
+                    joined = why + ".joined"
                     env = child_env({**worker_env(config, dc, i), "NETSTORM_RUN_DIR": tmp,
                                      "NETSTORM_REASON_FILE": why,
-                                     "NETSTORM_JOINED_FILE": why + ".joined"})
+                                     "NETSTORM_JOINED_FILE": joined})
                     launcher.start(f"worker {dc.name}/{i}", "worker", command, env,
-                                   wrap_dc(dc.name), reason_file=why,
-                                   joined_file=why + ".joined")
+                                   wrap_dc(dc.name), reason_file=why, joined_file=joined)
             started = time.monotonic()
             code = launcher.wait(sum(dc.workers for dc in chosen))
             status = "ok" if code == 0 else f"FAILED (exit {code})"
