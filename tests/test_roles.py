@@ -56,7 +56,8 @@ MISPLACED = [(EU, Kind.SHUTDOWN, 2, "us"), (EU, Kind.POLICY, 3, "eu"), (EU, Kind
              (EU, Kind.PUSH, 4, "us"), (EU, Kind.CHUNK_UP, 1, "eu"), (EU, Kind.CHUNK_UP, 3, "eu"),
              (EU_WORKER, Kind.VALUE, 2, "us"), (EU_WORKER, Kind.ABORT, 1, "eu"),
              (SCHED, Kind.BARRIER, 1, "eu"), (SCHED, Kind.PROBE_REPORT, 3, "eu"),
-             (SCHED, Kind.POLICY, 1, "eu")]
+             (SCHED, Kind.POLICY, 1, "eu"), (EU_WORKER, Kind.WORKER_LEFT, 1, "eu"),
+             (EU_WORKER, Kind.WORKER_LEFT, 4, "us")]
 
 
 @pytest.mark.parametrize("me, kind, sender, origin", MISPLACED)
