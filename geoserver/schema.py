@@ -17,10 +17,11 @@ import math
 import numpy as np
 
 from .settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
-from .wire import DTYPE_CODES, Flag, Kind, Message, WireError
+from .wire import DTYPE_CODES, MAX_META_BYTES, Flag, Kind, Message, WireError
 
 U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1
 MAX_DIMS = 32                   # numpy's own limit on array dimensions
+SMALL_META_BYTES = 16 << 10     # kinds whose meta is a few fixed fields
 KEY_DTYPES = {dt.str for dt in DTYPE_CODES} | {dt.name for dt in DTYPE_CODES}
 
 
@@ -192,12 +193,16 @@ class Decoded(Spec):
 
 class MessageSchema:
     """One kind: its meta, ``frames`` (least, most), ``dtype`` rule ('required',
-    'forbidden' or 'optional'), ``flags`` it may carry, and an extra ``check(msg)``."""
+    'forbidden' or 'optional'), ``flags`` it may carry, an extra ``check(msg)``, and
+    the largest meta frame it may have (checked before the meta is parsed: a kind whose
+    meta does not grow with the cluster or the model never needs more than
+    :data:`SMALL_META_BYTES`)."""
 
     def __init__(self, meta: Spec = Obj({}), frames=(0, 0), dtype: str = "forbidden",
-                 flags: Flag = Flag.NONE, check=None):
+                 flags: Flag = Flag.NONE, check=None, max_meta_bytes: int = SMALL_META_BYTES):
         self.meta, self.frames, self.dtype = meta, frames, dtype
         self.flags, self.extra = flags, check
+        self.max_meta_bytes = max_meta_bytes
 
 
 # ---------------------------------------------------------------- shared parts
@@ -289,15 +294,19 @@ SCHEMAS = {
                                      # Postoffice, whose error names the field and ends
                                      # the registration (a WELCOME is not retried)
                                      "settings": AnyObj()},
-                                    required=("nodes", "you", "settings"))),
+                                    required=("nodes", "you", "settings")),
+                                max_meta_bytes=MAX_META_BYTES),
     Kind.BARRIER: EMPTY,
     Kind.BARRIER_DONE: EMPTY,
     Kind.HEARTBEAT: MessageSchema(Obj({"round": Int(), "stalled": ListOf(Str()),
-                                       "links": DictOf(Row(Num(0.0), Num(0.0)))})),
-    Kind.ABORT: MessageSchema(REASON),
-    Kind.BYE: MessageSchema(Obj({"clean": Bool(), "reason": Str(None), "pushes": PUSHES})),
+                                       "links": DictOf(Row(Num(0.0), Num(0.0)))}),
+                                  max_meta_bytes=MAX_META_BYTES),
+    Kind.ABORT: MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
+    Kind.BYE: MessageSchema(Obj({"clean": Bool(), "reason": Str(None), "pushes": PUSHES}),
+                            max_meta_bytes=MAX_META_BYTES),
     Kind.WORKER_LEFT: MessageSchema(Obj({"rank": Int(0, U32), "pushes": PUSHES,
-                                         "who": Str(256)}, required=("rank", "pushes", "who"))),
+                                         "who": Str(256)}, required=("rank", "pushes", "who")),
+                                    max_meta_bytes=MAX_META_BYTES),
     Kind.SHUTDOWN: EMPTY,
     Kind.INIT: MessageSchema(Obj({"shape": ListOf(Int(), MAX_DIMS),
                                   "dtype": Str(16, KEY_DTYPES), "origin": Str()},
@@ -308,26 +317,34 @@ SCHEMAS = {
     Kind.PUSH: MessageSchema(frames=(1, 1), dtype="required", flags=Flag.WANT_VALUE),
     Kind.PULL: EMPTY,
     Kind.VALUE: MessageSchema(frames=(1, 1), dtype="required"),
-    Kind.SET_OPTIMIZER: MessageSchema(Obj({"spec": OPTIMIZER_SPEC}, required=("spec",))),
+    Kind.SET_OPTIMIZER: MessageSchema(Obj({"spec": OPTIMIZER_SPEC}, required=("spec",)),
+                                      max_meta_bytes=MAX_META_BYTES),
     Kind.OPTIMIZER_DONE: EMPTY,
     Kind.SAVE_STATES: EMPTY,
-    Kind.STATES: MessageSchema(STATES, frames=(0, None), dtype="optional", check=_states),
+    Kind.STATES: MessageSchema(STATES, frames=(0, None), dtype="optional", check=_states,
+                               max_meta_bytes=MAX_META_BYTES),
     Kind.LOAD_STATES: MessageSchema(STATES, frames=(0, None), dtype="optional",
-                                    check=_states),
+                                    check=_states,
+                                    max_meta_bytes=MAX_META_BYTES),
     Kind.CHUNK_UP: MessageSchema(CHUNK_META, frames=(1, 1), dtype="required",
                                  flags=Flag.QUEUED),
     Kind.CHUNK_DOWN: MessageSchema(CHUNK_META, frames=(1, 1), dtype="required",
                                    flags=Flag.QUEUED),
-    Kind.POLICY: MessageSchema(Obj({"policy": POLICY}, required=("policy",))),
+    Kind.POLICY: MessageSchema(Obj({"policy": POLICY}, required=("policy",)),
+                               max_meta_bytes=MAX_META_BYTES),
     Kind.PROBE_REQUEST: MessageSchema(Decoded(ProbeRequest.from_json)),
     Kind.PROBE: DATA,
-    Kind.PROBE_REPORT: MessageSchema(Obj({"rates": DictOf(Num(0.0))}, required=("rates",))),
+    Kind.PROBE_REPORT: MessageSchema(Obj({"rates": DictOf(Num(0.0))}, required=("rates",)),
+                                     max_meta_bytes=MAX_META_BYTES),
     Kind.RELAY: MessageSchema(RELAY_META, frames=(1, 1), dtype="required", flags=Flag.QUEUED),
     Kind.ROUTES: MessageSchema(Obj({"relays": ListOf(Row(Str(), Str(), Str(), Num(0.0, 1.0))),
-                                    "rates": ListOf(Row(Str(), Str(), Num(0.0)))})),
+                                    "rates": ListOf(Row(Str(), Str(), Num(0.0)))}),
+                               max_meta_bytes=MAX_META_BYTES),
     Kind.ROUND_OPEN: EMPTY,
-    Kind.ERROR: MessageSchema(REASON),
+    Kind.ERROR: MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
 }
+# for wire.decode, which checks a meta frame's size before parsing it
+META_LIMITS = {kind: schema.max_meta_bytes for kind, schema in SCHEMAS.items()}
 
 
 def validate(msg: Message) -> Message:

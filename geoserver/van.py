@@ -39,6 +39,7 @@ import time
 import zmq
 
 from . import schema, security, wire
+from .heap import RELEASE_AFTER_BYTES, HeapReleaser
 from .ratelog import RateLimitedLog
 from .settings import MAX_FRAME_BYTES
 
@@ -110,6 +111,7 @@ class Van:
         self._watched: dict = {}        # DEALER socket -> peer, polled for POLLOUT
         self.dropped = 0
         self._bad = RateLimitedLog(log)
+        self._heap = HeapReleaser()
 
     def connect(self, peer, address: str, send_hwm: int = 0,
                 principal: str = security.SCHEDULER_PRINCIPAL) -> None:
@@ -196,6 +198,7 @@ class Van:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             if self._router.poll(0, zmq.POLLIN) == 0:
+                self._heap.poll()
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return None
@@ -207,7 +210,7 @@ class Van:
             frames = self._router.recv_multipart(copy=False)
             try:
                 # frames[0]: the identity ZeroMQ gave the sending DEALER's connection
-                msg = schema.validate(wire.decode(frames[1:]))
+                msg = schema.validate(wire.decode(frames[1:], schema.META_LIMITS))
                 if self.credentials is not None:
                     msg.origin = self._origin(frames[1])
                 return msg
@@ -217,6 +220,8 @@ class Van:
                 self._bad.log(peer, "%s: dropped malformed message from connection %s "
                               "(header claims node %s): %s", self.name, peer,
                               wire.claimed_sender(frames[1:]), exc)
+                if sum(map(len, frames)) >= RELEASE_AFTER_BYTES:
+                    self._heap.request()
 
     def _origin(self, frame) -> str:
         """The principal the ZAP handler named for ``frame``'s connection; for the plain

@@ -21,7 +21,7 @@ import math
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -91,6 +91,7 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')     # a JSON string literal
 _DEPTH_STEP = np.zeros(256, dtype=np.int32)
 _DEPTH_STEP[[ord("["), ord("{")]] = 1
 _DEPTH_STEP[[ord("]"), ord("}")]] = -1
+_NESTING_BLOCK = 16 << 10
 
 
 class WireError(ValueError):
@@ -147,10 +148,17 @@ def _buffer(frame) -> memoryview:
 
 def nesting(text: str) -> int:
     """How deep the JSON ``text`` nests arrays and objects (brackets inside strings do not
-    count), found without recursion. O(len(text))."""
+    count), found without recursion, in blocks of :data:`_NESTING_BLOCK` bytes (so that a
+    hostile 1 MiB meta needs no temporary arrays the allocator would keep). O(len(text))."""
     outside = _STRING.sub("", text).encode("utf-8", "replace")
-    steps = _DEPTH_STEP[np.frombuffer(outside, dtype=np.uint8)]
-    return int(np.cumsum(steps).max(initial=0))
+    deepest = depth = 0
+    for start in range(0, len(outside), _NESTING_BLOCK):
+        block = np.frombuffer(outside, dtype=np.uint8, count=min(
+            _NESTING_BLOCK, len(outside) - start), offset=start)
+        levels = np.cumsum(_DEPTH_STEP[block], dtype=np.int32)
+        deepest = max(deepest, depth + int(levels.max()))
+        depth += int(levels[-1])
+    return deepest
 
 
 def _int(text: str) -> int:
@@ -200,8 +208,10 @@ def claimed_sender(frames: Sequence):
     return HEADER.unpack(header)[3] if len(header) == HEADER.size else None
 
 
-def decode(frames: Sequence) -> Message:
-    """Parse a received multipart message; raise :class:`WireError` saying what is wrong."""
+def decode(frames: Sequence, meta_limits: Mapping | None = None) -> Message:
+    """Parse a received multipart message; raise :class:`WireError` saying what is wrong.
+    ``meta_limits`` maps a kind to the largest meta frame it may have (checked before
+    parsing; :data:`MAX_META_BYTES` for kinds it does not name)."""
     if len(frames) < 2:
         raise WireError(f"expected at least 2 frames (header, meta), got {len(frames)}")
     header = _buffer(frames[0])
@@ -221,8 +231,9 @@ def decode(frames: Sequence) -> Message:
         raise WireError(f"unknown dtype code {code}")
     dtype = DTYPES[code]
     meta_buf = _buffer(frames[1])
-    if len(meta_buf) > MAX_META_BYTES:     # before any copy
-        raise WireError(f"meta frame of {len(meta_buf)} bytes exceeds {MAX_META_BYTES}")
+    limit = MAX_META_BYTES if meta_limits is None else meta_limits.get(kind, MAX_META_BYTES)
+    if len(meta_buf) > limit:     # before any copy
+        raise WireError(f"{kind.name} meta frame of {len(meta_buf)} bytes exceeds {limit}")
     meta = parse_meta(bytes(meta_buf)) if len(meta_buf) else {}
     payload = [_buffer(f) for f in frames[2:]]
     if payload and dtype is None:

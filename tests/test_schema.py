@@ -207,3 +207,12 @@ def test_frames_dtype_and_flags_are_checked_per_kind(msg, reason):
 def test_a_schema_error_is_a_wire_error():
     """The Van drops both alike."""
     assert issubclass(schema.SchemaError, wire.WireError)
+
+
+def test_only_kinds_whose_meta_grows_with_the_cluster_or_model_may_be_large():
+    large = {k for k, limit in schema.META_LIMITS.items() if limit > schema.SMALL_META_BYTES}
+    assert set(schema.META_LIMITS) == set(Kind)
+    assert large == {Kind.WELCOME, Kind.HEARTBEAT, Kind.ABORT, Kind.BYE, Kind.WORKER_LEFT,
+                     Kind.SET_OPTIMIZER, Kind.STATES, Kind.LOAD_STATES, Kind.POLICY,
+                     Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR}
+    assert max(schema.META_LIMITS.values()) == wire.MAX_META_BYTES

@@ -102,6 +102,22 @@ def test_nesting_ignores_brackets_inside_strings():
     assert wire.nesting("") == 0
 
 
+def test_nesting_carries_depth_across_blocks():
+    block = wire._NESTING_BLOCK
+    assert wire.nesting("[" * (3 * block) + "]" * (3 * block)) == 3 * block
+    # the deepest point in a later block, reached from a depth the earlier block left
+    assert wire.nesting("[" * block + "]" + "[[") == block + 1
+    assert wire.nesting("]" * block + "[[") == 0     # never deeper than it starts
+
+
+def test_decode_checks_each_kind_s_meta_limit_before_parsing():
+    frames = wire.encode(Message(Kind.PULL, sender=3, meta={"s": "x" * 100}))
+    limits = {Kind.PULL: 64}
+    with pytest.raises(WireError, match=r"PULL meta frame of \d+ bytes exceeds 64"):
+        wire.decode(frames, limits)
+    assert wire.decode(frames, {Kind.PUSH: 64}).meta["s"] == "x" * 100   # others: the maximum
+
+
 def test_claimed_sender_reads_the_header_when_there_is_one():
     frames = wire.encode(Message(Kind.PULL, sender=12))
     assert wire.claimed_sender(frames) == 12
