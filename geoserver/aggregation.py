@@ -2,8 +2,14 @@
 
 Pure logic: :class:`TreeExchange` never touches a socket. It is told about the DC's own sum
 of a chunk and about chunks arriving from neighbours, and answers through two callbacks:
-``send(dc, kind, chunk_id, array)`` and ``deliver(key, chunk, rnd, total)``, where a
-:class:`ChunkId` names the key, chunk, round, policy version and tree. A chunk of a policy
+``send(dc, kind, chunk_id, array, encoded)`` and ``deliver(key, chunk, rnd, total)``, where
+a :class:`ChunkId` names the key, chunk, round, policy version and tree.
+
+With a ``codec`` (:class:`~netstorm.geoserver.compression.WanCodec`) partial sums are
+compressed at every hop with this DC's error feedback, and the root compresses the total
+once: it and every other DC apply the decoded bytes of that one payload, which the DCs on
+the way down pass on unchanged, so replicas stay bit-identical. Without one, chunks travel
+dense. A chunk of a policy
 version this DC does not know yet (sent ahead by a faster DC) waits until the scheduler's
 announcement of that version arrives.
 
@@ -26,8 +32,9 @@ import numpy as np
 
 from .ratelog import RateLimitedLog
 from .settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
+from .compression.feedback import DOWN, UP, DenseCodec
 from .tree import PolicyBook
-from .wire import Kind
+from .wire import Kind, WireError
 
 log = logging.getLogger(__name__)
 ENTRY_BYTES = 256       # what one kept chunk costs besides its data (counted towards the bound)
@@ -78,10 +85,13 @@ class RoundSet:
 
 class TreeExchange:
     def __init__(self, dc: str, policies: PolicyBook, send, deliver,
-                 rounds_ahead: int = MAX_ROUNDS_AHEAD, held_bytes: int = MAX_HELD_BYTES_PER_PEER):
+                 rounds_ahead: int = MAX_ROUNDS_AHEAD, held_bytes: int = MAX_HELD_BYTES_PER_PEER,
+                 codec=None):
         self.dc = dc
+        self.codec = codec or DenseCodec()
         self.policies = policies
-        self._send = send
+        self._send_to = send
+        self.sent = {"chunks": 0, "encoded": 0, "bytes": 0}    # what this DC sent, WAN
         self._deliver = deliver
         self._partials: dict = {}
         self._aggregated = RoundSet()   # chunks whose sum this DC completed (sent up or down)
@@ -93,6 +103,12 @@ class TreeExchange:
         self.held: dict = {}            # neighbour -> bytes kept here for it
         self._drops = RateLimitedLog(log)
         self._holds = RateLimitedLog(log, level=logging.INFO)
+
+    def _send(self, dc: str, kind: Kind, cid: ChunkId, array, encoded: bool = False) -> None:
+        self.sent["chunks"] += 1
+        self.sent["encoded"] += bool(encoded)
+        self.sent["bytes"] += array.nbytes
+        self._send_to(dc, kind, cid, array, encoded)
 
     def _tree(self, cid: ChunkId):
         trees = self.policies[cid.version].trees
@@ -132,17 +148,21 @@ class TreeExchange:
         self._aggregated.add(ident)
         parent = tree.parent[self.dc]
         if parent is None:
-            self._finish(tree, cid, part.acc)
+            wire, encoded = self.codec.encode(cid, part.acc, DOWN)
+            self._finish(tree, cid, wire, encoded,
+                         self.codec.decode(cid, wire, encoded) if encoded else wire)
         else:
-            self._send(parent, Kind.CHUNK_UP, cid, part.acc)
+            self._send(parent, Kind.CHUNK_UP, cid, *self.codec.encode(cid, part.acc, UP))
 
-    def _finish(self, tree, cid: ChunkId, total) -> None:
+    def _finish(self, tree, cid: ChunkId, wire, encoded: bool, total) -> None:
+        """Pass the total's bytes (``wire``, as received or encoded by the root) to the
+        children and deliver the dense ``total`` they decode to."""
         if cid[:3] in self._delivered:
             log.warning("%s: dropped duplicate total of chunk %s", self.dc, cid[:3])
             return
         self._delivered.add(cid[:3])
         for child in tree.children(self.dc):
-            self._send(child, Kind.CHUNK_DOWN, cid, total)
+            self._send(child, Kind.CHUNK_DOWN, cid, wire, encoded)
         self._deliver(cid.key, cid.chunk, cid.rnd, total)
 
     def contribute(self, cid: ChunkId, array) -> None:
@@ -171,7 +191,7 @@ class TreeExchange:
                         cid.key, cid.chunk, source, why)
         return False
 
-    def _known(self, handler, source, cid, array) -> bool:
+    def _known(self, handler, source, cid, array, encoded) -> bool:
         if cid.version in self.policies:
             return True
         if not self._admit("a chunk of an unknown policy", source, cid, array):
@@ -179,12 +199,12 @@ class TreeExchange:
         self._holds.log(source, "%s: chunk %s of policy %d, not yet announced here: held "
                         "until it is", self.dc, cid[:3], cid.version)
         self.held[source] = self.held.get(source, 0) + _cost(array)
-        self._waiting.append((handler, (source, cid, array)))
+        self._waiting.append((handler, (source, cid, array, encoded)))
         return False
 
-    def on_up(self, source: str, cid: ChunkId, array) -> None:
+    def on_up(self, source: str, cid: ChunkId, array, encoded: bool = False) -> None:
         if not self._admit("CHUNK_UP", source, cid, array) or \
-                not self._known(self.on_up, source, cid, array):
+                not self._known(self.on_up, source, cid, array, encoded):
             return
         tree = self._tree(cid)
         if tree.parent.get(source) != self.dc:
@@ -192,13 +212,13 @@ class TreeExchange:
                             "is not a child here in the tree rooted at %s", self.dc, cid.key,
                             cid.chunk, source, tree.root)
             return
-        self._add(cid, source, array)
+        self._add(cid, source, self.codec.decode(cid, array, encoded))
 
-    def on_down(self, source: str, cid: ChunkId, array) -> None:
+    def on_down(self, source: str, cid: ChunkId, array, encoded: bool = False) -> None:
         if cid.rnd > self.own_round + self.rounds_ahead:
             self._admit("CHUNK_DOWN", source, cid, array)       # logs the drop
             return
-        if not self._known(self.on_down, source, cid, array):
+        if not self._known(self.on_down, source, cid, array, encoded):
             return
         tree = self._tree(cid)
         if tree.parent.get(self.dc) != source:
@@ -206,30 +226,36 @@ class TreeExchange:
                             "is not the parent here in the tree rooted at %s", self.dc,
                             cid.key, cid.chunk, source, tree.root)
             return
-        self._finish(tree, cid, array)
+        self._finish(tree, cid, array, encoded, self.codec.decode(cid, array, encoded))
 
-    def on_chunk(self, source: str, kind: Kind, cid: ChunkId, array) -> None:
+    def on_chunk(self, source: str, kind: Kind, cid: ChunkId, array,
+                 encoded: bool = False) -> None:
         """A whole chunk from neighbour ``source``, as the WAN transport delivers it: a
-        partial sum going up (``CHUNK_UP``) or a total coming down. A chunk naming a tree
-        its policy does not have is logged and dropped."""
+        partial sum going up (``CHUNK_UP``) or a total coming down, dense or a compressed
+        payload (``encoded``). A chunk naming a tree its policy does not have, or whose
+        payload does not decode to the chunk, is logged and dropped."""
         try:
             if kind == Kind.CHUNK_UP:
-                self.on_up(source, cid, array)
+                self.on_up(source, cid, array, encoded)
             else:
-                self.on_down(source, cid, array)
-        except IndexError as exc:
+                self.on_down(source, cid, array, encoded)
+        except (IndexError, WireError) as exc:
             self._drops.log(source, "%s: dropped %s of key %d from %s: %s", self.dc, kind.name,
                             cid.key, source, exc)
 
     def policy_added(self) -> None:
         """Replay the chunks that were waiting for a policy version now known."""
         waiting, self._waiting = self._waiting, []
-        for handler, (source, cid, array) in waiting:
+        for handler, (source, cid, array, encoded) in waiting:
             if cid.version in self.policies:
                 self._release(source, _cost(array))
-                handler(source, cid, array)
+                try:
+                    handler(source, cid, array, encoded)
+                except (IndexError, WireError) as exc:
+                    self._drops.log(source, "%s: dropped chunk %s from %s: %s", self.dc,
+                                    cid[:3], source, exc)
             else:
-                self._waiting.append((handler, (source, cid, array)))
+                self._waiting.append((handler, (source, cid, array, encoded)))
 
     @property
     def in_flight(self) -> int:

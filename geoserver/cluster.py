@@ -62,6 +62,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .compression.config import CompressionConfig, CompressionError
 from .security import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_HEARTBEAT_S, \
     DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, MIN_CHUNK_BYTES
@@ -110,6 +111,7 @@ class ClusterConfig:
     links: tuple = ()
     stats: str = ""         # scheduler: JSON-lines log of estimates and policies ("": none)
     security: SecurityConfig = SecurityConfig()
+    compression: CompressionConfig = CompressionConfig()     # [compression]: MXNet's dict
     source: str = field(default="<built>", compare=False)
 
     def __post_init__(self):
@@ -240,6 +242,12 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
                 raise ClusterFileError(f"{where}: {key} must be >= 0")
     kwargs["links"] = _parse_links(data.get("link", []), seen, source)
     kwargs["security"] = _parse_security(data.get("security", {}), seen, source)
+    if "compression" in data:
+        try:
+            kwargs["compression"] = CompressionConfig.from_params(
+                data["compression"], where=f"{source} [compression]")
+        except CompressionError as exc:
+            raise ClusterFileError(str(exc)) from None
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          source=source, **kwargs)
 
@@ -364,6 +372,10 @@ def to_toml(config: ClusterConfig) -> str:
               f"multipath = {str(config.multipath).lower()}"]
     if config.hub:
         lines.append(f'hub = "{config.hub}"')
+    if config.compression.on:
+        lines += ["", "[compression]"] + [
+            f"{k} = {_toml_str(v) if isinstance(v, str) else repr(v)}"
+            for k, v in config.compression.to_params().items()]
     lines += security_toml(config.security)
     return "\n".join(lines) + "\n"
 

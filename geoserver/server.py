@@ -19,6 +19,7 @@ import time
 
 from . import wire
 from .aggregation import TreeExchange
+from .compression import WanCodec
 from .local_store import KeyStore, RequestError
 from .probe import LinkProber
 from .nodes import SERVER, WORKER
@@ -32,6 +33,7 @@ from .wire import Kind, Message
 
 log = logging.getLogger("netstorm.server")
 
+MAX_LAYOUTS = 1 << 14      # chunk layouts cached for compression (keys x policy versions)
 WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
                    Kind.LOAD_STATES}
 
@@ -55,8 +57,11 @@ class GeoServer:
         self.wan = WanTransport(self.dc, self.servers, self.po, settings.rates(),
                                 settings.chunk_bytes, settings.stall_s, time.monotonic)
         self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
+        codec = WanCodec(settings.compression, self._locate, seed=self.po.me.id) \
+            if settings.compression.on else None
         self.exchange = TreeExchange(self.dc, self.policies, send=self.wan.send_chunk,
-                                     deliver=self._deliver)
+                                     deliver=self._deliver, codec=codec)
+        self._layouts: dict = {}        # (policy version, key) -> its layout, for _locate
         self.wan.deliver_to(self.exchange.on_chunk)
         self.store = KeyStore(self.dc, self.local_workers, settings.chunk_bytes,
                               self.policies, reply=self.po.send,
@@ -71,6 +76,23 @@ class GeoServer:
         self._drops = RateLimitedLog(log)
 
     # ------------------------------------------------------------ callbacks
+    def _locate(self, cid):
+        """``(start, stop, key size)`` of a WAN chunk in its key, for compression's
+        per-coordinate residuals; None for a key or chunk this DC does not know."""
+        entry = self.store.keys.get(cid.key)
+        if entry is None or cid.version not in self.policies:
+            return None
+        layout = self._layouts.get((cid.version, cid.key))
+        if layout is None:
+            if len(self._layouts) >= MAX_LAYOUTS:
+                self._layouts.clear()
+            layout = self._layouts[(cid.version, cid.key)] = self.policies[cid.version].layout(
+                cid.key, entry.size, entry.dtype.itemsize, self.settings.chunk_bytes)
+        if not 0 <= cid.chunk < len(layout):
+            return None
+        start, stop, _ = layout[cid.chunk]
+        return start, stop, entry.size
+
     def _deliver(self, key, chunk, rnd, total) -> None:
         """A chunk's total, from the exchange to the store (built after the exchange it
         contributes to)."""
@@ -224,7 +246,8 @@ class GeoServer:
             if msg.kind == Kind.HEARTBEAT:
                 return True
         if msg.kind == Kind.SHUTDOWN and msg.sender == self.scheduler_id:
-            log.info("%s: shutdown requested; %s", self.dc, self.stats)
+            log.info("%s: shutdown requested; %s; WAN chunks sent %s", self.dc, self.stats,
+                     self.exchange.sent)
             return False
         if msg.kind == Kind.ABORT:
             raise AbortedByScheduler(msg.meta.get("reason", "the scheduler aborted the run"))

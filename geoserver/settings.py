@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
+from .compression.config import CompressionConfig, CompressionError
+
 DEFAULT_CHUNK_BYTES = 1 << 20   # tensors larger than this travel as several WAN chunks
 MIN_CHUNK_BYTES = 1024
 DEFAULT_TIMEOUT_S = 60.0        # how long any node waits for a peer before a clear error
@@ -102,6 +104,11 @@ def _decode(cls, data, what: str) -> dict:
                 raise SettingsError(f"missing field {f.name!r}")
             if f.name == "links":
                 kwargs[f.name] = _links(data[f.name])
+            elif f.name == "compression":
+                try:
+                    kwargs[f.name] = CompressionConfig.from_json(data[f.name])
+                except CompressionError as exc:
+                    raise SettingsError(f"compression: {exc}") from None
             else:
                 kwargs[f.name] = _number(f.name, data[f.name], f.metadata["kind"],
                                          f.metadata["minimum"], f.metadata["positive"],
@@ -138,6 +145,7 @@ class RuntimeSettings(_Wire):
     round_gate: bool = _setting(False, bool)    # adapt: a round starts once it is opened
     links: tuple = field(default=())            # the WAN the scheduler planned on, for
                                                 # detours: ((a, b, mbps_ab, mbps_ba), ...)
+    compression: CompressionConfig = field(default=CompressionConfig())   # cluster-wide
 
     @classmethod
     def from_cluster(cls, config) -> "RuntimeSettings":
@@ -148,7 +156,8 @@ class RuntimeSettings(_Wire):
                    heartbeat_s=float(config.heartbeat_s),
                    dead_after_s=float(config.dead_after_s), stall_s=float(config.stall_s),
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,
-                   round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1)
+                   round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
+                   compression=config.compression)
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

@@ -5,7 +5,8 @@ v's stalled link (detour), as :class:`~netstorm.geoserver.routing.Router` says; 
 the priority :class:`~netstorm.geoserver.send_queue.SendQueue`. Arriving: every chunk message feeds
 the passive :class:`~netstorm.geoserver.link_monitor.LinkMonitor` of the link it came over; a
 ``RELAY`` for another DC is forwarded; parts are reassembled; every whole chunk goes, with
-the DC it came from, to the ``deliver`` callback (:meth:`WanTransport.deliver_to`; the
+the DC it came from and whether it is a compressed payload (the ENCODED flag), to the
+``deliver`` callback (:meth:`WanTransport.deliver_to`; the
 server wires it to :meth:`~netstorm.geoserver.aggregation.TreeExchange.on_chunk`).
 
 Part and relay messages keep the chunk's header fields and add JSON meta: ``part``
@@ -61,7 +62,7 @@ class WanTransport:
         # a chunk is at most chunk_bytes (>= 1 element); parts claim at most that many
         self.reassembly = Reassembler(max_elements=max(1, chunk_bytes))
         self._probed: dict = {}          # neighbour -> when its link was last probed
-        self._deliver = None             # (origin, kind, cid, array) of every whole chunk
+        self._deliver = None     # (origin, kind, cid, array, encoded) of every whole chunk
         self._probe_piece = np.zeros(PROBE_PIECE_BYTES, dtype=np.uint8)
         self._drops = RateLimitedLog(log)
         for name, node in servers.items():
@@ -69,7 +70,8 @@ class WanTransport:
                 postoffice.connect(node, send_hwm=SEND_HWM)
 
     def deliver_to(self, deliver) -> None:
-        """Hand every whole chunk that arrives to ``deliver(origin, kind, cid, array)``
+        """Hand every whole chunk that arrives to ``deliver(origin, kind, cid, array,
+        encoded)``
         (set before messages arrive)."""
         self._deliver = deliver
 
@@ -86,25 +88,29 @@ class WanTransport:
     def send(self, dc: str, msg: Message, priority: tuple = ()) -> None:
         self.outbox.send(self.servers[dc], msg, priority)
 
-    def send_chunk(self, dc: str, kind: Kind, cid: ChunkId, array) -> None:
+    def send_chunk(self, dc: str, kind: Kind, cid: ChunkId, array, encoded=False) -> None:
+        """A chunk for neighbour ``dc``: dense, or a compressed payload (``encoded``: its
+        bytes are split and relayed like any array, and marked ENCODED)."""
         priority = (cid.rnd, cid.key, cid.chunk)
+        flags = wire.Flag.ENCODED if encoded else wire.Flag.NONE
         parts = self.router.parts(dc, len(array), array.itemsize, self.clock())
         if len(parts) == 1 and parts[0][0] is None:
-            self.send(dc, self._chunk(kind, cid, array), priority)
+            self.send(dc, self._chunk(kind, cid, array, flags=flags), priority)
             return
         for via, start, stop in parts:
             self._send_part(via or dc, dc, kind, cid, array[start:stop], [start, len(array)],
-                            self.dc, hops=1)
+                            self.dc, hops=1, flags=flags)
 
     def _send_part(self, nxt: str, to: str, kind: Kind, cid: ChunkId, array, part: list,
-                   origin: str, hops: int) -> None:
+                   origin: str, hops: int, flags=wire.Flag.NONE) -> None:
         """One part of a chunk from ``origin`` for ``to``: straight to it when ``nxt`` is
         ``to``, else as a RELAY through ``nxt`` (its ``hops``-th relay)."""
         meta = {"part": part, "from": origin}
         if nxt != to:
             meta.update(to=to, kind=int(kind), hops=hops)
             kind = Kind.RELAY
-        self.send(nxt, self._chunk(kind, cid, array, meta), (cid.rnd, cid.key, cid.chunk))
+        self.send(nxt, self._chunk(kind, cid, array, meta, flags),
+                  (cid.rnd, cid.key, cid.chunk))
 
     @staticmethod
     def _cid(msg: Message) -> ChunkId:
@@ -112,9 +118,10 @@ class WanTransport:
         return ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
 
     @staticmethod
-    def _chunk(kind, cid: ChunkId, array, meta=None) -> Message:
+    def _chunk(kind, cid: ChunkId, array, meta=None, flags=wire.Flag.NONE) -> Message:
         return Message(kind, key=cid.key, chunk=cid.chunk, seq=cid.rnd, policy=cid.version,
-                       tree=cid.tree, dtype=array.dtype, meta=meta or {}, frames=[array])
+                       tree=cid.tree, dtype=array.dtype, meta=meta or {}, frames=[array],
+                       flags=flags & wire.Flag.ENCODED)
 
     # ------------------------------------------------------------ arriving
     def on_message(self, source: str, msg: Message) -> None:
@@ -128,12 +135,13 @@ class WanTransport:
         self._time_arrival(source, msg, self.clock())
         (array,) = msg.arrays()
         cid = self._cid(msg)
+        encoded = bool(msg.flags & wire.Flag.ENCODED)
         if msg.kind == Kind.RELAY:
             self._on_relay(source, msg, cid, array)
         elif "part" not in msg.meta:
-            self._deliver(source, msg.kind, cid, array)
+            self._deliver(source, msg.kind, cid, array, encoded)
         else:
-            self._on_part(msg.kind, cid, msg.meta, array)
+            self._on_part(msg.kind, cid, msg.meta, array, encoded)
 
     def on_probe(self, source: str, msg: Message, now: float) -> None:
         """A probe piece from neighbour ``source`` arrived at ``now``: the link's passive
@@ -157,16 +165,17 @@ class WanTransport:
                 raise PartError(f"bad relay header {meta!r}")
         return part, origin
 
-    def _on_part(self, kind, cid: ChunkId, meta: dict, array) -> None:
+    def _on_part(self, kind, cid: ChunkId, meta: dict, array, encoded: bool) -> None:
         try:
             (start, total), origin = self._check_meta(meta, relay=False)
-            whole = self.reassembly.add((kind, cid, origin), start, total, array, peer=origin)
+            whole = self.reassembly.add((kind, cid, origin, encoded), start, total, array,
+                                        peer=origin)
         except PartError as exc:
             self._drops.log(meta.get("from"), "%s: dropped part of key %d chunk %d: %s",
                             self.dc, cid.key, cid.chunk, exc)
             return
         if whole is not None:
-            self._deliver(origin, kind, cid, whole)
+            self._deliver(origin, kind, cid, whole, encoded)
 
     def _on_relay(self, source: str, msg: Message, cid: ChunkId, array) -> None:
         try:
@@ -176,8 +185,9 @@ class WanTransport:
                             source, exc)
             return
         meta, to, kind = dict(msg.meta), msg.meta["to"], Kind(msg.meta["kind"])
+        encoded = bool(msg.flags & wire.Flag.ENCODED)
         if to == self.dc:
-            self._on_part(kind, cid, meta, array)
+            self._on_part(kind, cid, meta, array, encoded)
             return
         nxt = self.router.next_hop(to, self.clock(), came_from=(source, meta["from"]))
         if meta["hops"] >= MAX_HOPS:
@@ -188,7 +198,8 @@ class WanTransport:
             log.warning("%s: no detour to %s for key %d chunk %d; it waits for the link",
                         self.dc, to, cid.key, cid.chunk)
             nxt = to
-        self._send_part(nxt, to, kind, cid, array, meta["part"], meta["from"], meta["hops"] + 1)
+        self._send_part(nxt, to, kind, cid, array, meta["part"], meta["from"], meta["hops"] + 1,
+                        msg.flags)
 
     # ------------------------------------------------------------ stalls and the scheduler
     def check_stalls(self) -> None:
@@ -241,7 +252,7 @@ class WanTransport:
             self.send(dead, msg, (cid.rnd, cid.key, cid.chunk))
             return
         self._send_part(nxt, to, kind, cid, array, meta.get("part", [0, len(array)]),
-                        meta.get("from", self.dc), hops + 1)
+                        meta.get("from", self.dc), hops + 1, msg.flags)
 
     def probe_idle(self, every_s: float) -> None:
         """Send a small burst (:func:`probe_pieces`) over every known link that has
@@ -280,7 +291,8 @@ class WanTransport:
             whole = self.outbox.take_waiting(
                 node, lambda m: m.kind in CHUNK_KINDS and "part" not in m.meta)
             for msg in whole:
-                self.send_chunk(v, msg.kind, self._cid(msg), msg.arrays()[0])
+                self.send_chunk(v, msg.kind, self._cid(msg), msg.arrays()[0],
+                                bool(msg.flags & wire.Flag.ENCODED))
             if whole:
                 log.info("%s: %d waiting chunks for %s re-split by the new plan", self.dc,
                          len(whole), v)

@@ -71,6 +71,7 @@ class Flag(enum.IntFlag):
     WANT_VALUE = 1      # PUSH: reply with VALUE once the round is applied (pushpull)
     HAS_VALUE = 2       # INIT: frames carry the initial value
     QUEUED = 4          # server -> server: waited behind a busy link (passive measurement)
+    ENCODED = 8         # chunk: the frame is a compressed payload (compression/payload.py)
 
 
 DTYPES = {

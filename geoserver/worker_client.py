@@ -123,6 +123,7 @@ class WorkerClient:
         write_reason(settings.joined_file, f"joined as {self.me.describe()}")
         self.timeout_s = self.po.settings.timeout_s
         self.heartbeat_s = self.po.settings.heartbeat_s
+        self.compression = self.po.settings.compression     # cluster-wide
         self.server = self.po.table.server_of(self.me.dc)
         self.num_workers = len(self.po.table.workers())
         self.keys: dict = {}

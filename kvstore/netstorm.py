@@ -22,12 +22,12 @@ import numpy as np
 from mxnet.kvstore import KVStoreBase
 
 from netstorm.geoserver.cli import read_stop_note
+from netstorm.geoserver.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
 from netstorm.geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops
 
-COMPRESSION_TYPES = ("none",)
 MAX_KEY = 2 ** 32 - 1
 
 
@@ -187,10 +187,16 @@ class NetStorm(KVStoreBase):
 
     # ------------------------------------------------------------ options
     def set_gradient_compression(self, compression_params):
-        kind = (compression_params or {}).get("type", "none")
-        if kind not in COMPRESSION_TYPES:
-            raise ValueError(f"netstorm does not support gradient compression type {kind!r}; "
-                             f"supported: {', '.join(COMPRESSION_TYPES)}")
+        """Accepted when it names the compression the cluster runs with (one setting is in
+        force cluster-wide, from the cluster file's ``[compression]``); anything else is a
+        clear error, never a silent mismatch."""
+        wanted = CompressionConfig.from_params(compression_params)
+        in_force = self._client.compression
+        if wanted != in_force:
+            raise CompressionError(
+                f"this cluster runs with compression {in_force.to_params()}, the script asks "
+                f"for {wanted.to_params()}: one setting is in force cluster-wide; set it in "
+                f"the cluster file's [compression] table (docs/compression.md)")
 
     def set_optimizer(self, optimizer):
         self._client.set_optimizer(optimizer_spec(optimizer))

@@ -19,7 +19,8 @@ def simulate(policy, dcs, contributions, rng):
     inbox, delivered = [], {dc: {} for dc in dcs}
 
     def make(dc):
-        def send(target, kind, chunk_id, array):
+        def send(target, kind, chunk_id, array, encoded=False):
+            assert not encoded
             inbox.append((dc, target, kind, chunk_id, np.array(array)))
 
         def deliver(key, chunk, rnd, total):

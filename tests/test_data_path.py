@@ -25,8 +25,8 @@ class World:
         self.stores = {}
         self.exchanges = exchanges(
             dcs, policies,
-            lambda dc: lambda target, kind, cid, arr: self.queue.append(
-                ("wan", dc, target, kind, cid, np.array(arr))),
+            lambda dc: lambda target, kind, cid, arr, encoded=False: self.queue.append(
+                ("wan", dc, target, kind, cid, np.array(arr), encoded)),
             lambda dc: lambda *total: self.stores[dc].deliver(*total))
         for dc in dcs:
             ex = self.exchanges[dc]
@@ -50,8 +50,8 @@ class World:
             if item[0] == "push":
                 self.stores[item[1]].on_push(item[2])
             elif item[0] == "wan":
-                _, source, target, kind, cid, arr = item
-                self.exchanges[target].on_chunk(source, kind, cid, arr)
+                _, source, target, kind, cid, arr, encoded = item
+                self.exchanges[target].on_chunk(source, kind, cid, arr, encoded)
             elif item[2].kind == Kind.VALUE:
                 (value,) = item[2].arrays()
                 self.values[(self.worker_of_id[item[1]], item[2].key, item[2].seq)] = \

@@ -2,6 +2,7 @@
 
 Run under scripts/launch.py; exits non-zero (with the failing check) on any mismatch.
 """
+import json
 import sys
 
 import mxnet as mx
@@ -11,6 +12,9 @@ import netstorm  # noqa: F401  registers 'netstorm'
 from netstorm.geoserver.worker_client import KVStoreError
 
 kv = mx.kv.create("netstorm")
+# the compression the cluster runs with (argv[1], JSON): its sums stay exact on the small
+# integers checked here (fp16 holds them exactly; error feedback keeps nothing)
+IN_FORCE = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {"type": "none"}
 N, R = kv.num_workers, kv.rank
 TOTAL = N * (N + 1) / 2            # sum over ranks of (rank + 1)
 
@@ -95,6 +99,14 @@ check("large key", out, big * TOTAL)
 kv.pushpull(3, mx.nd.array(big), out=out)
 check("large key round 2", out, big * N)
 
+# small integers over several chunks: what a compressing cluster (fp16) carries exactly
+small = (np.arange(40_000) % 97).astype(np.float32)
+kv.init(21, mx.nd.zeros(small.shape))
+out = mx.nd.zeros(small.shape)
+for rnd in (1, 2):
+    kv.pushpull(21, mx.nd.array(small * (R + 1)), out=out)
+    check(f"small-integer key round {rnd}", out, small * TOTAL)
+
 # fp16
 h = mx.nd.full((33, 7), 0.5, dtype="float16")
 kv.init(4, h)
@@ -118,9 +130,12 @@ kv.barrier()
 print("check barrier ok", flush=True)
 
 # options and bad input: clear errors, nothing lost
-kv.set_gradient_compression({"type": "none"})
+kv.set_gradient_compression(IN_FORCE)        # the cluster's own setting is accepted
+other = {"type": "2bit"} if IN_FORCE["type"] != "2bit" else {"type": "fp16"}
+expect_error("another compression", ValueError,
+             lambda: kv.set_gradient_compression(other), "in force cluster-wide")
 expect_error("unknown compression", ValueError,
-             lambda: kv.set_gradient_compression({"type": "2bit"}), "2bit")
+             lambda: kv.set_gradient_compression({"type": "3bit"}), "accepted: ")
 expect_error("pull of unknown key", KVStoreError,
              lambda: kv.pull(99, out=mx.nd.zeros((1,))), "not been initialized")
 expect_error("init with other shape", KVStoreError,

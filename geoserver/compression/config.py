@@ -1,0 +1,107 @@
+"""What compression is in force: one typed setting for the whole cluster.
+
+Users write MXNet's own dict (``kv.set_gradient_compression({'type': '2bit', 'threshold':
+0.5})``, ``gluon.Trainer(..., compression_params=...)``) or a ``[compression]`` table in
+the cluster file; both become a :class:`CompressionConfig`, checked here once with errors
+that name the field and the accepted values. Pure.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+TYPES = ("none", "2bit", "fp16", "bsc", "mpq")
+SCOPES = ("wan",)              # between DC servers (the worker -> DC server hop: not yet)
+DEFAULT_THRESHOLD = 0.5        # MXNet's own default for 2bit
+DEFAULT_RATIO = 0.01           # bsc: a hundredth of the elements per hop
+DEFAULT_WARMUP_ROUNDS = 0
+DEFAULT_SIZE_THRESHOLD = 1 << 16    # mpq: keys under this many elements go as fp16
+PARAMS = {                     # the parameters each type takes besides 'type'
+    "none": (),
+    "2bit": ("threshold", "scope"),
+    "fp16": ("scope",),
+    "bsc": ("ratio", "warmup_rounds", "scope"),
+    "mpq": ("ratio", "warmup_rounds", "size_threshold", "scope"),
+}
+
+
+class CompressionError(ValueError):
+    """Compression parameters that cannot be used; the text names the field and why."""
+
+
+@dataclass(frozen=True)
+class CompressionConfig:
+    type: str = "none"
+    threshold: float = DEFAULT_THRESHOLD
+    ratio: float = DEFAULT_RATIO
+    warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
+    size_threshold: int = DEFAULT_SIZE_THRESHOLD
+    scope: str = "wan"
+
+    def __post_init__(self):
+        if self.type not in TYPES:
+            raise CompressionError(f"compression type {self.type!r} is unknown; accepted: "
+                                   f"{', '.join(repr(t) for t in TYPES)}")
+        if not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold)
+                and self.threshold > 0):
+            raise CompressionError(f"threshold must be a positive number, got "
+                                   f"{self.threshold!r}")
+        if not (isinstance(self.ratio, (int, float)) and 0 < self.ratio <= 1):
+            raise CompressionError(f"ratio must be in (0, 1], got {self.ratio!r}")
+        for name in ("warmup_rounds", "size_threshold"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise CompressionError(f"{name} must be a whole number >= 0, got {value!r}")
+        if self.scope not in SCOPES:
+            raise CompressionError(f"scope must be one of {SCOPES}, got {self.scope!r}")
+
+    @property
+    def on(self) -> bool:
+        return self.type != "none"
+
+    @classmethod
+    def from_params(cls, params, where: str = "compression_params") -> "CompressionConfig":
+        """From MXNet's dict (or None: no compression). Parameters a type does not take,
+        or of the wrong type, are refused, never ignored."""
+        if params is None:
+            return cls()
+        if not isinstance(params, dict):
+            raise CompressionError(f"{where} must be a dict like {{'type': 'bsc', 'ratio': "
+                                   f"0.01}}, got {type(params).__name__}")
+        kind = params.get("type")
+        if kind not in PARAMS:
+            raise CompressionError(f"{where}: compression type {kind!r} is unknown; accepted: "
+                                   f"{', '.join(repr(t) for t in TYPES)}")
+        extra = sorted(set(params) - {"type", *PARAMS[kind]})
+        if extra:
+            raise CompressionError(f"{where}: {kind!r} takes no {', '.join(map(repr, extra))} "
+                                   f"(it takes {', '.join(map(repr, PARAMS[kind])) or 'nothing'})")
+        values = {k: params[k] for k in PARAMS[kind] if k in params}
+        if "threshold" in values and isinstance(values["threshold"], int) \
+                and not isinstance(values["threshold"], bool):
+            values["threshold"] = float(values["threshold"])
+        try:
+            return cls(type=kind, **values)
+        except CompressionError as exc:
+            raise CompressionError(f"{where}: {exc}") from None
+
+    def to_params(self) -> dict:
+        """The dict form, naming only what this type takes (inverse of :meth:`from_params`)."""
+        return {"type": self.type, **{k: getattr(self, k) for k in PARAMS[self.type]}}
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data) -> "CompressionConfig":
+        if not isinstance(data, dict) or set(data) - {f.name for f in fields(cls)}:
+            raise CompressionError(f"malformed compression setting {data!r}")
+        return cls(**data)
+
+    def ratio_at(self, rnd: int) -> float:
+        """The share of elements a bsc hop sends in round ``rnd`` (1-based): dense at the
+        start of the warm-up, decaying geometrically to :attr:`ratio` at its end."""
+        if self.warmup_rounds <= 0 or rnd > self.warmup_rounds:
+            return self.ratio
+        done = max(0, rnd - 1) / self.warmup_rounds
+        return float(self.ratio ** done)

@@ -1,0 +1,48 @@
+"""The compression setting: MXNet's dict and the cluster file's table, checked once, with
+errors naming the field and the accepted values."""
+import pytest
+
+from netstorm.geoserver.compression import CompressionConfig, CompressionError
+
+
+def test_mxnet_s_own_dicts_are_accepted():
+    assert CompressionConfig.from_params({"type": "2bit", "threshold": 1}).threshold == 1.0
+    assert CompressionConfig.from_params({"type": "fp16"}).on
+    bsc = CompressionConfig.from_params({"type": "bsc", "ratio": 0.001, "warmup_rounds": 5})
+    assert (bsc.ratio, bsc.warmup_rounds) == (0.001, 5)
+    assert not CompressionConfig.from_params(None).on
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"type": "3bit"}, r"'3bit' is unknown; accepted: 'none', '2bit', 'fp16', 'bsc', 'mpq'"),
+    ({}, "None is unknown"),
+    ("2bit", "must be a dict"),
+    ({"type": "2bit", "threshold": -1}, "threshold must be a positive number"),
+    ({"type": "2bit", "threshold": "0.5"}, "threshold must be a positive number"),
+    ({"type": "2bit", "ratio": 0.1}, r"'2bit' takes no 'ratio' \(it takes 'threshold'"),
+    ({"type": "fp16", "threshold": 0.5}, "'fp16' takes no 'threshold'"),
+    ({"type": "bsc", "ratio": 0}, r"ratio must be in \(0, 1\]"),
+    ({"type": "bsc", "ratio": 1.5}, r"ratio must be in \(0, 1\]"),
+    ({"type": "bsc", "warmup_rounds": 2.5}, "warmup_rounds must be a whole number"),
+    ({"type": "mpq", "size_threshold": -1}, "size_threshold must be a whole number"),
+    ({"type": "fp16", "scope": "lan"}, "scope must be one of"),
+])
+def test_bad_params_are_refused_with_the_field_named(params, match):
+    with pytest.raises(CompressionError, match=match):
+        CompressionConfig.from_params(params)
+
+
+def test_json_round_trip_and_params_round_trip():
+    config = CompressionConfig("mpq", ratio=0.02, size_threshold=10)
+    assert CompressionConfig.from_json(config.to_json()) == config
+    assert CompressionConfig.from_params(config.to_params()) == config
+    with pytest.raises(CompressionError):
+        CompressionConfig.from_json({"type": "bsc", "extra": 1})
+
+
+def test_warm_up_starts_dense_and_decays_to_the_ratio():
+    config = CompressionConfig("bsc", ratio=0.01, warmup_rounds=4)
+    ratios = [config.ratio_at(r) for r in range(1, 7)]
+    assert ratios[0] == 1.0 and ratios[4] == ratios[5] == 0.01
+    assert all(a > b for a, b in zip(ratios, ratios[1:5]))
+    assert CompressionConfig("bsc", ratio=0.01).ratio_at(1) == 0.01

@@ -1,0 +1,160 @@
+"""Error feedback through the real tree exchange: on random trees, random policy switches
+and random message orders, every DC applies bit-identical totals, the totals applied plus
+every DC's residual equal the sum of all contributions exactly (mass is delayed, never
+lost), and no hop sends more than its budget."""
+import random
+
+import numpy as np
+import pytest
+
+from fakes import random_policy
+from netstorm.geoserver.aggregation import ChunkId, TreeExchange
+from netstorm.geoserver.compression import (DOWN, UP, CompressionConfig, DenseCodec,
+                                            ErrorFeedback, PayloadError, WanCodec)
+from netstorm.geoserver.compression import codecs, payload
+from netstorm.geoserver.tree import PolicyBook
+from netstorm.geoserver.wire import Kind
+
+CHUNK_BYTES = 2048                       # 512 float32 per chunk: keys span several
+KEY_SIZES = {0: 300, 1: 5000, 2: 9000}  # 5000 and 9000 chunks take the sampled top-k
+CONFIGS = {
+    "fp16": CompressionConfig("fp16"),
+    "2bit": CompressionConfig("2bit", threshold=0.5),
+    "bsc": CompressionConfig("bsc", ratio=0.05, warmup_rounds=3),
+    "mpq": CompressionConfig("mpq", ratio=0.05, size_threshold=1000),
+}
+
+
+def run(config, seed: int, rounds: int = 10):
+    rng = random.Random(seed)
+    np_rng = np.random.RandomState(seed)
+    dcs = [f"dc{i}" for i in range(rng.randint(2, 6))]
+    starts = sorted({0, *(rng.randint(2, rounds) for _ in range(3))})
+    policies = [random_policy(dcs, rng, 3, version=v + 1, start_round=start)
+                for v, start in enumerate(starts)]
+    inbox, applied, sent = [], {dc: {} for dc in dcs}, []
+
+    def locate_in(book):
+        def locate(cid):
+            size = KEY_SIZES[cid.key]
+            start, stop, _ = book[cid.version].layout(cid.key, size, 4, CHUNK_BYTES)[cid.chunk]
+            return start, stop, size
+        return locate
+
+    def make(dc):
+        book = PolicyBook()
+        for p in policies:
+            book.add(p)
+        codec = WanCodec(config, locate_in(book), seed=len(sent))
+
+        def send(target, kind, cid, array, encoded=False):
+            sent.append((kind, cid, np.array(array), encoded))
+            inbox.append((dc, target, kind, cid, np.array(array), encoded))
+
+        def deliver(key, chunk, rnd, total):
+            applied[dc][(key, chunk, rnd)] = np.array(total)
+        return TreeExchange(dc, book, send, deliver, codec=codec), codec
+    made = {dc: make(dc) for dc in dcs}
+    given = {key: np.zeros(size) for key, size in KEY_SIZES.items()}
+    layouts = {}
+    schedule = PolicyBook()
+    for p in policies:
+        schedule.add(p)
+    for rnd in range(1, rounds + 1):
+        policy = schedule.for_round(rnd)
+        for key, size in KEY_SIZES.items():
+            layout = layouts[(rnd, key)] = policy.layout(key, size, 4, CHUNK_BYTES)
+            for dc in dcs:
+                g = (np_rng.randint(-16, 17, size) / 8).astype(np.float32)
+                g[np_rng.rand(size) < 0.3] = 0
+                given[key] += g
+                for c, (a, b, tree) in enumerate(layout):
+                    made[dc][0].contribute(ChunkId(key, c, rnd, policy.version, tree), g[a:b])
+        while inbox:
+            source, target, kind, cid, array, encoded = inbox.pop(rng.randrange(len(inbox)))
+            made[target][0].on_chunk(source, kind, cid, array, encoded)
+    return dcs, made, applied, given, layouts, sent
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("seed", range(4))
+def test_mass_is_delayed_never_lost_and_replicas_stay_bit_identical(name, seed):
+    config = CONFIGS[name]
+    dcs, made, applied, given, layouts, sent = run(config, seed)
+    assert all(ex.in_flight == 0 for ex, _ in made.values())
+    assert any(encoded for *_, encoded in sent)        # compression really happened
+    for key, size in KEY_SIZES.items():
+        total = np.zeros(size)
+        for (rnd, k), layout in layouts.items():
+            if k != key:
+                continue
+            for c, (a, b, _) in enumerate(layout):
+                mine = [applied[dc][(key, c, rnd)] for dc in dcs]
+                assert all(m.tobytes() == mine[0].tobytes() for m in mine)
+                total[a:b] += mine[0]
+        kept = sum(codec.feedback.residual(key, size).astype(np.float64)
+                   for _, codec in made.values())
+        assert np.array_equal(total + kept, given[key]), name
+
+
+def test_bsc_never_sends_more_than_its_budget_per_hop():
+    config = CONFIGS["bsc"]
+    _, _, _, _, _, sent = run(config, seed=7, rounds=8)
+    assert sum(encoded for *_, encoded in sent) > 20
+    for kind, cid, wire, encoded in sent:
+        if not encoded:
+            assert len(wire) <= CHUNK_BYTES // 4
+            continue
+        fmt, _, n, count, _ = payload.HEADER.unpack(wire[:payload.HEADER.size].tobytes())
+        assert fmt in (payload.INDEX, payload.BITMAP)
+        assert count <= codecs.budget(n, config.ratio_at(cid.rnd)), (kind, cid)
+        assert len(wire) < 4 * n
+
+
+def test_dense_codec_refuses_a_compressed_chunk_and_the_exchange_drops_it(caplog):
+    policy = random_policy(["a", "b"], random.Random(0), 1)
+    ex = TreeExchange("a", PolicyBook(policy), lambda *a: None, lambda *a: None)
+    child = "b" if policy.trees[0].parent["b"] == "a" else None
+    with pytest.raises(PayloadError):
+        DenseCodec.decode(None, np.zeros(3, np.uint8), True)
+    ex.on_chunk(child or "b", Kind.CHUNK_UP if child else Kind.CHUNK_DOWN,
+                ChunkId(0, 0, 1, policy.version, 0), np.zeros(30, np.uint8), True)
+    assert "compression is off" in caplog.text and ex.in_flight == 0
+
+
+def test_a_payload_of_the_wrong_size_is_dropped_not_summed(caplog):
+    config = CONFIGS["fp16"]
+    codec = WanCodec(config, lambda cid: (0, 8, 8))
+    wrong = payload.half(np.ones(5, np.float32))
+    with pytest.raises(PayloadError, match="5 elements, the chunk has 8"):
+        codec.decode(ChunkId(0, 0, 1, 1, 0), wrong, True)
+
+
+def test_non_float32_keys_and_unknown_keys_travel_dense():
+    fb = ErrorFeedback(CONFIGS["bsc"])
+    ints = np.arange(10, dtype=np.int32)
+    assert fb.encode(0, 0, ints, 1, 10, UP) == (ints, False)
+    codec = WanCodec(CONFIGS["bsc"], lambda cid: None)
+    x = np.ones(4, np.float32)
+    assert codec.encode(ChunkId(0, 0, 1, 1, 0), x, DOWN) == (x, False)
+
+
+def test_a_chunk_that_would_not_shrink_goes_dense_and_flushes_its_residual():
+    fb = ErrorFeedback(CompressionConfig("bsc", ratio=1.0))
+    x = np.arange(1, 9, dtype=np.float32)
+    wire, encoded = fb.encode(3, 0, x, 1, 8, UP)
+    assert not encoded and np.array_equal(wire, x)
+    assert not fb.residual(3, 8).any()
+
+
+def test_mpq_sends_small_keys_in_half_and_large_ones_sparse():
+    fb = ErrorFeedback(CONFIGS["mpq"])
+    assert fb.scheme(UP, 999) == "fp16" and fb.scheme(UP, 1000) == "bsc"
+    assert ErrorFeedback(CONFIGS["2bit"]).scheme(DOWN, 10) == "fp16"
+
+
+def test_a_chunk_beyond_half_precision_goes_dense_instead_of_overflowing():
+    fb = ErrorFeedback(CONFIGS["fp16"])
+    x = np.array([1.0, 70000.0, np.nan], np.float32)[:2]
+    wire, encoded = fb.encode(0, 0, x, 1, 2, UP)
+    assert not encoded and np.array_equal(wire, x) and not fb.residual(0, 2).any()
