@@ -10,7 +10,6 @@ returns free pages of every arena. Elsewhere than glibc it does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import time
 
@@ -49,9 +48,10 @@ class HeapReleaser:
 
 
 def _malloc_trim():
-    name = ctypes.util.find_library("c")
+    """glibc's ``malloc_trim`` from the symbols already loaded (no library search, which
+    would start ``ldconfig``); None elsewhere than glibc."""
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):     # not glibc (musl, macOS): nothing to trim
-        log.debug("no malloc_trim in %s: refused messages' memory stays with malloc", name)
+        log.debug("no malloc_trim: refused messages' memory stays with malloc")
         return None
