@@ -5,9 +5,10 @@ import argparse
 import logging
 import sys
 
-from .cli import EXIT_ABORTED, Terminated, read_stop_note, return_large_buffers, \
+from .cli import EXIT_ABORTED, Terminated, read_stop_note, \
     setup_logging, start_node, write_reason
 from .cluster import load_cluster
+from .heap import return_large_buffers
 from .nodes import SERVER
 from .postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
 from .server import GeoServer

@@ -149,8 +149,7 @@ class TreeExchange:
         parent = tree.parent[self.dc]
         if parent is None:
             wire, encoded = self.codec.encode(cid, part.acc, DOWN)
-            self._finish(tree, cid, wire, encoded,
-                         self.codec.decode(cid, wire, encoded) if encoded else wire)
+            self._finish(tree, cid, wire, encoded, self.codec.decode(cid, wire, encoded))
         else:
             self._send(parent, Kind.CHUNK_UP, cid, *self.codec.encode(cid, part.acc, UP))
 

@@ -1,10 +1,8 @@
 """Helpers shared by the process entry points (``python -m netstorm.scheduler``,
 ``python -m netstorm.geoserver``) and a worker's failure report: logging, signals, exit codes,
-reason files for the launcher, memory settings."""
+reason files for the launcher."""
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import logging
 import signal
@@ -110,19 +108,3 @@ def read_reason(path: str) -> tuple:
         return "", False
 
 
-M_MMAP_THRESHOLD = -3               # glibc mallopt parameter
-LARGE_BUFFER_BYTES = 4 << 20        # buffers from this size are mapped and unmapped whole
-
-
-def return_large_buffers() -> bool:
-    """Make glibc map every allocation of :data:`LARGE_BUFFER_BYTES` or more on its own and
-    give it back to the system when freed. By default glibc raises that threshold to the
-    largest buffer freed so far, so a node that once received a large frame (a worker's push
-    of a large tensor, or a stranger's 1 GiB message, which is refused only after ZeroMQ
-    read it) keeps that memory for good. Buffers below the threshold (WAN chunks) are
-    unaffected. Returns False where this is not glibc (nothing changed)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES))
-    except (OSError, AttributeError):
-        return False

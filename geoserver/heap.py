@@ -1,4 +1,8 @@
-"""Giving memory back to the operating system after a large message was refused.
+"""Giving memory back to the operating system: large buffers, and what a refused message
+left.
+
+:func:`return_large_buffers` (called once at a server's or the scheduler's start) has glibc
+map buffers of 4 MiB or more on their own, so they go back when freed.
 
 Parsing a hostile meta of up to 1 MiB (an object of 20,000 keys, a list nested 100,000
 deep) briefly takes a few MiB; glibc's malloc then keeps them (it raises its mmap threshold
@@ -16,6 +20,8 @@ import time
 log = logging.getLogger(__name__)
 
 RELEASE_AFTER_BYTES = 64 << 10      # refused messages at least this large trigger a release
+M_MMAP_THRESHOLD = -3               # glibc mallopt parameter
+LARGE_BUFFER_BYTES = 4 << 20        # buffers from this size are mapped and unmapped whole
 
 
 class HeapReleaser:
@@ -30,7 +36,7 @@ class HeapReleaser:
         self.releases = 0
         self.pending = False
         self._last = float("-inf")
-        self._trim = _malloc_trim()
+        self._trim = _glibc("malloc_trim")
 
     def request(self) -> None:
         self.pending = self._trim is not None
@@ -47,11 +53,22 @@ class HeapReleaser:
         return True
 
 
-def _malloc_trim():
-    """glibc's ``malloc_trim`` from the symbols already loaded (no library search, which
+def return_large_buffers() -> bool:
+    """Make glibc map every allocation of :data:`LARGE_BUFFER_BYTES` or more on its own and
+    give it back to the system when freed. By default glibc raises that threshold to the
+    largest buffer freed so far, so a node that once received a large frame (a worker's push
+    of a large tensor, or a stranger's 1 GiB message, which is refused only after ZeroMQ
+    read it) keeps that memory for good. Buffers below the threshold (WAN chunks) are
+    unaffected. Returns False where this is not glibc (nothing changed)."""
+    mallopt = _glibc("mallopt")
+    return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES))
+
+
+def _glibc(name: str):
+    """glibc's function ``name`` from the symbols already loaded (no library search, which
     would start ``ldconfig``); None elsewhere than glibc."""
     try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):     # not glibc (musl, macOS): nothing to trim
-        log.debug("no malloc_trim: refused messages' memory stays with malloc")
+        return getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):     # not glibc (musl, macOS): nothing to tune
+        log.debug("no %s: malloc keeps its own settings", name)
         return None

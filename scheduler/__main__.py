@@ -6,10 +6,11 @@ import json
 import logging
 import sys
 
-from netstorm.geoserver.cli import Terminated, return_large_buffers, setup_logging, \
+from netstorm.geoserver.cli import Terminated, setup_logging, \
     start_node, write_reason
 from netstorm.geoserver import wire
 from netstorm.geoserver.cluster import load_cluster
+from netstorm.geoserver.heap import return_large_buffers
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, node_credentials
 from netstorm.geoserver.van import Van
 

@@ -122,7 +122,7 @@ def test_dense_codec_refuses_a_compressed_chunk_and_the_exchange_drops_it(caplog
     assert "compression is off" in caplog.text and ex.in_flight == 0
 
 
-def test_a_payload_of_the_wrong_size_is_dropped_not_summed(caplog):
+def test_a_payload_of_another_size_than_the_chunk_is_refused():
     config = CONFIGS["fp16"]
     codec = WanCodec(config, lambda cid: (0, 8, 8))
     wrong = payload.half(np.ones(5, np.float32))
@@ -155,6 +155,11 @@ def test_mpq_sends_small_keys_in_half_and_large_ones_sparse():
 
 def test_a_chunk_beyond_half_precision_goes_dense_instead_of_overflowing():
     fb = ErrorFeedback(CONFIGS["fp16"])
-    x = np.array([1.0, 70000.0, np.nan], np.float32)[:2]
-    wire, encoded = fb.encode(0, 0, x, 1, 2, UP)
-    assert not encoded and np.array_equal(wire, x) and not fb.residual(0, 2).any()
+    ones = np.ones(100, np.float32)
+    assert fb.encode(0, 0, ones, 1, 100, UP)[1]         # in range: half precision
+    for bad in (70000.0, np.nan):
+        x = ones.copy()
+        x[7] = bad
+        wire, encoded = fb.encode(0, 0, x, 1, 100, UP)
+        assert not encoded and np.array_equal(wire, x, equal_nan=True)
+        assert not fb.residual(0, 100).any()

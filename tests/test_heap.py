@@ -17,7 +17,7 @@ class FakeClock:
 def released(monkeypatch):
     calls = []
     clock = FakeClock()
-    monkeypatch.setattr(heap, "_malloc_trim", lambda: calls.append)
+    monkeypatch.setattr(heap, "_glibc", lambda name: calls.append)
     return calls, clock
 
 
@@ -36,11 +36,12 @@ def test_a_request_releases_at_once_then_waits_for_the_interval(released):
 
 
 def test_without_malloc_trim_nothing_is_pending(monkeypatch):
-    monkeypatch.setattr(heap, "_malloc_trim", lambda: None)
+    monkeypatch.setattr(heap, "_glibc", lambda name: None)
     releaser = heap.HeapReleaser()
     releaser.request()
     assert not releaser.pending and not releaser.poll() and releaser.releases == 0
 
 
-def test_glibc_s_malloc_trim_is_found_here():
-    assert heap._malloc_trim() is not None      # these machines run glibc
+def test_glibc_s_malloc_trim_and_mallopt_are_found_here():
+    assert heap._glibc("malloc_trim") is not None      # these machines run glibc
+    assert heap.return_large_buffers()

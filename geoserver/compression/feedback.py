@@ -63,10 +63,10 @@ class ErrorFeedback:
         res = self.residual(key, key_size)[start:start + len(values)]
         x = values + res
         kind = self.scheme(direction, key_size)
-        if kind == "fp16" and not np.all(np.abs(x) <= FP16_MAX):
-            res[:] = 0          # beyond half precision's range (or not finite): dense
-            return x, False
         if kind == "fp16":
+            if not np.all(np.abs(x) <= FP16_MAX):
+                res[:] = 0      # beyond half precision's range (or not finite): dense
+                return x, False
             wire = payload.half(x)
             res[:] = x - x.astype(np.float16).astype(np.float32)
         elif kind == "2bit":
@@ -83,20 +83,10 @@ class ErrorFeedback:
             wire = payload.sparse(idx, x[idx], len(x))
             res[:] = x
             res[idx] = 0
-        if not payload.smaller_than_dense(wire, x.nbytes):
+        if len(wire) >= x.nbytes:           # never larger than dense
             res[:] = 0
             return x, False
         return wire, True
-
-    @staticmethod
-    def decode(array, encoded: bool, n: int) -> np.ndarray:
-        """The dense chunk of ``n`` elements a received ``array`` carries."""
-        if not encoded:
-            if len(array) != n:
-                raise payload.PayloadError(f"dense chunk of {len(array)} elements, "
-                                           f"expected {n}")
-            return array
-        return payload.decode(array, n)
 
 
 class DenseCodec:

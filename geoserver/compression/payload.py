@@ -12,8 +12,8 @@ entries ``count``, a float ``scale``) and a body:
   byte, first element in the low bits (MXNet packs 16 per float: the same density).
 
 :func:`sparse` picks the smaller of INDEX and BITMAP; a caller sends the dense chunk itself
-when a payload would not be smaller (:func:`smaller_than_dense`). :func:`decode` checks
-every length, index and code against the header and the chunk's expected size, raising
+when a payload would not be smaller (``feedback.py``). :func:`decode` checks every
+length, index and code against the header and the chunk's expected size, raising
 :class:`PayloadError` (a :class:`~netstorm.geoserver.wire.WireError`) instead of trusting
 a peer. Pure; O(n) per encode or decode.
 """
@@ -84,13 +84,9 @@ def twobit(codes, scale: float) -> np.ndarray:
     return _frame(TWOBIT, None, n, n, float(scale), packed.astype(np.uint8))
 
 
-def smaller_than_dense(payload, dense_bytes: int) -> bool:
-    return len(payload) < dense_bytes
-
-
-def decode(payload, n: int, out=None) -> np.ndarray:
-    """The dense float32 chunk of ``n`` elements that ``payload`` encodes (into ``out``
-    when given). :class:`PayloadError` if it is malformed or of another size."""
+def decode(payload, n: int) -> np.ndarray:
+    """The dense float32 chunk of ``n`` elements that ``payload`` encodes.
+    :class:`PayloadError` if it is malformed or of another size."""
     buf = np.frombuffer(payload, dtype=np.uint8)
     if len(buf) < HEADER.size:
         raise PayloadError(f"payload of {len(buf)} bytes is shorter than its header")
@@ -100,7 +96,7 @@ def decode(payload, n: int, out=None) -> np.ndarray:
     if count > n:
         raise PayloadError(f"payload claims {count} entries in {n} elements")
     body = buf[HEADER.size:]
-    dense = np.zeros(n, dtype=np.float32) if out is None else out
+    dense = np.zeros(n, dtype=np.float32)
     if fmt == TWOBIT:
         _decode_twobit(body, n, scale, dense)
         return dense
@@ -117,7 +113,6 @@ def decode(payload, n: int, out=None) -> np.ndarray:
         indices = body[:count * idtype.itemsize].view(idtype)
         if count and (indices[-1] >= n or np.any(np.diff(indices.astype(np.int64)) <= 0)):
             raise PayloadError("INDEX payload's indices are not ascending within the chunk")
-        dense[:] = 0
         dense[indices] = body[count * idtype.itemsize:].view(vdtype)
         return dense
     if fmt == BITMAP:
@@ -126,7 +121,6 @@ def decode(payload, n: int, out=None) -> np.ndarray:
         bits = np.unpackbits(body[:nbits], count=n, bitorder="little").view(bool)
         if int(bits.sum()) != count or np.any(np.unpackbits(body[:nbits], bitorder="little")[n:]):
             raise PayloadError(f"BITMAP payload's bits do not match its {count} values")
-        dense[:] = 0
         dense[bits] = body[nbits:].view(vdtype)
         return dense
     raise PayloadError(f"unknown payload format {fmt}")
