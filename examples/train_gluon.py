@@ -20,14 +20,18 @@ trainer.step(batch_size) with its own batch size, so with a dist_sync-style
 kvstore the gradients of all workers are summed.
 """
 import argparse
-import gzip
-import os
 import sys
 import time
 
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon
+
+try:    # the data helpers; importing netstorm also registers the 'netstorm' kvstore type
+    from netstorm.datasets import DatasetError, load_digits_data, load_mnist_idx, shard
+except ImportError as exc:
+    sys.exit("error: cannot import netstorm (%s).\nInstall it (pip install -e . in its "
+             "repository, or bash scripts/demo.sh)." % exc)
 
 
 def parse_args(argv=None):
@@ -42,78 +46,6 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--update-on-kvstore", choices=["auto", "true", "false"], default="auto")
     return p.parse_args(argv)
-
-
-def import_netstorm():
-    """Import netstorm, which registers the 'netstorm' kvstore type."""
-    try:
-        import netstorm  # noqa: F401  (registers 'netstorm')
-    except ImportError as exc:
-        print("error: cannot import netstorm (%s).\n"
-              "Install it (pip install -e . in its repository, or bash scripts/demo.sh), "
-              "or use --kvstore local." % exc, file=sys.stderr, flush=True)
-        sys.exit(2)
-    # mx.kv.create() silently falls back to a local store for unknown names, so
-    # make sure the import really registered 'netstorm'.
-    if "netstorm" not in mx.kv.KVStoreBase.kv_registry:
-        print("error: 'import netstorm' did not register the 'netstorm' kvstore type "
-              "(imported %s)." % netstorm.__file__, file=sys.stderr, flush=True)
-        sys.exit(2)
-
-
-def load_digits_data(seed):
-    """sklearn digits as (N,1,8,8) float32 in [0,1]; deterministic 80/20 split."""
-    from sklearn.datasets import load_digits
-    d = load_digits()
-    x = (d.images / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
-    y = d.target.astype(np.float32)
-    perm = np.random.RandomState(seed).permutation(len(x))
-    n_train = int(round(0.8 * len(x)))
-    tr, te = perm[:n_train], perm[n_train:]
-    return x[tr], y[tr], x[te], y[te]
-
-
-def _read_idx(path, expected_magic):
-    if not os.path.exists(path) and os.path.exists(path + ".gz"):
-        path = path + ".gz"
-    if not os.path.exists(path):
-        raise FileNotFoundError("MNIST file not found: %s[.gz]" % path)
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    magic = int.from_bytes(raw[:4], "big")
-    if magic != expected_magic:
-        raise ValueError("%s: bad IDX magic %d (expected %d)" % (path, magic, expected_magic))
-    ndim = raw[3]
-    dims = tuple(int(v) for v in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if data.size != int(np.prod(dims)):
-        raise ValueError("%s: expected %d values, found %d" % (path, np.prod(dims), data.size))
-    return data.reshape(dims)
-
-
-def load_mnist_idx(data_dir):
-    """MNIST from IDX files as (N,1,28,28) float32 in [0,1] (official train/test split)."""
-    def images(name):
-        a = _read_idx(os.path.join(data_dir, name), 2051)
-        return (a.astype(np.float32) / 255.0).reshape(-1, 1, a.shape[1], a.shape[2])
-
-    def labels(name):
-        return _read_idx(os.path.join(data_dir, name), 2049).astype(np.float32)
-
-    return (images("train-images-idx3-ubyte"), labels("train-labels-idx1-ubyte"),
-            images("t10k-images-idx3-ubyte"), labels("t10k-labels-idx1-ubyte"))
-
-
-def shard(x, y, rank, num_workers, batch_size):
-    """Worker `rank` takes samples rank, rank+N, ...; returns shard and batches/epoch.
-
-    The batch count uses the smallest shard of all ranks so every worker calls
-    trainer.step the same number of times.
-    """
-    n = len(x)
-    min_len = min(len(range(r, n, num_workers)) for r in range(num_workers))
-    return x[rank::num_workers], y[rank::num_workers], min_len // batch_size
 
 
 def build_net():
@@ -138,8 +70,6 @@ def evaluate(net, x, y, batch_size=500):
 def main(argv=None):
     args = parse_args(argv)
     name = None if args.kvstore.lower() == "none" else args.kvstore
-    if name == "netstorm":
-        import_netstorm()
     if name in (None, "local"):
         kv, rank, num_workers = name, 0, 1
     else:
@@ -151,7 +81,7 @@ def main(argv=None):
     if args.data_dir:
         try:
             x_tr, y_tr, x_te, y_te = load_mnist_idx(args.data_dir)
-        except (OSError, ValueError) as exc:
+        except DatasetError as exc:
             print("error: cannot load MNIST from %s: %s" % (args.data_dir, exc),
                   file=sys.stderr, flush=True)
             sys.exit(2)

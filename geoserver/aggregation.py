@@ -167,7 +167,7 @@ class TreeExchange:
     def contribute(self, cid: ChunkId, array) -> None:
         """This DC's own (locally aggregated) sum of a chunk."""
         self.own_round = max(self.own_round, cid.rnd)
-        self._add(cid, self.dc, array)
+        self._add(cid, self.dc, self.codec.own(cid, array))
 
     def _release(self, source=None, nbytes: int = 0) -> None:
         if source is not None:

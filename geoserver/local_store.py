@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .aggregation import ChunkId
+from .compression import payload
 from .optimizer_host import OptimizerHost, OptimizerSpecError
 from .ratelog import RateLimitedLog
 from .wire import Flag, Kind, Message
@@ -64,8 +65,14 @@ class _Key:
 
 class KeyStore:
     def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
-                 forward_init):
+                 forward_init, compressed_pushes: bool = False, momentum_corrected=False):
+        """``compressed_pushes``: local workers may push compressed payloads (compression
+        scope "all"); otherwise such a push is refused. ``momentum_corrected``: compression
+        applies DGC momentum, so an optimizer with momentum of its own is refused."""
         self.dc = dc
+        self.momentum_corrected = momentum_corrected
+        self.compressed_pushes = compressed_pushes
+        self.compressed_received = 0    # compressed pushes taken
         self.policies = policies
         self.workers = set(workers)
         self.chunk_bytes = chunk_bytes
@@ -112,6 +119,21 @@ class KeyStore:
                                f"got {[len(a) for a in arrays]}")
         return arrays[0]
 
+    def _push_frame(self, entry: _Key, msg: Message) -> np.ndarray:
+        """A push's values: its frame, or the decoded payload of a compressed push."""
+        if not msg.flags & Flag.ENCODED:
+            return self._check_frame(entry, msg)
+        if not self.compressed_pushes or entry.dtype != np.float32:
+            raise RequestError(f"key {entry.key}: compressed push, but this cluster compresses "
+                               f"{'only the WAN' if not self.compressed_pushes else 'float32 only'}")
+        arrays = msg.arrays()
+        if len(arrays) != 1:
+            raise RequestError(f"key {entry.key}: a compressed push has one frame, got "
+                               f"{len(arrays)}")
+        values = payload.decode(arrays[0], entry.size)    # PayloadError: a WireError
+        self.compressed_received += 1
+        return values
+
     # ------------------------------------------------------------ init
     def on_init(self, msg: Message) -> None:
         """INIT from a local worker (rank 0 carries the value) or from another DC's server."""
@@ -143,7 +165,7 @@ class KeyStore:
         if msg.seq != expected:
             raise RequestError(f"key {msg.key}: push round {msg.seq} from node {msg.sender}, "
                                f"expected round {expected}")
-        array = self._check_frame(entry, msg)
+        array = self._push_frame(entry, msg)
         entry.next_push[msg.sender] = expected + 1
         self.max_round = max(self.max_round, msg.seq)
         rnd = entry.rounds.setdefault(msg.seq, _Round())
@@ -225,6 +247,11 @@ class KeyStore:
         if self.optimizer is not None and spec == self._spec:
             self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))
             return
+        momentum = spec.get("attrs", {}).get("momentum") if isinstance(spec, dict) else None
+        if self.momentum_corrected and isinstance(momentum, (int, float)) and momentum:
+            raise RequestError(f"the cluster's compression applies momentum (DGC momentum "
+                               f"correction); an optimizer with momentum={momentum} would "
+                               f"apply it twice: use momentum=0 in the optimizer")
         try:
             self.optimizer = OptimizerHost(spec)
         except OptimizerSpecError as exc:

@@ -66,7 +66,10 @@ class GeoServer:
         self.store = KeyStore(self.dc, self.local_workers, settings.chunk_bytes,
                               self.policies, reply=self.po.send,
                               contribute=self.exchange.contribute,
-                              forward_init=self._forward_init)
+                              forward_init=self._forward_init,
+                              compressed_pushes=settings.compression.on
+                              and settings.compression.scope == "all",
+                              momentum_corrected=settings.compression.momentum > 0)
         self.stats = {"messages": 0, "dropped": 0}
         # round gate (adapt): a worker's push of a round not yet open waits there; asking
         # for the round is an early heartbeat, so a re-planned policy starts at the next round
@@ -246,8 +249,8 @@ class GeoServer:
             if msg.kind == Kind.HEARTBEAT:
                 return True
         if msg.kind == Kind.SHUTDOWN and msg.sender == self.scheduler_id:
-            log.info("%s: shutdown requested; %s; WAN chunks sent %s", self.dc, self.stats,
-                     self.exchange.sent)
+            log.info("%s: shutdown requested; %s; WAN chunks sent %s; compressed pushes %d",
+                     self.dc, self.stats, self.exchange.sent, self.store.compressed_received)
             return False
         if msg.kind == Kind.ABORT:
             raise AbortedByScheduler(msg.meta.get("reason", "the scheduler aborted the run"))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cli import write_reason
+from .compression.feedback import UP, ErrorFeedback
 from .nodes import WORKER, NodeInfo
 from .postoffice import Postoffice
 from .ratelog import RateLimitedLog
@@ -124,6 +125,9 @@ class WorkerClient:
         self.timeout_s = self.po.settings.timeout_s
         self.heartbeat_s = self.po.settings.heartbeat_s
         self.compression = self.po.settings.compression     # cluster-wide
+        # scope "all": pushes to the DC server are compressed too, with this worker's residuals
+        self._push_codec = ErrorFeedback(self.compression, seed=self.me.id) \
+            if self.compression.on and self.compression.scope == "all" else None
         self.server = self.po.table.server_of(self.me.dc)
         self.num_workers = len(self.po.table.workers())
         self.keys: dict = {}
@@ -334,9 +338,12 @@ class WorkerClient:
         if grad.shape != info.shape and grad.size != int(np.prod(info.shape)):
             raise KVStoreError(f"key {key}: pushed shape {grad.shape}, key is {info.shape}")
         info.pushes += 1
-        msg = Message(Kind.PUSH, key=key, seq=info.pushes,
-                      flags=Flag.WANT_VALUE if want_value else Flag.NONE, dtype=info.dtype,
-                      frames=self._frames(info, grad))
+        flags, (frame,) = Flag.WANT_VALUE if want_value else Flag.NONE, self._frames(info, grad)
+        if self._push_codec is not None:
+            frame, encoded = self._push_codec.encode(key, 0, frame, info.pushes, frame.size, UP)
+            flags |= Flag.ENCODED if encoded else Flag.NONE
+        msg = Message(Kind.PUSH, key=key, seq=info.pushes, flags=flags, dtype=frame.dtype,
+                      frames=[frame])
         what = f"value of key {key} after round {info.pushes} from {self.server.describe()}"
         if want_value:
             return self._submit(msg, what)

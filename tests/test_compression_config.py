@@ -11,6 +11,8 @@ def test_mxnet_s_own_dicts_are_accepted():
     bsc = CompressionConfig.from_params({"type": "bsc", "ratio": 0.001, "warmup_rounds": 5})
     assert (bsc.ratio, bsc.warmup_rounds) == (0.001, 5)
     assert not CompressionConfig.from_params(None).on
+    dgc = CompressionConfig.from_params({"type": "mpq", "momentum": 0, "scope": "all"})
+    assert dgc.momentum == 0.0 and isinstance(dgc.momentum, float) and dgc.scope == "all"
 
 
 @pytest.mark.parametrize("params, match", [
@@ -26,6 +28,10 @@ def test_mxnet_s_own_dicts_are_accepted():
     ({"type": "bsc", "warmup_rounds": 2.5}, "warmup_rounds must be a whole number"),
     ({"type": "mpq", "size_threshold": -1}, "size_threshold must be a whole number"),
     ({"type": "fp16", "scope": "lan"}, "scope must be one of"),
+    ({"type": "bsc", "momentum": 1}, r"momentum must be in \[0, 1\)"),
+    ({"type": "bsc", "momentum": -0.1}, r"momentum must be in \[0, 1\)"),
+    ({"type": "mpq", "momentum": True}, r"momentum must be in \[0, 1\)"),
+    ({"type": "fp16", "momentum": 0.9}, "'fp16' takes no 'momentum'"),
 ])
 def test_bad_params_are_refused_with_the_field_named(params, match):
     with pytest.raises(CompressionError, match=match):

@@ -22,6 +22,7 @@ CONFIGS = {
     "2bit": CompressionConfig("2bit", threshold=0.5),
     "bsc": CompressionConfig("bsc", ratio=0.05, warmup_rounds=3),
     "mpq": CompressionConfig("mpq", ratio=0.05, size_threshold=1000),
+    "bsc-momentum": CompressionConfig("bsc", ratio=0.05, warmup_rounds=3, momentum=0.5),
 }
 
 
@@ -46,6 +47,14 @@ def run(config, seed: int, rounds: int = 10):
         for p in policies:
             book.add(p)
         codec = WanCodec(config, locate_in(book), seed=len(sent))
+        own = codec.own
+
+        def recording_own(cid, array):     # what a DC really contributes (DGC: u, not g)
+            out = own(cid, array)
+            start, stop, _ = codec.locate(cid)
+            given[cid.key][start:stop] += out
+            return out
+        codec.own = recording_own
 
         def send(target, kind, cid, array, encoded=False):
             sent.append((kind, cid, np.array(array), encoded))
@@ -54,8 +63,9 @@ def run(config, seed: int, rounds: int = 10):
         def deliver(key, chunk, rnd, total):
             applied[dc][(key, chunk, rnd)] = np.array(total)
         return TreeExchange(dc, book, send, deliver, codec=codec), codec
-    made = {dc: make(dc) for dc in dcs}
     given = {key: np.zeros(size) for key, size in KEY_SIZES.items()}
+    contributed = {key: np.zeros(size) for key, size in KEY_SIZES.items()}
+    made = {dc: make(dc) for dc in dcs}
     layouts = {}
     schedule = PolicyBook()
     for p in policies:
@@ -67,12 +77,14 @@ def run(config, seed: int, rounds: int = 10):
             for dc in dcs:
                 g = (np_rng.randint(-16, 17, size) / 8).astype(np.float32)
                 g[np_rng.rand(size) < 0.3] = 0
-                given[key] += g
+                contributed[key] += g
                 for c, (a, b, tree) in enumerate(layout):
                     made[dc][0].contribute(ChunkId(key, c, rnd, policy.version, tree), g[a:b])
         while inbox:
             source, target, kind, cid, array, encoded = inbox.pop(rng.randrange(len(inbox)))
             made[target][0].on_chunk(source, kind, cid, array, encoded)
+    if not config.momentum:
+        assert all(np.array_equal(given[k], contributed[k]) for k in KEY_SIZES)
     return dcs, made, applied, given, layouts, sent
 
 
@@ -163,3 +175,28 @@ def test_a_chunk_beyond_half_precision_goes_dense_instead_of_overflowing():
         wire, encoded = fb.encode(0, 0, x, 1, 100, UP)
         assert not encoded and np.array_equal(wire, x, equal_nan=True)
         assert not fb.residual(0, 100).any()
+
+
+def test_momentum_correction_accumulates_velocity_and_masks_what_was_sent():
+    """DGC: u = m*u + g is what a DC contributes; a coordinate sent in a sparse payload
+    restarts its momentum, one held back (or sent dense) keeps it."""
+    feedback = ErrorFeedback(CompressionConfig("bsc", ratio=1 / 16, momentum=0.5))
+    g = np.ones(64, np.float32)
+    g[[3, 9, 27, 60]] = 8
+    original = g.copy()
+    assert np.array_equal(feedback.correct(0, 0, g, 64), g)
+    u = feedback.correct(0, 0, g, 64)
+    assert np.array_equal(u, 1.5 * g)                               # 0.5 * g + g
+    wire, encoded = feedback.encode(0, 0, u, rnd=1, key_size=64, direction=UP)
+    assert encoded
+    sent = payload.decode(wire, 64)
+    assert np.flatnonzero(sent).tolist() == [3, 9, 27, 60] and sent[3] == 12
+    u = feedback.correct(0, 0, np.zeros(64, np.float32), 64)
+    assert np.all(u[[3, 9, 27, 60]] == 0) and np.count_nonzero(u == 0.75) == 60
+    assert np.array_equal(g, original)                               # input untouched
+    dense = ErrorFeedback(CompressionConfig("bsc", ratio=0.5, momentum=0.5))
+    u = dense.correct(1, 0, g[:8], 8)
+    assert not dense.encode(1, 0, u, rnd=1, key_size=8, direction=UP)[1]   # went dense
+    assert np.array_equal(dense.correct(1, 0, np.zeros(8, np.float32), 8), 0.5 * g[:8])
+    off = ErrorFeedback(CompressionConfig("bsc", ratio=0.25))
+    assert off.correct(0, 0, g, 64) is g

@@ -1,5 +1,6 @@
 """scripts/launch.py: failure propagation, clean-up, Ctrl-C, the example, bad cluster files."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,6 +27,34 @@ def test_example_trains_to_accuracy(no_leftovers):
     assert float(accuracies.pop()) >= 0.95
     # every line carries its process's role
     assert all(l.startswith("[") for l in run.output.splitlines() if l.strip())
+
+
+def test_compression_from_the_command_line_trains_the_example(no_leftovers):
+    """--compression without a cluster file: bsc on the WAN trees and on the workers'
+    pushes; the example still learns and every replica agrees."""
+    run = launch(["--dcs", 3, "--policy", "fapt", "--compression",
+                  '{"type": "bsc", "ratio": 0.05, "warmup_rounds": 10, "scope": "all"}'],
+                 [sys.executable, str(REPO / "examples" / "train_gluon.py")], no_leftovers)
+    assert run.code == 0, run.output[-4000:]
+    summaries = [l for l in run.output.splitlines() if "summary rank=" in l]
+    accuracies = {l.split("accuracy=")[1].split()[0] for l in summaries}
+    assert len(summaries) == 3 and len(accuracies) == 1, summaries
+    assert float(accuracies.pop()) >= 0.9
+    pushes = [int(n) for n in re.findall(r"compressed pushes (\d+)", run.output)]
+    encoded = [int(n) for n in re.findall(r"'encoded': (\d+)", run.output)]
+    assert len(pushes) == len(encoded) == 3 and all(pushes) and all(encoded), run.output[-3000:]
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("3bit", "--compression: compression type '3bit' is unknown; accepted: 'none', '2bit'"),
+    ('{"type": "bsc", "ratio": 2}', "--compression: ratio must be in (0, 1], got 2"),
+    ("{bad", "--compression: not valid JSON"),
+])
+def test_bad_compression_flag_exits_2_with_reason(flag, message):
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "launch.py"), "--dcs", "1",
+                           "--compression", flag, "--", "true"], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
 def test_worker_failure_stops_cluster_and_fails(no_leftovers):

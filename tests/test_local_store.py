@@ -1,11 +1,14 @@
 """KeyStore: one DC's rounds, pulls and errors, driven without sockets."""
+import mxnet as mx
 import numpy as np
 import pytest
 
 from fakes import init_message, push_message
 from netstorm.geoserver.local_store import KeyStore, RequestError
+from netstorm.geoserver.optimizer_host import optimizer_spec
 from netstorm.geoserver.tree import PolicyBook
-from netstorm.geoserver.wire import Kind, Message
+from netstorm.geoserver.compression import payload
+from netstorm.geoserver.wire import Flag, Kind, Message, WireError
 from netstorm.scheduler.policy import star_policy
 
 W1, W2 = 11, 12
@@ -124,3 +127,41 @@ def test_a_total_this_dc_never_sent_is_dropped_not_a_crash(caplog):
     assert h.store.keys[0].applied == 0 and h.store.keys[0].rounds[1].chunks_done == 0
     h.complete_round()                                   # the real totals still apply
     assert h.store.keys[0].applied == 1
+
+
+def _compressed_push(worker, key, rnd, values):
+    wire = payload.half(np.asarray(values, np.float32))
+    return Message(Kind.PUSH, sender=worker, key=key, seq=rnd, request=3, dtype=wire.dtype,
+                   flags=Flag.ENCODED | Flag.WANT_VALUE, frames=[wire])
+
+
+def test_compressed_pushes_are_decoded_only_when_the_cluster_allows_them():
+    h = Harness()
+    h.init(W1, 0, np.zeros(10, np.float32))
+    h.init(W2, 0)
+    with pytest.raises(RequestError, match="compressed push, but this cluster compresses "
+                                           "only the WAN"):
+        h.store.on_push(_compressed_push(W1, 0, 1, np.ones(10)))
+    h.store.compressed_pushes = True
+    h.store.on_push(_compressed_push(W1, 0, 1, np.full(10, 0.5)))
+    h.push(W2, 0, 1, np.full(10, 2, np.float32))
+    assert np.array_equal(np.concatenate([a for _, a in h.contributed]), np.full(10, 2.5))
+    assert h.store.compressed_received == 1
+    with pytest.raises(WireError, match="encodes 9 elements, the chunk has 10"):
+        h.store.on_push(_compressed_push(W1, 0, 2, np.ones(9)))
+
+
+def test_an_optimizer_with_momentum_is_refused_when_compression_applies_it():
+    def set_optimizer(h, momentum):
+        spec = optimizer_spec(mx.optimizer.create("sgd", learning_rate=0.1, momentum=momentum))
+        h.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=W1, request=4,
+                                         meta={"spec": spec}))
+    h = Harness()
+    h.store.momentum_corrected = True
+    with pytest.raises(RequestError, match="momentum=0.9 would apply it twice"):
+        set_optimizer(h, 0.9)
+    set_optimizer(h, 0.0)
+    assert h.replies[-1][1].kind == Kind.OPTIMIZER_DONE
+    plain = Harness()
+    set_optimizer(plain, 0.9)                 # without DGC, momentum is the optimizer's
+    assert plain.replies[-1][1].kind == Kind.OPTIMIZER_DONE

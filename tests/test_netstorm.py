@@ -2,6 +2,7 @@
 multi-process clusters on loopback; and NetStorm's lifecycle without a cluster (a stand-in
 worker client, so no sockets): the excepthook it installs is put back."""
 import atexit
+import json
 import re
 import sys
 
@@ -160,20 +161,24 @@ def test_an_uncaught_exception_reports_the_failure_and_puts_the_hook_back(store)
 
 
 @pytest.mark.slow
-def test_fp16_compression_along_multi_root_trees_keeps_every_check(no_leftovers):
+@pytest.mark.parametrize("scope", ["wan", "all"])
+def test_fp16_compression_along_multi_root_trees_keeps_every_check(no_leftovers, scope):
     """The cluster file's [compression] in force on a 4-DC chain with multi-root trees: the
     same API checks pass (fp16 carries these small integers exactly), the script's own
-    setting is accepted and another one refused, and chunks really travel encoded."""
+    setting is accepted and another one refused, and chunks really travel encoded (with
+    scope "all", the workers' pushes too)."""
     from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
     chain = tuple(LinkSpec(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
     cluster = no_leftovers / "fp16.toml"
     cluster.write_text(to_toml(pseudo_cluster(4, 1, free_port(), policy="fapt", links=chain))
-                       + '\n[compression]\ntype = "fp16"\n')
-    run = launch(["--cluster", cluster], worker_cmd("api_worker.py", '{"type": "fp16"}'),
-                 no_leftovers)
+                       + f'\n[compression]\ntype = "fp16"\nscope = "{scope}"\n')
+    params = json.dumps({"type": "fp16", "scope": scope})
+    run = launch(["--cluster", cluster], worker_cmd("api_worker.py", params), no_leftovers)
     assert run.code == 0, run.output[-5000:]
     for rank in range(4):
         assert f"worker {rank} all checks passed" in run.output
     assert "FAILED" not in run.output and "dropped CHUNK" not in run.output
     sent = re.findall(r"WAN chunks sent \{'chunks': (\d+), 'encoded': (\d+)", run.output)
     assert len(sent) == 4 and all(int(e) > 0 for _, e in sent), sent
+    pushes = [int(n) for n in re.findall(r"compressed pushes (\d+)", run.output)]
+    assert len(pushes) == 4 and (all(pushes) if scope == "all" else not any(pushes)), pushes

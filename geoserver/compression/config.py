@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 TYPES = ("none", "2bit", "fp16", "bsc", "mpq")
-SCOPES = ("wan",)              # between DC servers (the worker -> DC server hop: not yet)
+SCOPES = ("wan", "all")        # between DC servers; "all": the workers' pushes to them too
 DEFAULT_THRESHOLD = 0.5        # MXNet's own default for 2bit
 DEFAULT_RATIO = 0.01           # bsc: a hundredth of the elements per hop
 DEFAULT_WARMUP_ROUNDS = 0
@@ -20,8 +20,8 @@ PARAMS = {                     # the parameters each type takes besides 'type'
     "none": (),
     "2bit": ("threshold", "scope"),
     "fp16": ("scope",),
-    "bsc": ("ratio", "warmup_rounds", "scope"),
-    "mpq": ("ratio", "warmup_rounds", "size_threshold", "scope"),
+    "bsc": ("ratio", "warmup_rounds", "momentum", "scope"),
+    "mpq": ("ratio", "warmup_rounds", "size_threshold", "momentum", "scope"),
 }
 
 
@@ -36,6 +36,7 @@ class CompressionConfig:
     ratio: float = DEFAULT_RATIO
     warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
     size_threshold: int = DEFAULT_SIZE_THRESHOLD
+    momentum: float = 0.0      # bsc / mpq: DGC momentum correction (0: off)
     scope: str = "wan"
 
     def __post_init__(self):
@@ -48,6 +49,9 @@ class CompressionConfig:
                                    f"{self.threshold!r}")
         if not (isinstance(self.ratio, (int, float)) and 0 < self.ratio <= 1):
             raise CompressionError(f"ratio must be in (0, 1], got {self.ratio!r}")
+        if not (isinstance(self.momentum, (int, float)) and not isinstance(self.momentum, bool)
+                and 0 <= self.momentum < 1):
+            raise CompressionError(f"momentum must be in [0, 1), got {self.momentum!r}")
         for name in ("warmup_rounds", "size_threshold"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -77,9 +81,9 @@ class CompressionConfig:
             raise CompressionError(f"{where}: {kind!r} takes no {', '.join(map(repr, extra))} "
                                    f"(it takes {', '.join(map(repr, PARAMS[kind])) or 'nothing'})")
         values = {k: params[k] for k in PARAMS[kind] if k in params}
-        if "threshold" in values and isinstance(values["threshold"], int) \
-                and not isinstance(values["threshold"], bool):
-            values["threshold"] = float(values["threshold"])
+        for name in ("threshold", "momentum"):
+            if isinstance(values.get(name), int) and not isinstance(values[name], bool):
+                values[name] = float(values[name])
         try:
             return cls(type=kind, **values)
         except CompressionError as exc:

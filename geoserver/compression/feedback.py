@@ -37,12 +37,29 @@ class ErrorFeedback:
         self.config = config
         self.seed = seed
         self._residual: dict = {}      # key -> float32 array of the key's size
+        self._velocity: dict = {}      # key -> float32 array (DGC momentum correction)
 
     def residual(self, key: int, key_size: int) -> np.ndarray:
         res = self._residual.get(key)
         if res is None or len(res) != key_size:
             res = self._residual[key] = np.zeros(key_size, dtype=np.float32)
         return res
+
+    def correct(self, key: int, start: int, values, key_size: int):
+        """DGC momentum correction of this DC's own contribution to elements
+        ``start:start+len(values)`` of ``key``: ``u = momentum * u + values``, returned (a
+        new array; ``values`` unchanged). The optimizer then runs without momentum: it is
+        applied here, before sparsification, so that coordinates sent late still carry it.
+        Identity when ``config.momentum`` is 0 or the key is not float32. O(len(values))."""
+        if not self.config.momentum or np.dtype(values.dtype) != np.float32:
+            return values
+        u = self._velocity.get(key)
+        if u is None or len(u) != key_size:
+            u = self._velocity[key] = np.zeros(key_size, dtype=np.float32)
+        u = u[start:start + len(values)]
+        u *= np.float32(self.config.momentum)
+        u += values
+        return u.copy()
 
     def scheme(self, direction: str, key_size: int) -> str:
         kind = self.config.type
@@ -63,6 +80,7 @@ class ErrorFeedback:
         res = self.residual(key, key_size)[start:start + len(values)]
         x = values + res
         kind = self.scheme(direction, key_size)
+        sent = None         # the coordinates a sparse payload carries
         if kind == "fp16":
             if not np.all(np.abs(x) <= FP16_MAX):
                 res[:] = 0      # beyond half precision's range (or not finite): dense
@@ -83,9 +101,13 @@ class ErrorFeedback:
             wire = payload.sparse(idx, x[idx], len(x))
             res[:] = x
             res[idx] = 0
+            sent = idx
         if len(wire) >= x.nbytes:           # never larger than dense
             res[:] = 0
             return x, False
+        velocity = self._velocity.get(key)
+        if sent is not None and velocity is not None:   # DGC's factor masking: the
+            velocity[start:start + len(values)][sent] = 0   # momentum of what went restarts
         return wire, True
 
 
@@ -95,6 +117,10 @@ class DenseCodec:
     @staticmethod
     def encode(cid, array, direction: str):
         return array, False
+
+    @staticmethod
+    def own(cid, array):
+        return array
 
     @staticmethod
     def decode(cid, array, encoded: bool):
@@ -120,6 +146,13 @@ class WanCodec:
         if stop - start != len(array):
             return array, False
         return self.feedback.encode(cid.key, start, array, cid.rnd, key_size, direction)
+
+    def own(self, cid, array):
+        """This DC's own contribution to a chunk, momentum-corrected (DGC) when configured."""
+        where = self.locate(cid)
+        if where is None or where[1] - where[0] != len(array):
+            return array
+        return self.feedback.correct(cid.key, where[0], array, where[2])
 
     def decode(self, cid, array, encoded: bool):
         if not encoded:

@@ -9,6 +9,12 @@ and iterations, and prints a table: per-iteration time (median, p90; the first i
 warm-up and not counted), the ratio to the physical lower bound, whether every result was
 exactly right, and the machine's CPU use during the run (a CPU-bound run measures this
 machine, not the network: lower --bandwidth-scale). The WAN is always torn down.
+
+    python scripts/bench.py --mode train --data digits --target-accuracy 0.95 \
+        --systems mxnet-1ps,mxnet-2bit,netstorm-fapt,netstorm-bsc --plot acc.png
+
+trains a real model (an MLP) on real data with every system instead, and reports each one's
+time to the target accuracy, its accuracy curve (the PNG) and its WAN bytes per iteration.
 """
 from __future__ import annotations
 
@@ -26,10 +32,13 @@ from netstorm.launcher import interrupts_raise
 from netstorm.scheduler.planning import cut_lower_bound
 from netstorm.scheduler.topology import TopologyError
 
-from . import awareness
+from netstorm.datasets import DatasetError
+
+from . import accuracy, awareness
+from .accuracy import wan_bytes
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
-from .systems import ADAPTIVE, STATS_FILE, SYSTEMS, RunContext
+from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYSTEMS, RunContext
 
 
 def parse_args(argv=None):
@@ -39,9 +48,14 @@ def parse_args(argv=None):
     p.add_argument("--systems", default="mxnet-1ps,mxnet-sharded,netstorm-hips",
                    help=f"comma-separated, from: {', '.join(SYSTEMS)}")
     p.add_argument("--workers-per-dc", type=int, default=1)
-    p.add_argument("--model", default="resnet18_v1", help="any gluon model_zoo name")
-    p.add_argument("--mode", choices=["comm", "train"], default="comm")
-    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--model", default=None,
+                   help="comm mode: any gluon model_zoo name (default resnet18_v1); "
+                        "train mode: mlp (the default)")
+    p.add_argument("--mode", choices=["comm", "train"], default="comm",
+                   help="comm: synchronize gradient-shaped arrays of known values; train: "
+                        "train a real model to --target-accuracy (docs/benchmarks.md)")
+    p.add_argument("--iters", type=int, default=None,
+                   help="iterations per system (default: 5 in comm mode, 200 in train mode)")
     p.add_argument("--bandwidth-scale", type=float, default=1.0,
                    help="multiply every link rate (lower it if a run is CPU-bound)")
     p.add_argument("--dynamic", default=None, help="rate trace, e.g. paper9-fluctuating")
@@ -52,12 +66,58 @@ def parse_args(argv=None):
     p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
     p.add_argument("--chunk-bytes", type=int, default=DEFAULT_CHUNK_BYTES,
                    help="netstorm's WAN chunk size (pipelining granularity)")
+    t = p.add_argument_group("train mode (the same for every system)")
+    t.add_argument("--data", default="digits",
+                   help="'digits' (scikit-learn's, bundled) or a directory of MNIST IDX files")
+    t.add_argument("--target-accuracy", type=float, default=None,
+                   help="test accuracy whose first crossing is each system's time to target")
+    t.add_argument("--hidden", type=int, default=1024, help="mlp hidden layer width")
+    t.add_argument("--batch-size", type=int, default=32, help="per worker")
+    t.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (momentum 0.9)")
+    t.add_argument("--eval-every", type=int, default=5, help="iterations between evaluations")
+    t.add_argument("--threshold", type=float, default=0.5,
+                   help="2bit threshold of mxnet-2bit (MXNet's default 0.5)")
+    t.add_argument("--ratio", type=float, default=0.01,
+                   help="share of elements sent per hop by netstorm-bsc and netstorm-mpq")
+    t.add_argument("--warmup-rounds", type=int, default=20,
+                   help="bsc/mpq rounds over which the ratio decays from dense to --ratio")
     args = p.parse_args(argv)
+    if args.model is None:
+        args.model = "resnet18_v1" if args.mode == "comm" else "mlp"
+    if args.iters is None:
+        args.iters = 5 if args.mode == "comm" else 200
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in args.systems if s not in SYSTEMS]
     if unknown:
         p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
+    compressed = [s for s in args.systems if s in COMPRESSED]
+    if args.mode == "comm" and compressed:
+        p.error(f"{', '.join(compressed)} change the values they move, which comm mode checks "
+                f"for exact sums: compare them with --mode train")
+    if args.mode == "train":
+        from .training import MODELS   # noqa: PLC0415  (imports MXNet)
+        if args.model not in MODELS:
+            p.error(f"--mode train trains {', '.join(MODELS)}, not {args.model!r}")
     return args
+
+
+def compression_params(args) -> dict:
+    """The compression_params of each compression type the benchmark runs (one setting each,
+    the same for MXNet's and netstorm's systems of that type)."""
+    sparse = {"ratio": args.ratio, "warmup_rounds": args.warmup_rounds}
+    return {"2bit": {"type": "2bit", "threshold": args.threshold},
+            "fp16": {"type": "fp16"},
+            "bsc": {"type": "bsc", **sparse},
+            "mpq": {"type": "mpq", **sparse}}
+
+
+def worker_args(args) -> list:
+    common = ["--model", args.model, "--mode", args.mode, "--iters", str(args.iters)]
+    if args.mode == "comm":
+        return common
+    return common + ["--data", args.data, "--hidden", str(args.hidden), "--batch-size",
+                     str(args.batch_size), "--lr", str(args.lr), "--eval-every",
+                     str(args.eval_every)]
 
 
 def main(argv=None) -> int:
@@ -72,16 +132,29 @@ def main(argv=None) -> int:
     except TopologyError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
-    nbytes = model_bytes(args.model)
+    if args.mode == "train":
+        from .training import model_bytes as train_model_bytes   # noqa: PLC0415
+        try:
+            nbytes = train_model_bytes(args.model, args.hidden, args.data)
+        except DatasetError as exc:
+            print(f"bench: {exc}", file=sys.stderr)
+            return 2
+    else:
+        nbytes = model_bytes(args.model)
     bound_s, bottleneck = cut_lower_bound(topology, nbytes)
     result = {"topology": topology.name, "model": args.model, "model_bytes": nbytes,
               "chunk_bytes": args.chunk_bytes,
               "mode": args.mode, "workers_per_dc": args.workers_per_dc, "iters": args.iters,
               "bandwidth_scale": args.bandwidth_scale, "lower_bound_s": round(bound_s, 4),
               "bottleneck_cut": sorted(bottleneck), "systems": {}}
+    if args.mode == "train":
+        result.update(data=args.data, target_accuracy=args.target_accuracy,
+                      hyper_parameters={k: getattr(args, k) for k in (
+                          "hidden", "batch_size", "lr", "eval_every")},
+                      compression={s: compression_params(args)[COMPRESSED[s]]
+                                   for s in args.systems if s in COMPRESSED})
     if "netstorm-fapt" in args.systems:
         result["fapt_plan"] = fapt_plan(topology, nbytes, args.chunk_bytes)
-    worker_args = ["--model", args.model, "--mode", args.mode, "--iters", str(args.iters)]
     logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
     logs.mkdir(parents=True, exist_ok=True)
     try:
@@ -91,8 +164,8 @@ def main(argv=None) -> int:
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
                 with open(logs / f"{name}.log", "w") as log:
-                    ctx = RunContext(wan, topology, args.workers_per_dc, worker_args, out, log,
-                                     args.chunk_bytes)
+                    ctx = RunContext(wan, topology, args.workers_per_dc, worker_args(args),
+                                     out, log, args.chunk_bytes, compression_params(args))
                     print(f"bench: running {name} ...", flush=True)
                     started = time.monotonic()
                     before = wan.link_bytes()
@@ -104,9 +177,12 @@ def main(argv=None) -> int:
                         if runner is not None:
                             runner.stop()
                             wan.apply_rates(topology.rates())   # same start for the next
-                    r = collect(out, args.mode)
-                    r["busiest_links"] = busiest_links(before, wan.link_bytes(), topology,
-                                                       args.iters + 1)
+                    r = collect(out, args.mode, args.target_accuracy)
+                    after = wan.link_bytes()
+                    if args.mode == "train":
+                        r["wan_bytes_per_iter"] = wan_bytes(before, after) // args.iters
+                    r["busiest_links"] = busiest_links(
+                        before, after, topology, args.iters + (args.mode == "comm"))
                     if runner is not None and name in ADAPTIVE:
                         r["awareness"] = awareness.summary(out / STATS_FILE, runner)
                     if runner is not None and "_iter_start" in r and name.startswith("netstorm"):
@@ -144,12 +220,18 @@ def main(argv=None) -> int:
         result["fapt_plan"]["prediction_error"] = round(
             (fapt["median_s"] - predicted) / fapt["median_s"], 4)
     print(table(result))
+    if args.mode == "train":
+        print(accuracy.table(result))
     errors = {name: r["awareness"].pop("_errors") for name, r in result["systems"].items()
               if "awareness" in r}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if args.plot:
-        paths = plot(result, topology, args.plot)
+        if args.mode == "train":
+            paths = [accuracy.plot(result, args.plot)] + plot(result, topology, str(
+                Path(args.plot).with_name(f"{Path(args.plot).stem}-iterations.png")))
+        else:
+            paths = plot(result, topology, args.plot)
         for name, errs in errors.items():
             if errs:
                 paths.append(awareness.plot_estimates(errs, str(Path(args.plot).with_name(

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from .accuracy import summarize
+
 
 @dataclass
 class CpuSampler:
@@ -38,8 +40,9 @@ class CpuSampler:
         return float(np.mean(self.samples)) if self.samples else 0.0
 
 
-def collect(out: Path, mode: str) -> dict:
-    """Merge the workers' JSON files: an iteration lasts until its slowest worker is done."""
+def collect(out: Path, mode: str, target: float | None = None) -> dict:
+    """Merge the workers' JSON files: an iteration lasts until its slowest worker is done.
+    In train mode, also the accuracy figures (:func:`netstorm.bench.accuracy.summarize`)."""
     ranks = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
     if not ranks or len(ranks) != ranks[0]["num_workers"]:
         return {"iter_s": [], "correct": False, "error": f"{len(ranks)} worker results"}
@@ -54,6 +57,7 @@ def collect(out: Path, mode: str) -> dict:
                      "_iter_all_s": slowest.tolist()}
     else:
         correct = len({r["weights_sha256"] for r in ranks}) == 1
+        times = summarize(ranks, target)
     return {"iter_s": [round(float(t), 4) for t in per_iter],
             "median_s": round(float(np.median(per_iter)), 4),
             "mean_s": round(float(np.mean(per_iter)), 4),

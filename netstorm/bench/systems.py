@@ -2,11 +2,13 @@
 (``dist_sync`` with one PS or one PS per DC) and netstorm's policies."""
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+from netstorm.geoserver.compression import CompressionConfig
 from netstorm.geoserver.security import SecurityConfig
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
@@ -24,6 +26,7 @@ class RunContext:
     out_dir: Path
     log: object
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    compression: dict = field(default_factory=dict)   # type -> its MXNet compression_params
 
     @property
     def best_dc(self) -> str:
@@ -34,29 +37,37 @@ class RunContext:
             + sum(d["mbps"] for *_, d in graph.in_edges(dc, data=True)),
             -self.topology.dcs.index(dc)))
 
-    def command(self, kvstore: str, out: Path) -> list:
+    def command(self, kvstore: str, out: Path, compression: dict | None = None) -> list:
+        extra = ["--compression", json.dumps(compression)] if compression else []
         return [sys.executable, "-m", "netstorm.bench.worker", "--kvstore", kvstore,
-                "--out", str(out), *self.worker_args]
+                "--out", str(out), *self.worker_args, *extra]
 
 
-def run_mxnet(ctx: RunContext, out: Path, sharded: bool) -> int:
+def run_mxnet(ctx: RunContext, out: Path, sharded: bool, compression: str | None = None) -> int:
+    """Stock MXNet ``dist_sync``: one PS in the best-connected DC, or one per DC (``sharded``);
+    ``compression``: a type in ``ctx.compression``, whose params the workers' Trainer gets."""
     servers = list(ctx.topology.dcs) if sharded else [ctx.best_dc]
     if sharded:   # scheduler beside the first server: put the best-connected DC first
         servers.remove(ctx.best_dc)
         servers.insert(0, ctx.best_dc)
     return run_pslite_cluster(servers, list(ctx.topology.dcs), ctx.workers_per_dc,
-                              ctx.command("dist_sync", out), address=ctx.wan.dc_address,
+                              ctx.command("dist_sync", out, ctx.compression.get(compression)),
+                              address=ctx.wan.dc_address,
                               wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
 
 def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
-                 multipath: bool = False, curve: bool = True) -> int:
+                 multipath: bool = False, curve: bool = True,
+                 compression: str | None = None) -> int:
     """netstorm with the scheduler in the best-connected DC. ``hips``: the star rooted there;
     ``fapt``: multi-root trees computed at start from the links' rates (declared in the
     cluster file, as an operator would), never updated unless ``adapt`` (re-planned from
     passive measurements); ``multipath``: idle links relay part of busy links' chunks.
     Every socket uses CURVE with throw-away keys unless ``curve`` is False (what security
-    costs). The scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``."""
+    costs). ``compression``: a type in ``ctx.compression``, whose params the cluster runs with
+    (its ``[compression]``; the workers' Trainer asks for the same). The scheduler's estimates and
+    policies go to ``out/scheduler-stats.jsonl``."""
+    params = ctx.compression.get(compression)
     hub = ctx.best_dc
     links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in ctx.topology.links)
     config = ClusterConfig(scheduler_host=ctx.wan.dc_address(hub),
@@ -65,8 +76,9 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                                      for dc in ctx.topology.dcs),
                            policy=policy, hub=hub, links=links, timeout_s=600.0,
                            chunk_bytes=ctx.chunk_bytes, adapt=adapt, multipath=multipath,
-                           stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve))
-    return run_cluster(config, ctx.command("netstorm", out),
+                           stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve),
+                           compression=CompressionConfig.from_params(params))
+    return run_cluster(config, ctx.command("netstorm", out, params),
                        wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
 
@@ -79,4 +91,10 @@ SYSTEMS = {
     "netstorm-aware": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True),
     "netstorm-full": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True,
                                                    multipath=True),
+    "mxnet-2bit": lambda ctx, out: run_mxnet(ctx, out, sharded=False, compression="2bit"),
+    "netstorm-fp16": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="fp16"),
+    "netstorm-bsc": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="bsc"),
+    "netstorm-mpq": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="mpq"),
 }
+COMPRESSED = {"mxnet-2bit": "2bit", "netstorm-fp16": "fp16", "netstorm-bsc": "bsc",
+              "netstorm-mpq": "mpq"}      # system -> the compression type it runs with

@@ -8,20 +8,22 @@ comm:  every parameter of the model gets a gradient-shaped array of known values
        synchronized with ``kv.pushpull`` — the call gluon.Trainer makes — once per parameter;
        the iteration ends when every result is written. Every result is checked against the
        exact expected sum.
-train: synthetic data, real forward/backward and ``Trainer.step``; at the end every rank
-       writes a checksum of its weights, which must agree across ranks.
+train: a real model trained on real data with ``Trainer.step`` (netstorm.bench.training):
+       test accuracy against wall time; at the end every rank writes a checksum of its
+       weights, which must agree across ranks.
 
 Writes DIR/rank{R}.json with per-iteration seconds (the first is warm-up) and the checks.
 """
 import argparse
-import hashlib
 import json
 import os
 import time
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon
+from mxnet import gluon
+
+from netstorm.bench import training
 
 
 def parse_args():
@@ -30,9 +32,17 @@ def parse_args():
     p.add_argument("--model", default="resnet18_v1")
     p.add_argument("--mode", choices=["comm", "train"], default="comm")
     p.add_argument("--iters", type=int, default=5, help="measured iterations (+1 warm-up)")
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--image-size", type=int, default=64, help="train mode input size")
     p.add_argument("--out", required=True)
+    t = p.add_argument_group("train mode")
+    t.add_argument("--data", default="digits", help="'digits' or a directory of IDX files")
+    t.add_argument("--hidden", type=int, default=1024)
+    t.add_argument("--batch-size", type=int, default=32, help="per worker")
+    t.add_argument("--lr", type=float, default=0.01)
+    t.add_argument("--momentum", type=float, default=0.9)
+    t.add_argument("--seed", type=int, default=42)
+    t.add_argument("--eval-every", type=int, default=5)
+    t.add_argument("--compression", type=json.loads, default=None,
+                   help="MXNet compression_params as JSON, given to gluon.Trainer")
     return p.parse_args()
 
 
@@ -70,30 +80,6 @@ def comm(kv, net, iters):
     return times, {"exact_sums": correct, "iter_start_monotonic": starts}
 
 
-def train(kv, net, args):
-    rng = np.random.RandomState(kv.rank)
-    trainer = gluon.Trainer(net.collect_params(), "sgd",
-                            {"learning_rate": 0.01, "momentum": 0.9}, kvstore=kv)
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    x = mx.nd.array(rng.rand(args.batch_size, 3, args.image_size, args.image_size))
-    y = mx.nd.array(rng.randint(0, 1000, args.batch_size))
-    times = []
-    for it in range(args.iters + 1):
-        mx.nd.waitall()
-        start = time.perf_counter()
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        trainer.step(args.batch_size)
-        mx.nd.waitall()
-        times.append(time.perf_counter() - start)
-        log(kv, it, args.iters, times[-1])
-    digest = hashlib.sha256()
-    for name in sorted(net.collect_params()):
-        digest.update(net.collect_params()[name].data().asnumpy().tobytes())
-    return times, {"weights_sha256": digest.hexdigest()}
-
-
 def log(kv, it, iters, seconds):
     if kv.rank == 0:
         tag = "warm-up" if it == 0 else f"{it}/{iters}"
@@ -105,13 +91,14 @@ def main():
     if args.kvstore == "netstorm":
         import netstorm  # noqa: F401,PLC0415  (registers 'netstorm')
     kv = mx.kv.create(args.kvstore)
-    net = build(args.model)
-    nbytes = sum(4 * int(np.prod(p.shape)) for p in net.collect_params().values()
-                 if p.grad_req != "null")
     if args.mode == "comm":
+        net = build(args.model)
+        nbytes = sum(4 * int(np.prod(p.shape)) for p in net.collect_params().values()
+                     if p.grad_req != "null")
         times, checks = comm(kv, net, args.iters)
     else:
-        times, checks = train(kv, net, args)
+        nbytes = training.model_bytes(args.model, args.hidden, args.data, args.seed)
+        times, checks = training.train(kv, args)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"rank{kv.rank}.json"), "w") as f:
         json.dump({"rank": kv.rank, "num_workers": kv.num_workers, "iter_s": times,

@@ -14,12 +14,13 @@ launcher call per host.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
 
 from netstorm.geoserver.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
                                         load_cluster, pseudo_cluster)
-
+from netstorm.geoserver.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.security import SecurityConfig
 
 from .supervisor import free_port, interrupts_raise, run_cluster
@@ -46,6 +47,11 @@ def parse_args(argv):
     parser.add_argument("--measure", action="store_true",
                         help="with --wan: do not declare the links' rates; the cluster "
                              "measures them at start-up")
+    parser.add_argument("--compression", default=None,
+                        help="gradient compression for the whole cluster: a type (fp16, bsc, "
+                             "mpq, 2bit) or MXNet's compression_params as JSON, e.g. "
+                             "'{\"type\": \"bsc\", \"ratio\": 0.01}' (docs/compression.md); "
+                             "overrides the cluster file's [compression]")
     parser.add_argument("--workers-per-dc", type=int, default=1)
     parser.add_argument("--chunk-bytes", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=None,
@@ -94,6 +100,17 @@ def run_on_wan(args, transport: dict) -> int:
         return 2
 
 
+def compression_setting(text: str) -> CompressionConfig:
+    """``--compression``: a bare type name or a JSON object of compression_params."""
+    if not text.lstrip().startswith("{"):
+        return CompressionConfig.from_params({"type": text.strip()}, where="--compression")
+    try:
+        params = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClusterFileError(f"--compression: not valid JSON ({exc})") from None
+    return CompressionConfig.from_params(params, where="--compression")
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     transport = {} if args.policy is None else {"policy": args.policy}
@@ -107,6 +124,8 @@ def main(argv=None) -> int:
     if args.insecure:
         transport["security"] = SecurityConfig(curve=False)
     try:
+        if args.compression is not None:
+            transport["compression"] = compression_setting(args.compression)
         if args.cluster:
             config = load_cluster(args.cluster)
             if transport:
@@ -121,7 +140,7 @@ def main(argv=None) -> int:
             config = pseudo_cluster(args.dcs, args.workers_per_dc, free_port(), **transport)
         for name in args.dc or []:
             config.dc(name)
-    except ClusterFileError as exc:
+    except (ClusterFileError, CompressionError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
     with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
