@@ -57,7 +57,8 @@ class GeoServer:
         self.wan = WanTransport(self.dc, self.servers, self.po, settings.rates(),
                                 settings.chunk_bytes, settings.stall_s, time.monotonic)
         self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
-        codec = WanCodec(settings.compression, self._locate, seed=self.po.me.id) \
+        codec = WanCodec(settings.compression, self._locate, seed=self.po.me.id,
+                         max_elements=max(1, settings.chunk_bytes // 4)) \
             if settings.compression.on else None
         self.exchange = TreeExchange(self.dc, self.policies, send=self.wan.send_chunk,
                                      deliver=self._deliver, codec=codec)

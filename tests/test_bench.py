@@ -1,5 +1,6 @@
 """netstorm.bench (scripts/bench.py): result merging and the table, plus end-to-end runs on an
 emulated WAN."""
+import io
 import json
 import subprocess
 import sys
@@ -7,6 +8,7 @@ import sys
 import pytest
 
 from conftest import REPO, WORKERS, needs_wan
+from netstorm.bench.cli import Progress, parse_args
 from netstorm.bench.measure import collect
 from netstorm.bench.report import table
 from netstorm.wan import list_netns
@@ -29,9 +31,13 @@ def test_collect_flags_wrong_sums_missing_workers_and_diverged_weights(tmp_path)
     assert not collect(tmp_path, "comm")["correct"]          # rank 1 missing
     _write(tmp_path, 1, [1.0, 1.0], exact_sums=False)
     assert not collect(tmp_path, "comm")["correct"]
-    _write(tmp_path, 0, [1.0, 1.0], weights_sha256="a")
-    _write(tmp_path, 1, [1.0, 1.0], weights_sha256="b")
+    train = {"compute_s": [0.1, 0.1], "accuracy_curve": [[1.0, 0.9, 2]]}
+    _write(tmp_path, 0, [1.0, 1.0], weights_sha256="a", **train)
+    _write(tmp_path, 1, [1.0, 1.0], weights_sha256="b", **train)
     assert not collect(tmp_path, "train")["correct"]
+    _write(tmp_path, 1, [1.0, 1.0], weights_sha256="a", **train)
+    r = collect(tmp_path, "train", target=0.9)
+    assert r["correct"] and r["time_to_target_s"] == 1.0 and r["comm_fraction"] == 0.9
 
 
 def test_table_reports_ratios_and_flags_cpu_bound_runs():
@@ -44,6 +50,18 @@ def test_table_reports_ratios_and_flags_cpu_bound_runs():
     text = table(result)
     assert "speed-up netstorm-hips over mxnet-1ps: 2.00x" in text
     assert text.count("CPU-bound") == 1 and "4.00" in text
+
+
+def test_progress_echoes_iteration_lines_and_logs_everything(capsys):
+    log = io.StringIO()
+    progress = Progress(log, "netstorm-bsc")
+    progress.write("[worker dc0/0] iter 5/200 0.110s test accuracy 0.4318 at 0.6s")
+    progress.write("\n")
+    progress.write("[server dc1] WAN chunks sent {}")
+    progress.flush()
+    assert capsys.readouterr().out == ("bench: netstorm-bsc: iter 5/200 0.110s test accuracy "
+                                       "0.4318 at 0.6s\n")
+    assert log.getvalue().count("[") == 2
 
 
 @pytest.mark.slow
@@ -120,3 +138,39 @@ def test_table_gives_the_awareness_ablation_by_median_and_by_mean():
     text = table(result)
     assert "speed-up netstorm-full over netstorm-fapt: 2.00x by median, 1.00x by mean" in text
     assert "netstorm-aware over" not in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--systems", "netstorm-bsc"], "netstorm-bsc change the values they move"),
+    (["--mode", "train", "--model", "resnet18_v1"], "trains mlp, not 'resnet18_v1'"),
+])
+def test_settings_that_cannot_work_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_wan
+def test_bench_train_mode_reports_time_to_accuracy(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench.py"), "--mode", "train", "--iters", "10",
+         "--hidden", "64", "--eval-every", "5", "--target-accuracy", "0.3", "--warmup-rounds",
+         "0", "--systems", "mxnet-2bit,netstorm-bsc", "--bandwidth-scale", "5",
+         "--json", str(out), "--plot", str(tmp_path / "acc.png")],
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "bench: netstorm-bsc: iter 5/10" in proc.stdout       # progress while it runs
+    result = json.loads(out.read_text())
+    assert result["compression"]["netstorm-bsc"] == {"type": "bsc", "ratio": 0.1,
+                                                     "warmup_rounds": 0}
+    for name, r in result["systems"].items():
+        assert r["correct"], name
+        assert [p[2] for p in r["accuracy_curve"]] == [5, 10], name
+        assert r["final_accuracy"] > 0.2 and 0 < r["comm_fraction"] < 1, name
+    bsc, twobit = result["systems"]["netstorm-bsc"], result["systems"]["mxnet-2bit"]
+    assert 0 < bsc["wan_bytes_per_iter"] < twobit["wan_bytes_per_iter"]
+    assert (tmp_path / "acc.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "acc-iterations.png").stat().st_size > 0
+    assert not [n for n in list_netns() if n.startswith("netstorm-")]

@@ -142,6 +142,36 @@ def test_a_payload_of_another_size_than_the_chunk_is_refused():
         codec.decode(ChunkId(0, 0, 1, 1, 0), wrong, True)
 
 
+def test_a_compressed_partial_sum_may_come_before_the_key_is_known_here():
+    """A child's payload arriving before this DC's workers declared the key is decoded by
+    its own size (bounded by a chunk's) and summed once this DC contributes."""
+    policy = random_policy(["a", "b"], random.Random(1), 1)
+    root = policy.trees[0].root
+    child = "b" if root == "a" else "a"
+    known = {root: False, child: True}
+    mail, applied = [], {}
+
+    def make(dc):
+        codec = WanCodec(CompressionConfig("fp16"),
+                         lambda cid: (0, 600, 600) if known[dc] else None, max_elements=512 * 2)
+        return TreeExchange(dc, PolicyBook(policy), lambda *m: mail.append((dc, *m)),
+                            lambda key, chunk, rnd, total: applied.setdefault(dc, total),
+                            codec=codec), codec
+    (ex_root, codec), (ex_child, _) = make(root), make(child)
+    cid = ChunkId(0, 0, 1, policy.version, 0)
+    ex_child.contribute(cid, np.full(600, 0.5, np.float32))
+    (_, _, kind, _, wire, encoded), = mail
+    assert encoded
+    ex_root.on_chunk(child, kind, cid, wire, encoded)       # the key is not known here yet
+    assert ex_root.in_flight == 1 and not applied
+    known[root] = True
+    ex_root.contribute(cid, np.full(600, 1.0, np.float32))
+    assert np.array_equal(applied[root], np.full(600, 1.5))
+    with pytest.raises(PayloadError, match="claims 2000 elements, more than a chunk's 1024"):
+        WanCodec(CONFIGS["fp16"], lambda cid: None, max_elements=1024).decode(
+            cid, payload.half(np.ones(2000, np.float32)), True)
+
+
 def test_non_float32_keys_and_unknown_keys_travel_dense():
     fb = ErrorFeedback(CONFIGS["bsc"])
     ints = np.arange(10, dtype=np.int32)

@@ -132,11 +132,14 @@ class DenseCodec:
 class WanCodec:
     """:class:`ErrorFeedback` for the tree exchange: finds where a chunk lies in its key
     with ``locate(cid) -> (start, stop, key_size)`` (None for a key this DC does not
-    know; such chunks travel dense)."""
+    know yet; it encodes such chunks dense). ``max_elements``: the most elements a chunk
+    can have (``chunk_bytes`` of float32), the bound on a payload of an unknown key."""
 
-    def __init__(self, config: CompressionConfig, locate, seed: int = 0):
+    def __init__(self, config: CompressionConfig, locate, seed: int = 0,
+                 max_elements: int = 1 << 20):
         self.feedback = ErrorFeedback(config, seed)
         self.locate = locate
+        self.max_elements = max_elements
 
     def encode(self, cid, array, direction: str):
         where = self.locate(cid)
@@ -158,7 +161,14 @@ class WanCodec:
         if not encoded:
             return array
         where = self.locate(cid)
-        if where is None:
-            raise payload.PayloadError(f"compressed chunk of unknown key {cid.key}")
-        start, stop, _ = where
-        return payload.decode(array, stop - start)
+        if where is not None:
+            return payload.decode(array, where[1] - where[0])
+        # a child's partial sum may come before this DC's workers declared the key: the
+        # payload's own size, bounded by a chunk's, and the sum checks it against this DC's
+        # own contribution when that comes
+        n = payload.elements(array)
+        if n > self.max_elements:
+            raise payload.PayloadError(f"compressed chunk of key {cid.key} not known here "
+                                       f"claims {n} elements, more than a chunk's "
+                                       f"{self.max_elements}")
+        return payload.decode(array, n)

@@ -84,6 +84,15 @@ def twobit(codes, scale: float) -> np.ndarray:
     return _frame(TWOBIT, None, n, n, float(scale), packed.astype(np.uint8))
 
 
+def elements(payload) -> int:
+    """How many elements ``payload`` says it encodes (its header only; :func:`decode`
+    checks the rest). :class:`PayloadError` if the header is missing."""
+    buf = np.frombuffer(payload, dtype=np.uint8)
+    if len(buf) < HEADER.size:
+        raise PayloadError(f"payload of {len(buf)} bytes is shorter than its header")
+    return HEADER.unpack(buf[:HEADER.size].tobytes())[2]
+
+
 def decode(payload, n: int) -> np.ndarray:
     """The dense float32 chunk of ``n`` elements that ``payload`` encodes.
     :class:`PayloadError` if it is malformed or of another size."""

@@ -41,6 +41,9 @@ from .report import fapt_plan, plot, table
 from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYSTEMS, RunContext
 
 
+MOMENTUM = 0.9      # train mode's SGD momentum (in compression with --momentum-correction)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -75,12 +78,16 @@ def parse_args(argv=None):
     t.add_argument("--batch-size", type=int, default=32, help="per worker")
     t.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (momentum 0.9)")
     t.add_argument("--eval-every", type=int, default=5, help="iterations between evaluations")
-    t.add_argument("--threshold", type=float, default=0.5,
-                   help="2bit threshold of mxnet-2bit (MXNet's default 0.5)")
-    t.add_argument("--ratio", type=float, default=0.01,
+    t.add_argument("--threshold", type=float, default=1.0,
+                   help="2bit threshold of mxnet-2bit (default: the best of a sweep on the "
+                        "default model; MXNet's own default 0.5 is worse, docs/benchmarks.md)")
+    t.add_argument("--ratio", type=float, default=0.1,
                    help="share of elements sent per hop by netstorm-bsc and netstorm-mpq")
     t.add_argument("--warmup-rounds", type=int, default=20,
                    help="bsc/mpq rounds over which the ratio decays from dense to --ratio")
+    t.add_argument("--momentum-correction", action=argparse.BooleanOptionalAction,
+                   default=False, help="bsc/mpq: DGC momentum correction (SGD's momentum "
+                                       "0.9 applied inside compression instead)")
     args = p.parse_args(argv)
     if args.model is None:
         args.model = "resnet18_v1" if args.mode == "comm" else "mlp"
@@ -101,10 +108,27 @@ def parse_args(argv=None):
     return args
 
 
+class Progress:
+    """A system's log file that also shows rank 0's per-iteration lines on the console, so
+    a long run is never silent."""
+
+    def __init__(self, log, name: str):
+        self.log, self.name = log, name
+
+    def write(self, text: str) -> None:
+        self.log.write(text)
+        if "] iter " in text:
+            print(f"bench: {self.name}: {text.split('] ', 1)[1].rstrip()}", flush=True)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+
 def compression_params(args) -> dict:
     """The compression_params of each compression type the benchmark runs (one setting each,
     the same for MXNet's and netstorm's systems of that type)."""
-    sparse = {"ratio": args.ratio, "warmup_rounds": args.warmup_rounds}
+    sparse = {"ratio": args.ratio, "warmup_rounds": args.warmup_rounds,
+              **({"momentum": MOMENTUM} if args.momentum_correction else {})}
     return {"2bit": {"type": "2bit", "threshold": args.threshold},
             "fp16": {"type": "fp16"},
             "bsc": {"type": "bsc", **sparse},
@@ -116,8 +140,8 @@ def worker_args(args) -> list:
     if args.mode == "comm":
         return common
     return common + ["--data", args.data, "--hidden", str(args.hidden), "--batch-size",
-                     str(args.batch_size), "--lr", str(args.lr), "--eval-every",
-                     str(args.eval_every)]
+                     str(args.batch_size), "--lr", str(args.lr), "--momentum", str(MOMENTUM),
+                     "--eval-every", str(args.eval_every)]
 
 
 def main(argv=None) -> int:
@@ -165,7 +189,8 @@ def main(argv=None) -> int:
                 out.mkdir()
                 with open(logs / f"{name}.log", "w") as log:
                     ctx = RunContext(wan, topology, args.workers_per_dc, worker_args(args),
-                                     out, log, args.chunk_bytes, compression_params(args))
+                                     out, Progress(log, name), args.chunk_bytes,
+                                     compression_params(args))
                     print(f"bench: running {name} ...", flush=True)
                     started = time.monotonic()
                     before = wan.link_bytes()

@@ -71,8 +71,11 @@ def train(kv, args) -> tuple:
     net(mx.nd.array(x[:1]))                                     # resolve shapes
     if args.compression and isinstance(kv, mx.kvstore.KVStore):     # stock MXNet
         push_then_pull(kv)
+    # DGC momentum correction applies the momentum inside compression, so the optimizer
+    # has none of its own (the servers refuse one that has)
+    dgc = bool((args.compression or {}).get("momentum"))
     trainer = gluon.Trainer(net.collect_params(), "sgd",
-                            {"learning_rate": args.lr, "momentum": args.momentum},
+                            {"learning_rate": args.lr, "momentum": 0.0 if dgc else args.momentum},
                             kvstore=kv, compression_params=args.compression)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     order_rng = np.random.RandomState(args.seed + 1000 * kv.rank)
