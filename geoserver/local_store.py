@@ -124,8 +124,9 @@ class KeyStore:
         if not msg.flags & Flag.ENCODED:
             return self._check_frame(entry, msg)
         if not self.compressed_pushes or entry.dtype != np.float32:
+            what = "float32 only" if self.compressed_pushes else "only the WAN"
             raise RequestError(f"key {entry.key}: compressed push, but this cluster compresses "
-                               f"{'only the WAN' if not self.compressed_pushes else 'float32 only'}")
+                               f"{what}")
         arrays = msg.arrays()
         if len(arrays) != 1:
             raise RequestError(f"key {entry.key}: a compressed push has one frame, got "
