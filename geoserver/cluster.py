@@ -57,6 +57,7 @@ workers need travel from the scheduler as one
 """
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -150,6 +151,32 @@ class ClusterConfig:
         return replace(self, scheduler_port=port)
 
 
+FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
+    "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression"),
+    "scheduler": ("host", "port", "stats"),
+    "dc": ("name", "host", "server_port", "workers"),
+    "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
+    "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s"),
+    "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba"),
+    "security": ("curve", "secret_keys", "scheduler_key", "dc_keys"),
+}
+
+
+def _known_fields(table, kind: str, where: str) -> dict:
+    """``table`` itself, once it is a table holding only the fields of ``kind``; an unknown
+    field (a typo: ``polcy``, ``[transprt]``) is an error suggesting the closest known one."""
+    if not isinstance(table, dict):
+        raise ClusterFileError(f"{where}: must be a table, got {table!r}")
+    for name in table:
+        if name not in FIELDS[kind]:
+            close = difflib.get_close_matches(name, FIELDS[kind], n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                f"; known: {', '.join(FIELDS[kind])}"
+            what = "table" if kind == "" else "field"
+            raise ClusterFileError(f"{where}: unknown {what} {name!r}{hint}")
+    return table
+
+
 def _need(table: dict, key: str, kind, where: str):
     if key not in table:
         raise ClusterFileError(f"{where}: missing field {key!r}")
@@ -179,10 +206,12 @@ def _host(value: str, where: str) -> str:
 
 def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     """Validate a parsed cluster table; every problem names ``source`` and the field."""
+    _known_fields(data, "", source)
     sched = data.get("scheduler")
     if not isinstance(sched, dict):
         raise ClusterFileError(f"{source}: missing [scheduler] table")
     where = f"{source} [scheduler]"
+    _known_fields(sched, "scheduler", where)
     sched_host = _host(_need(sched, "host", str, where), where)
     sched_port = _port(_need(sched, "port", int, where), where)
     raw_dcs = data.get("dc")
@@ -191,7 +220,7 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     dcs, seen = [], set()
     for i, raw in enumerate(raw_dcs):
         where = f"{source} [[dc]] #{i + 1}"
-        name = _need(raw, "name", str, where)
+        name = _need(_known_fields(raw, "dc", where), "name", str, where)
         if not name or not name.replace("-", "").replace("_", "").isalnum():
             raise ClusterFileError(f"{where}: DC name {name!r} must be letters, digits, - or _")
         if name in seen:
@@ -207,8 +236,8 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     bound = [(d.host, d.server_port) for d in dcs if d.server_port] + [(sched_host, sched_port)]
     if len(set(bound)) != len(bound):
         raise ClusterFileError(f"{source}: two processes are given the same host and port")
-    transport = data.get("transport", {})
     where = f"{source} [transport]"
+    transport = _known_fields(data.get("transport", {}), "transport", where)
     kwargs = {}
     if "chunk_bytes" in transport:
         kwargs["chunk_bytes"] = _need(transport, "chunk_bytes", int, where)
@@ -221,8 +250,8 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
             kwargs[key] = _need(transport, key, float, where)
             if kwargs[key] <= 0:
                 raise ClusterFileError(f"{where}: {key} must be > 0")
-    wan = data.get("wan", {})
     where = f"{source} [wan]"
+    wan = _known_fields(data.get("wan", {}), "wan", where)
     if "policy" in wan:
         kwargs["policy"] = _need(wan, "policy", str, where)
         if kwargs["policy"] not in POLICIES:
@@ -258,6 +287,7 @@ def _parse_links(raw_links, dcs: set, source: str) -> tuple:
     links, pairs = [], set()
     for i, raw in enumerate(raw_links):
         where = f"{source} [[link]] #{i + 1}"
+        _known_fields(raw, "link", where)
         a, b = _need(raw, "a", str, where), _need(raw, "b", str, where)
         for end in (a, b):
             if end not in dcs:
@@ -279,11 +309,7 @@ def _parse_links(raw_links, dcs: set, source: str) -> tuple:
 
 def _parse_security(raw, dcs: set, source: str) -> SecurityConfig:
     where = f"{source} [security]"
-    if not isinstance(raw, dict):
-        raise ClusterFileError(f"{where}: must be a table")
-    unknown = set(raw) - {"curve", "secret_keys", "scheduler_key", "dc_keys"}
-    if unknown:
-        raise ClusterFileError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    _known_fields(raw, "security", where)
     curve = _need(raw, "curve", bool, where) if "curve" in raw else True
     secret_keys = _need(raw, "secret_keys", str, where) if "secret_keys" in raw else ""
     keys = {}

@@ -34,6 +34,12 @@ class Registration:
     def complete(self) -> bool:
         return not self.missing()
 
+    def progress(self) -> str:
+        """E.g. ``"5 of 6 nodes registered; missing: 1 worker(s) of dc2"``."""
+        total = sum(self.expected.values())
+        return (f"{len(self.registered)} of {total} nodes registered; missing: "
+                f"{', '.join(self.missing()) or 'nothing'}")
+
     def check(self, meta: dict) -> str:
         """Why a REGISTER with ``meta`` cannot be accepted now ("" if it can)."""
         role, dc = meta.get("role"), meta.get("dc")

@@ -28,6 +28,7 @@ from .registration import SCHEDULER_ID, Registration
 from .rounds import RoundTracker
 
 log = logging.getLogger("netstorm.scheduler")
+PROGRESS_S = 10.0     # at most this long between "waiting: ..." lines while nodes register
 
 
 class ClusterAborted(RuntimeError):
@@ -81,10 +82,16 @@ class Scheduler:
         """Wait for every expected node, assign ids and ranks, send each the node table."""
         registration = Registration(self.config.dcs)
         deadline = time.monotonic() + self.config.timeout_s
+        every = min(PROGRESS_S, self.config.timeout_s / 4)
+        next_progress = time.monotonic() + every
         while not registration.complete:
             self._check_stop()
             remaining = deadline - time.monotonic()
-            msg = self.van.recv(max(0.0, min(remaining, self.config.heartbeat_s)))
+            if time.monotonic() >= next_progress:      # never silent while waiting
+                log.info("waiting: %s; %.0f s left", registration.progress(), remaining)
+                next_progress += every
+            msg = self.van.recv(max(0.0, min(remaining, self.config.heartbeat_s,
+                                             next_progress - time.monotonic())))
             if msg is None and time.monotonic() < deadline:
                 continue
             if msg is None:

@@ -178,3 +178,19 @@ def test_bad_security_tables_are_rejected(tmp_path, old, new, message):
     path.write_text(SECURE.replace(old, new, 1))
     with pytest.raises(ClusterFileError, match=message):
         load_cluster(path)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('policy = "star"', 'polcy = "star"', "[wan]: unknown field 'polcy'; did you mean 'policy'?"),
+    ("[transport]", "[transprt]", "unknown table 'transprt'; did you mean 'transport'?"),
+    ("workers = 2", "workers = 2\nworker = 3",
+     "[[dc]] #1: unknown field 'worker'; did you mean 'workers'?"),
+    ("port = 9000", "port = 9000\nbogus = 1", "[scheduler]: unknown field 'bogus'; known: host"),
+    ("[scheduler]", "security = 5\n[scheduler]", "[security]: must be a table, got 5"),
+])
+def test_unknown_fields_are_typos_named_with_a_suggestion(tmp_path, old, new, message):
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD.replace(old, new, 1))
+    with pytest.raises(ClusterFileError) as exc:
+        load_cluster(path)
+    assert message in str(exc.value) and str(path) in str(exc.value)

@@ -157,6 +157,9 @@ def test_peer_that_never_registers_times_out_clearly(no_leftovers):
     assert run.code != 0
     assert "still missing: 1 server(s) of us, 2 worker(s) of us" in run.output
     assert time.monotonic() - started < 30
+    progress = [l for l in run.output.splitlines() if "waiting: " in l]   # never silent
+    assert progress and all("[scheduler]" in l and "missing: 1 server(s) of us" in l
+                            and " s left" in l for l in progress), progress
 
 
 def _cluster_file(directory, dcs, timeout_s):

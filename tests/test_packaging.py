@@ -99,3 +99,37 @@ def test_non_editable_install_works_from_another_directory(tmp_path):
                          cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:]
     assert run.stdout.count("finished 2 rounds") == 2
+
+
+def _parsers(main, monkeypatch) -> list:
+    """Every parser ``main(['--help'])`` builds, sub-command parsers included."""
+    import argparse
+    seen = []
+    original = argparse.ArgumentParser.parse_args
+
+    def capture(self, *args, **kwargs):
+        seen.append(self)
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    parsers, todo = [], list(seen)
+    while todo:
+        parser = todo.pop()
+        parsers.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += list(action.choices.values())
+    return parsers
+
+
+@pytest.mark.parametrize("module", ["netstorm.launcher.cli", "netstorm.bench.cli",
+                                    "netstorm.wan.cli", "netstorm.launcher.keygen"])
+def test_every_command_line_flag_has_help_text(module, monkeypatch, capsys):
+    import importlib
+    parsers = _parsers(importlib.import_module(module).main, monkeypatch)
+    missing = [f"{parser.prog}: {'/'.join(action.option_strings) or action.dest}"
+               for parser in parsers for action in parser._actions
+               if not action.help and not action.option_strings == ["-h", "--help"]
+               ]
+    assert parsers and not missing, missing

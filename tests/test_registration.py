@@ -21,6 +21,8 @@ def test_missing_names_every_role_and_dc_in_file_order():
     assert registration.missing() == ["1 server(s) of eu", "1 worker(s) of eu",
                                       "1 worker(s) of us"]
     assert not registration.complete
+    assert registration.progress() == ("2 of 5 nodes registered; missing: 1 server(s) of eu, "
+                                       "1 worker(s) of eu, 1 worker(s) of us")
 
 
 @pytest.mark.parametrize("meta,problem", [

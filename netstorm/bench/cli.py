@@ -50,7 +50,7 @@ def parse_args(argv=None):
     p.add_argument("--topology", default="small", help="built-in name or topology file")
     p.add_argument("--systems", default="mxnet-1ps,mxnet-sharded,netstorm-hips",
                    help=f"comma-separated, from: {', '.join(SYSTEMS)}")
-    p.add_argument("--workers-per-dc", type=int, default=1)
+    p.add_argument("--workers-per-dc", type=int, default=1, help="workers in every DC")
     p.add_argument("--model", default=None,
                    help="comm mode: any gluon model_zoo name (default resnet18_v1); "
                         "train mode: mlp (the default)")
@@ -64,8 +64,10 @@ def parse_args(argv=None):
     p.add_argument("--dynamic", default=None, help="rate trace, e.g. paper9-fluctuating")
     p.add_argument("--period", type=float, default=180.0,
                    help="seconds between rate changes (default: the paper's 180)")
-    p.add_argument("--json", default=None)
-    p.add_argument("--plot", default=None)
+    p.add_argument("--json", default=None, help="write every figure of the run to this file")
+    p.add_argument("--plot", default=None,
+                   help="PNG: iteration times (comm) or accuracy against time (train), "
+                        "plus the topology and trees beside it")
     p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
     p.add_argument("--chunk-bytes", type=int, default=DEFAULT_CHUNK_BYTES,
                    help="netstorm's WAN chunk size (pipelining granularity)")

@@ -22,6 +22,7 @@ from netstorm.geoserver.cluster import (ClusterConfig, ClusterFileError, DataCen
                                         load_cluster, pseudo_cluster)
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.security import SecurityConfig
+from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 
 from .supervisor import free_port, interrupts_raise, run_cluster
 
@@ -52,8 +53,11 @@ def parse_args(argv):
                              "mpq, 2bit) or MXNet's compression_params as JSON, e.g. "
                              "'{\"type\": \"bsc\", \"ratio\": 0.01}' (docs/compression.md); "
                              "overrides the cluster file's [compression]")
-    parser.add_argument("--workers-per-dc", type=int, default=1)
-    parser.add_argument("--chunk-bytes", type=int, default=None)
+    parser.add_argument("--workers-per-dc", type=int, default=1,
+                        help="workers per DC with --dcs or --wan (default 1)")
+    parser.add_argument("--chunk-bytes", type=int, default=None,
+                        help=f"WAN chunk size, bytes (pipelining granularity; default: the "
+                             f"cluster file's, else {DEFAULT_CHUNK_BYTES})")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds any node waits for a peer before a clear error")
     parser.add_argument("--insecure", action="store_true",

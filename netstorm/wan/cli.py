@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="\n\n".join(__doc__.split("\n\n")[:2]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-dir", default=str(STATE_DIR), help=argparse.SUPPRESS)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, help="what to do")
     for name in ("up", "run"):
         p = sub.add_parser(name, help="bring a WAN up" if name == "up" else
                            "bring a WAN up, run CMD (in the root namespace), always tear down")
@@ -88,16 +88,16 @@ def main(argv=None) -> int:
             p.usage = "wan.py run TOPOLOGY [--run ID] [--scale F] [--trace NAME] -- CMD ..."
     p = sub.add_parser("down", help="remove a run (or every run)")
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--run")
-    group.add_argument("--all", action="store_true")
+    group.add_argument("--run", help="the run id to remove")
+    group.add_argument("--all", action="store_true", help="remove every run of this prefix")
     p.add_argument("--prefix", default=PREFIX, help=argparse.SUPPRESS)
     p = sub.add_parser("status", help="JSON status of a run, or the list of runs")
-    p.add_argument("--run")
+    p.add_argument("--run", help="the run to describe (default: list the runs)")
     p = sub.add_parser("set-rate", help="change one direction's rate")
-    p.add_argument("--run", required=True)
-    p.add_argument("a")
-    p.add_argument("b")
-    p.add_argument("mbps", type=float)
+    p.add_argument("--run", required=True, help="the run id")
+    p.add_argument("a", help="sending DC")
+    p.add_argument("b", help="receiving DC")
+    p.add_argument("mbps", type=float, help="new rate of a -> b, Mbit/s")
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = []
     if "--" in argv:            # everything after the first -- is CMD, untouched by argparse
