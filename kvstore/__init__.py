@@ -9,6 +9,10 @@ has a single device, which would make ``kvstore='netstorm'`` silently train alon
 this package therefore also routes the string ``'netstorm'`` through ``mx.kv.create`` in the
 three places that call ``_create_kvstore`` (``mxnet.model``, ``gluon.trainer``,
 ``module.module``); every other kvstore string behaves as before.
+
+:func:`alias_dist_sync` (``netstorm.as_dist_sync()``, ``launch.py --as-dist-sync``) also
+registers the store under MXNet's synchronous distributed names, so that scripts written
+for stock MXNet run unedited, and refuses the asynchronous ones with a clear error.
 """
 from __future__ import annotations
 
@@ -16,11 +20,37 @@ import mxnet.gluon.trainer
 import mxnet.model
 import mxnet.module.module
 
+from mxnet.kvstore.base import KVStoreBase
+
+from netstorm.geoserver.worker_client import KVStoreError
+
 from .netstorm import NetStorm
 
-__all__ = ["NetStorm"]
+__all__ = ["NetStorm", "alias_dist_sync"]
 
 _NAME = NetStorm.__name__.lower()
+DIST_SYNC_NAMES = ("dist_sync", "dist_device_sync", "dist_sync_device", "dist")
+DIST_ASYNC_NAMES = ("dist_async", "dist_device_async", "dist_async_device")
+
+
+class DistAsyncRefused(KVStoreBase):
+    """What ``dist_async`` creates under ``--as-dist-sync``: a clear error, never netstorm's
+    synchronous store in its place (asynchronous training converges differently)."""
+
+    def __init__(self):
+        raise KVStoreError("this script asks for MXNet's dist_async, but netstorm (started "
+                           "with --as-dist-sync) runs synchronous training only: use "
+                           "dist_sync, or run the script on stock MXNet")
+
+
+def alias_dist_sync() -> None:
+    """Register :class:`NetStorm` under MXNet's synchronous distributed names, and a clear
+    refusal under the asynchronous ones (``KVStoreBase.kv_registry``, which
+    ``mx.kv.create`` consults before its native stores)."""
+    for name in DIST_SYNC_NAMES:
+        KVStoreBase.kv_registry[name] = NetStorm
+    for name in DIST_ASYNC_NAMES:
+        KVStoreBase.kv_registry[name] = DistAsyncRefused
 
 
 def _route_netstorm_strings() -> None:

@@ -23,16 +23,33 @@ import importlib.abc
 import importlib.util
 import sys
 
-__all__ = ["NetStorm"]
+__all__ = ["NetStorm", "as_dist_sync"]
 
 
 def _register() -> None:
     from . import kvstore  # noqa: F401,PLC0415  (registers 'netstorm' with MXNet)
 
 
+def _alias_dist_sync() -> None:
+    from .kvstore import alias_dist_sync  # noqa: PLC0415
+    alias_dist_sync()
+
+
+def as_dist_sync() -> None:
+    """Make MXNet's synchronous distributed kvstore names (``dist_sync``,
+    ``dist_device_sync``, ``dist``) create netstorm's store, so that a script written for
+    stock MXNet runs on netstorm unedited (``launch.py --as-dist-sync`` calls this in every
+    worker); ``dist_async`` becomes a clear error instead of a silent change of semantics.
+    Takes effect now if MXNet is imported, else right after its import."""
+    _after_mxnet(_alias_dist_sync)
+
+
 class _AfterMxnetImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the loader of ``mxnet`` so that :func:`_register` runs
+    """Finds nothing itself; wraps the loader of ``mxnet`` so that its ``callbacks`` run
     once ``mxnet`` has been executed. Removes itself on first use."""
+
+    def __init__(self):
+        self.callbacks = []
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "mxnet":
@@ -41,7 +58,7 @@ class _AfterMxnetImport(importlib.abc.MetaPathFinder):
         spec = importlib.util.find_spec("mxnet")
         if spec is None or spec.loader is None:
             return spec
-        loader = spec.loader
+        loader, callbacks = spec.loader, self.callbacks
 
         class _Loader(importlib.abc.Loader):
             def create_module(self, spec):
@@ -49,7 +66,8 @@ class _AfterMxnetImport(importlib.abc.MetaPathFinder):
 
             def exec_module(self, module):
                 loader.exec_module(module)
-                _register()
+                for callback in callbacks:
+                    callback()
 
         spec.loader = _Loader()
         return spec
@@ -62,7 +80,16 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'netstorm' has no attribute {name!r}")
 
 
-if "mxnet" in sys.modules:
-    _register()
-elif not any(isinstance(finder, _AfterMxnetImport) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _AfterMxnetImport())
+def _after_mxnet(callback) -> None:
+    """Run ``callback`` now if MXNet is imported, else right after its import."""
+    if "mxnet" in sys.modules:
+        callback()
+        return
+    finder = next((f for f in sys.meta_path if isinstance(f, _AfterMxnetImport)), None)
+    if finder is None:
+        finder = _AfterMxnetImport()
+        sys.meta_path.insert(0, finder)
+    finder.callbacks.append(callback)
+
+
+_after_mxnet(_register)

@@ -58,13 +58,13 @@ def leftovers(marker: str) -> list:
     return found
 
 
-def launch(launch_args, command, tmp_path, timeout=150, env=None) -> Run:
+def launch(launch_args, command, tmp_path, timeout=150, env=None, cwd=REPO) -> Run:
     """Run scripts/launch.py to completion (killing it all after ``timeout``)."""
     full_env = dict(os.environ, TMPDIR=str(tmp_path), **(env or {}))
     argv = [sys.executable, str(REPO / "scripts" / "launch.py"), *map(str, launch_args),
             "--", *command]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=full_env, start_new_session=True, cwd=REPO)
+                            env=full_env, start_new_session=True, cwd=cwd)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

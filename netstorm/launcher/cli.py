@@ -64,6 +64,10 @@ def parse_args(argv):
                         help="no CURVE: traffic unencrypted and unauthenticated (a warning "
                              "is logged); by default the launcher makes throw-away keys "
                              "when the cluster file lists none")
+    parser.add_argument("--as-dist-sync", action="store_true",
+                        help="make MXNet's dist_sync / dist_device_sync / dist kvstore names "
+                             "create netstorm's store in the workers, so a script written "
+                             "for stock MXNet runs unedited (dist_async is refused)")
     parser.add_argument("--dc", action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
     parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
@@ -98,7 +102,8 @@ def run_on_wan(args, transport: dict) -> int:
                 dcs=tuple(DataCenter(dc, wan.dc_address(dc), 0, args.workers_per_dc)
                           for dc in topology.dcs), source=f"<wan {topology.name}>",
                 links=links, **transport)
-            return run_cluster(config, args.command, wrap_dc=wan.exec_prefix)
+            return run_cluster(config, args.command, wrap_dc=wan.exec_prefix,
+                               as_dist_sync=args.as_dist_sync)
     except (wanlib.WanUnavailable, ClusterFileError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
@@ -151,7 +156,7 @@ def main(argv=None) -> int:
     try:
         with interrupts_raise():
             return run_cluster(config, args.command, dcs=args.dc,
-                               with_scheduler=with_scheduler)
+                               with_scheduler=with_scheduler, as_dist_sync=args.as_dist_sync)
     except ClusterFileError as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2

@@ -174,9 +174,9 @@ class Launcher:
         worst a distributed launcher can do is call that a success."""
         self._emit("launch", f"{proc.name} exited with code 0 without joining the cluster: it "
                              f"never created the 'netstorm' kvstore, so it trained alone (is "
-                             f"netstorm imported, and is the store's name spelled 'netstorm' "
-                             f"in mx.kv.create, gluon.Trainer or Module.fit?); stopping the "
-                             f"cluster")
+                             f"the store's name spelled 'netstorm' in mx.kv.create, "
+                             f"gluon.Trainer or Module.fit? a script written for MXNet's "
+                             f"dist_sync needs --as-dist-sync); stopping the cluster")
         return 1
 
     def _failed(self, proc: Proc, code: int) -> int:
@@ -255,12 +255,20 @@ def _run_parent():
     return None if len(tempfile.gettempdir()) + RUN_PATH_CHARS <= MAX_IPC_PATH else "/tmp"
 
 
-def worker_env(config: ClusterConfig, dc, index: int) -> dict:
+BOOT_DIR = Path(__file__).resolve().parent / "boot"   # sitecustomize.py for the workers
+
+
+def worker_env(config: ClusterConfig, dc, index: int, as_dist_sync: bool = False) -> dict:
     """What a worker of ``dc`` is told: the scheduler, its DC, its key (or that there is
-    none)."""
+    none); and, through ``boot/sitecustomize.py`` first on its ``PYTHONPATH``, to import
+    netstorm (and with ``as_dist_sync`` to make MXNet's dist_sync names netstorm's)."""
+    path = os.environ.get("PYTHONPATH", "")
     env = {"NETSTORM_SCHEDULER": config.scheduler_address, "NETSTORM_DC": dc.name,
            "NETSTORM_HOST": dc.host, "NETSTORM_LOCAL_INDEX": str(index),
-           "NETSTORM_TIMEOUT_S": str(config.timeout_s)}
+           "NETSTORM_TIMEOUT_S": str(config.timeout_s),
+           "PYTHONPATH": str(BOOT_DIR) + (os.pathsep + path if path else "")}
+    if as_dist_sync:
+        env["NETSTORM_AS_DIST_SYNC"] = "1"
     security = config.security
     if not security.curve:
         env["NETSTORM_INSECURE"] = "1"
@@ -271,8 +279,9 @@ def worker_env(config: ClusterConfig, dc, index: int) -> dict:
 
 
 def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=True,
-                wrap_dc=None, out=None, python=sys.executable) -> int:
-    """Run a whole cluster (or the named ``dcs`` of it) and ``command`` on its workers.
+                wrap_dc=None, out=None, python=sys.executable, as_dist_sync=False) -> int:
+    """Run a whole cluster (or the named ``dcs`` of it) and ``command`` on its workers
+    (with ``as_dist_sync``, MXNet's dist_sync names create netstorm's store in them).
 
     ``wrap_dc(dc_name)`` may return a command prefix (e.g. ``ip netns exec NS``) for the
     processes of that DC. Returns the exit code; nothing is left running. A cluster file
@@ -306,7 +315,8 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
                 for i in range(dc.workers):
                     why = str(reasons / f"worker-{dc.name}-{i}")
                     joined = why + ".joined"
-                    env = child_env({**worker_env(config, dc, i), "NETSTORM_RUN_DIR": tmp,
+                    env = child_env({**worker_env(config, dc, i, as_dist_sync),
+                                     "NETSTORM_RUN_DIR": tmp,
                                      "NETSTORM_REASON_FILE": why,
                                      "NETSTORM_JOINED_FILE": joined})
                     launcher.start(f"worker {dc.name}/{i}", "worker", command, env,
