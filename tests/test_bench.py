@@ -143,6 +143,11 @@ def test_table_gives_the_awareness_ablation_by_median_and_by_mean():
 @pytest.mark.parametrize("argv, message", [
     (["--systems", "netstorm-bsc"], "netstorm-bsc change the values they move"),
     (["--mode", "train", "--model", "resnet18_v1"], "trains mlp, not 'resnet18_v1'"),
+    (["--mode", "train", "--systems", "netstorm-bsc", "--ratio", "2"],
+     "--bsc settings: ratio must be in (0, 1], got 2.0"),
+    (["--mode", "train", "--systems", "mxnet-2bit", "--threshold", "-1"],
+     "--2bit settings: threshold must be a positive number"),
+    (["--mode", "train", "--target-accuracy", "95"], "--target-accuracy must be in (0, 1]"),
 ])
 def test_settings_that_cannot_work_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:

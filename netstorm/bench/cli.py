@@ -33,6 +33,7 @@ from netstorm.scheduler.planning import cut_lower_bound
 from netstorm.scheduler.topology import TopologyError
 
 from netstorm.datasets import DatasetError
+from netstorm.geoserver.compression import CompressionConfig, CompressionError
 
 from . import accuracy, awareness
 from .accuracy import wan_bytes
@@ -107,6 +108,14 @@ def parse_args(argv=None):
         from .training import MODELS   # noqa: PLC0415  (imports MXNet)
         if args.model not in MODELS:
             p.error(f"--mode train trains {', '.join(MODELS)}, not {args.model!r}")
+    if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
+        p.error(f"--target-accuracy must be in (0, 1], got {args.target_accuracy}")
+    for kind in {COMPRESSED[s] for s in compressed}:     # before any WAN is brought up
+        try:
+            CompressionConfig.from_params(compression_params(args)[kind],
+                                          where=f"--{kind} settings")
+        except CompressionError as exc:
+            p.error(str(exc))
     return args
 
 
