@@ -59,6 +59,8 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import re
+import socket
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -151,6 +153,8 @@ class ClusterConfig:
         return replace(self, scheduler_port=port)
 
 
+HOSTNAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
+                      r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")   # RFC 1123
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression"),
     "scheduler": ("host", "port", "stats"),
@@ -195,13 +199,25 @@ def _port(value: int, where: str) -> int:
 
 
 def _host(value: str, where: str) -> str:
+    """An IP address as written, or a host name resolved once, here, to its IPv4 address
+    (the address every process binds and advertises); a name that does not resolve is an
+    error naming it."""
     if value == "localhost":
         return "127.0.0.1"
     try:
         ipaddress.ip_address(value)
-    except ValueError as exc:
-        raise ClusterFileError(f"{where}: host {value!r} is not an IP address") from exc
-    return value
+        return value
+    except ValueError:
+        pass
+    if not HOSTNAME.fullmatch(value):
+        raise ClusterFileError(f"{where}: host {value!r} is neither an IP address nor a "
+                               f"host name")
+    try:
+        infos = socket.getaddrinfo(value, None, socket.AF_INET, socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ClusterFileError(f"{where}: host name {value!r} does not resolve on this "
+                               f"host ({exc})") from None
+    return str(infos[0][4][0])
 
 
 def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:

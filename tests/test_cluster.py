@@ -1,6 +1,9 @@
+import socket
+
 import pytest
 import zmq
 
+import netstorm.geoserver.cluster as cluster
 from netstorm.geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster, \
     to_toml
 
@@ -56,7 +59,10 @@ def _replace(old, new):
     (_replace("workers = 2", "workers = 0"), "workers must be >= 1"),
     (_replace("workers = 2", 'workers = "two"'), "must be int"),
     (_replace("server_port = 9100", "server_port = 70000"), "outside 0..65535"),
-    (_replace('host = "127.0.0.1"\nport', 'host = "example.com"\nport'), "not an IP address"),
+    (_replace('host = "127.0.0.1"\nport', 'host = "no-such-host.invalid"\nport'),
+     "host name 'no-such-host.invalid' does not resolve on this host"),
+    (_replace('host = "127.0.0.1"\nport', 'host = "bad_host!"\nport'),
+     "host 'bad_host!' is neither an IP address nor a host name"),
     (_replace("server_port = 9100", "server_port = 9000"), "same host and port"),
     (_replace('hub = "us-east"', 'hub = "mars"'), "hub 'mars' is not a declared DC"),
     (_replace('policy = "star"', 'policy = "ring"'), "unknown policy 'ring'"),
@@ -194,3 +200,18 @@ def test_unknown_fields_are_typos_named_with_a_suggestion(tmp_path, old, new, me
     with pytest.raises(ClusterFileError) as exc:
         load_cluster(path)
     assert message in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_host_names_are_resolved_once_when_the_file_is_read(tmp_path, monkeypatch):
+    asked = []
+
+    def resolve(name, *args):
+        asked.append(name)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 0))]
+    monkeypatch.setattr(cluster.socket, "getaddrinfo", resolve)
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD.replace('host = "127.0.0.1"\nserver_port', 'host = "eu-gw.example.org"'
+                                 '\nserver_port'))
+    config = load_cluster(path)
+    assert config.dc("eu").host == "10.1.2.3" and asked == ["eu-gw.example.org"]
+    assert config.dc("us-east").host == "127.0.0.1"        # IPs and localhost: no lookup
