@@ -148,6 +148,8 @@ def test_table_gives_the_awareness_ablation_by_median_and_by_mean():
     (["--mode", "train", "--systems", "mxnet-2bit", "--threshold", "-1"],
      "--2bit settings: threshold must be a positive number"),
     (["--mode", "train", "--target-accuracy", "95"], "--target-accuracy must be in (0, 1]"),
+    (["--straggler", "dc1"], "--straggler takes DC=SECONDS"),
+    (["--straggler", "dc1=inf"], "seconds must be a finite number >= 0"),
 ])
 def test_settings_that_cannot_work_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -163,6 +165,7 @@ def test_bench_train_mode_reports_time_to_accuracy(tmp_path):
         [sys.executable, str(REPO / "scripts" / "bench.py"), "--mode", "train", "--iters", "10",
          "--hidden", "64", "--eval-every", "5", "--target-accuracy", "0.3", "--warmup-rounds",
          "0", "--systems", "mxnet-2bit,netstorm-bsc", "--bandwidth-scale", "5",
+         "--straggler", "dc1=0.2",
          "--json", str(out), "--plot", str(tmp_path / "acc.png")],
         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -170,9 +173,11 @@ def test_bench_train_mode_reports_time_to_accuracy(tmp_path):
     result = json.loads(out.read_text())
     assert result["compression"]["netstorm-bsc"] == {"type": "bsc", "ratio": 0.1,
                                                      "warmup_rounds": 0}
+    assert result["straggler"] == {"dc": "dc1", "extra_compute_s": 0.2}
     for name, r in result["systems"].items():
         assert r["correct"], name
         assert [p[2] for p in r["accuracy_curve"]] == [5, 10], name
+        assert r["compute_s_per_iter"] >= 0.2, name       # dc1's worker, stock and netstorm
         assert r["final_accuracy"] > 0.2 and 0 < r["comm_fraction"] < 1, name
     bsc, twobit = result["systems"]["netstorm-bsc"], result["systems"]["mxnet-2bit"]
     assert 0 < bsc["wan_bytes_per_iter"] < twobit["wan_bytes_per_iter"]

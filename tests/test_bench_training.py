@@ -12,7 +12,7 @@ from netstorm.bench.training import build_model, model_bytes, push_then_pull, tr
 def _args(**kw):
     return SimpleNamespace(**{"data": "digits", "seed": 42, "batch_size": 32, "model": "mlp",
                               "hidden": 64, "lr": 0.05, "momentum": 0.9, "compression": None,
-                              "iters": 40, "eval_every": 10, **kw})
+                              "iters": 40, "eval_every": 10, "extra_s": 0.0, **kw})
 
 
 def test_training_learns_and_records_a_curve_without_evaluation_time():
@@ -26,6 +26,12 @@ def test_training_learns_and_records_a_curve_without_evaluation_time():
     assert all(c <= t for c, t in zip(checks["compute_s"], times))
     again = train(mx.kv.create("local"), _args())[1]
     assert again["weights_sha256"] == checks["weights_sha256"]    # same seed, same weights
+
+
+def test_a_straggler_computes_longer_and_it_counts_as_compute():
+    times, checks = train(mx.kv.create("local"), _args(iters=3, eval_every=3, extra_s=0.05))
+    assert all(c >= 0.05 for c in checks["compute_s"])
+    assert checks["accuracy_curve"][0][0] >= 3 * 0.05
 
 
 def test_model_bytes_counts_the_fp32_gradients():

@@ -53,7 +53,10 @@ def table(result: dict) -> str:
     header = (f"time to accuracy: {result['model']} on {result['data']} "
               f"({result['model_bytes'] / 1e6:.1f} MB of gradients), topology="
               f"{result['topology']}, workers/DC={result['workers_per_dc']}, "
-              f"{result['iters']} iterations, target {target}")
+              f"{result['iters']} iterations, target {target}"
+              + (f", straggler {result['straggler']['dc']} +"
+                 f"{result['straggler']['extra_compute_s']:g} s/iter"
+                 if result.get("straggler") else ""))
     lines = [header, _row(name for name, _ in COLUMNS)]
     for name, r in result["systems"].items():
         if not r.get("iter_s"):

@@ -70,6 +70,9 @@ def parse_args(argv=None):
                    help="PNG: iteration times (comm) or accuracy against time (train), "
                         "plus the topology and trees beside it")
     p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
+    p.add_argument("--straggler", default=None, metavar="DC=SECONDS",
+                   help="give DC's workers that much extra compute per iteration (a DC with "
+                        "slower accelerators), e.g. dc1=2")
     p.add_argument("--chunk-bytes", type=int, default=DEFAULT_CHUNK_BYTES,
                    help="netstorm's WAN chunk size (pipelining granularity)")
     t = p.add_argument_group("train mode (the same for every system)")
@@ -108,6 +111,14 @@ def parse_args(argv=None):
         from .training import MODELS   # noqa: PLC0415  (imports MXNet)
         if args.model not in MODELS:
             p.error(f"--mode train trains {', '.join(MODELS)}, not {args.model!r}")
+    if args.straggler is not None:
+        dc, _, seconds = args.straggler.partition("=")
+        try:
+            args.straggler = (dc.strip(), float(seconds))
+        except ValueError:
+            p.error(f"--straggler takes DC=SECONDS, e.g. dc1=2, not {args.straggler!r}")
+        if not 0 <= args.straggler[1] < float("inf"):
+            p.error(f"--straggler: seconds must be a finite number >= 0, got {seconds}")
     if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
         p.error(f"--target-accuracy must be in (0, 1], got {args.target_accuracy}")
     for kind in {COMPRESSED[s] for s in compressed}:     # before any WAN is brought up
@@ -146,8 +157,11 @@ def compression_params(args) -> dict:
             "mpq": {"type": "mpq", **sparse}}
 
 
-def worker_args(args) -> list:
+def worker_args(args, wan=None) -> list:
     common = ["--model", args.model, "--mode", args.mode, "--iters", str(args.iters)]
+    if args.straggler is not None:
+        dc, seconds = args.straggler
+        common += ["--straggler-host", wan.dc_address(dc), "--straggler-s", str(seconds)]
     if args.mode == "comm":
         return common
     return common + ["--data", args.data, "--hidden", str(args.hidden), "--batch-size",
@@ -167,6 +181,10 @@ def main(argv=None) -> int:
     except TopologyError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
+    if args.straggler is not None and args.straggler[0] not in topology.dcs:
+        print(f"bench: --straggler names DC {args.straggler[0]!r}; {topology.name} has "
+              f"{', '.join(topology.dcs)}", file=sys.stderr)
+        return 2
     if args.mode == "train":
         from .training import model_bytes as train_model_bytes   # noqa: PLC0415
         try:
@@ -181,6 +199,8 @@ def main(argv=None) -> int:
               "chunk_bytes": args.chunk_bytes,
               "mode": args.mode, "workers_per_dc": args.workers_per_dc, "iters": args.iters,
               "bandwidth_scale": args.bandwidth_scale, "lower_bound_s": round(bound_s, 4),
+              "straggler": None if args.straggler is None else
+              {"dc": args.straggler[0], "extra_compute_s": args.straggler[1]},
               "bottleneck_cut": sorted(bottleneck), "systems": {}}
     if args.mode == "train":
         result.update(data=args.data, target_accuracy=args.target_accuracy,
@@ -199,7 +219,7 @@ def main(argv=None) -> int:
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
                 with open(logs / f"{name}.log", "w") as log:
-                    ctx = RunContext(wan, topology, args.workers_per_dc, worker_args(args),
+                    ctx = RunContext(wan, topology, args.workers_per_dc, worker_args(args, wan),
                                      out, Progress(log, name), args.chunk_bytes,
                                      compression_params(args))
                     print(f"bench: running {name} ...", flush=True)

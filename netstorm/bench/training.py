@@ -93,6 +93,8 @@ def train(kv, args) -> tuple:
             loss = loss_fn(net(data_nd), label)
         loss.backward()
         mx.nd.waitall()
+        if args.extra_s:
+            time.sleep(args.extra_s)          # a straggler: slower accelerators
         computed = time.perf_counter()
         trainer.step(args.batch_size)
         mx.nd.waitall()

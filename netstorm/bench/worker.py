@@ -33,6 +33,9 @@ def parse_args():
     p.add_argument("--mode", choices=["comm", "train"], default="comm")
     p.add_argument("--iters", type=int, default=5, help="measured iterations (+1 warm-up)")
     p.add_argument("--out", required=True)
+    p.add_argument("--straggler-host", default=None,
+                   help="workers on this address (their DC's) compute --straggler-s longer")
+    p.add_argument("--straggler-s", type=float, default=0.0)
     t = p.add_argument_group("train mode")
     t.add_argument("--data", default="digits", help="'digits' or a directory of IDX files")
     t.add_argument("--hidden", type=int, default=1024)
@@ -54,7 +57,7 @@ def build(model: str):
     return net
 
 
-def comm(kv, net, iters):
+def comm(kv, net, iters, extra_s=0.0):
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     shapes = [p.shape for p in params]
     for i, shape in enumerate(shapes):
@@ -70,6 +73,8 @@ def comm(kv, net, iters):
         mx.nd.waitall()
         start = time.perf_counter()
         starts.append(time.monotonic())
+        if extra_s:
+            time.sleep(extra_s)              # a straggler: slower compute before the push
         for i in range(len(shapes)):
             kv.pushpull(i, grads[i], out=outs[i], priority=-i)
         mx.nd.waitall()
@@ -91,11 +96,18 @@ def main():
     if args.kvstore == "netstorm":
         import netstorm  # noqa: F401,PLC0415  (registers 'netstorm')
     kv = mx.kv.create(args.kvstore)
+    # the host this worker runs in: netstorm's launcher and ps-lite's each say it
+    here = os.environ.get("NETSTORM_HOST") or os.environ.get("DMLC_NODE_HOST")
+    args.extra_s = args.straggler_s if args.straggler_host and here == args.straggler_host \
+        else 0.0
+    if args.extra_s:
+        print(f"rank {kv.rank}: straggler, {args.extra_s:g} s of extra compute per iteration",
+              flush=True)
     if args.mode == "comm":
         net = build(args.model)
         nbytes = sum(4 * int(np.prod(p.shape)) for p in net.collect_params().values()
                      if p.grad_req != "null")
-        times, checks = comm(kv, net, args.iters)
+        times, checks = comm(kv, net, args.iters, args.extra_s)
     else:
         nbytes = training.model_bytes(args.model, args.hidden, args.data, args.seed)
         times, checks = training.train(kv, args)
