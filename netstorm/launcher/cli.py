@@ -4,8 +4,9 @@
     python scripts/launch.py --cluster my_cluster.toml -- python train.py --epochs 3
 
 Starts the scheduler, one server per DC and every DC's workers (each running CMD with
-NETSTORM_* variables telling it where the scheduler is; CMD imports the installed
-``netstorm`` package).
+NETSTORM_* variables telling it where the scheduler is; a Python CMD gets the installed
+``netstorm`` imported before it starts, so it needs no ``import netstorm``, and with
+--as-dist-sync MXNet's dist_sync names become netstorm's).
 Every output line is prefixed with its process's role. Exits non-zero if any process fails
 and then stops every other process; Ctrl-C stops everything. With --dc, only those DCs'
 processes (and the scheduler only with --scheduler) are started: one cluster file, one
