@@ -16,8 +16,11 @@ for stock MXNet run unedited, and refuses the asynchronous ones with a clear err
 """
 from __future__ import annotations
 
+import inspect
+
 import mxnet.gluon.trainer
 import mxnet.model
+import mxnet.profiler
 import mxnet.module.module
 
 from mxnet.kvstore.base import KVStoreBase
@@ -41,6 +44,37 @@ class DistAsyncRefused(KVStoreBase):
         raise KVStoreError("this script asks for MXNet's dist_async, but netstorm (started "
                            "with --as-dist-sync) runs synchronous training only: use "
                            "dist_sync, or run the script on stock MXNet")
+
+
+SERVER_PROFILING = ("set_config", "set_state", "dump", "pause", "resume")
+
+
+def _refuse_server_profiling() -> None:
+    """MXNet's ``mx.profiler`` calls with ``profile_process='server'`` reach the parameter
+    servers through a native kvstore's handle; netstorm's servers are not MXNet processes,
+    so without such a handle the call would fail deep in C++ ("null handle"). Wrap them to
+    refuse with a clear error instead; with a native dist kvstore they behave as before."""
+    for name in SERVER_PROFILING:
+        original = getattr(mxnet.profiler, name)
+        if getattr(original, "_netstorm_wrapper", False):
+            continue
+        signature = inspect.signature(original)
+
+        def wrapper(*args, _original=original, _signature=signature, **kwargs):
+            bound = _signature.bind(*args, **kwargs)
+            process = bound.arguments.get("profile_process",
+                                          bound.arguments.get("kwargs", {}).get(
+                                              "profile_process", "worker"))
+            if process == "server" and not mxnet.profiler.profiler_kvstore_handle.value:
+                raise KVStoreError(
+                    "MXNet's server-side profiling (profile_process='server') needs MXNet's own "
+                    "parameter servers; netstorm's DC servers do not run MXNet's engine. "
+                    "Profile the workers (profile_process='worker'); the servers log their "
+                    "traffic at shutdown ('WAN chunks sent')")
+            return _original(*args, **kwargs)
+        wrapper._netstorm_wrapper = True
+        wrapper.__doc__, wrapper.__name__ = original.__doc__, original.__name__
+        setattr(mxnet.profiler, name, wrapper)
 
 
 def alias_dist_sync() -> None:
@@ -69,3 +103,4 @@ def _route_netstorm_strings() -> None:
 
 
 _route_netstorm_strings()
+_refuse_server_profiling()

@@ -6,11 +6,12 @@ import json
 import re
 import sys
 
+import mxnet as mx
 import numpy as np
 import pytest
 
 from conftest import free_port, launch, worker_cmd
-from netstorm.geoserver.worker_client import WorkerSettings
+from netstorm.geoserver.worker_client import KVStoreError, WorkerSettings
 from netstorm.kvstore import netstorm as plugin
 
 
@@ -182,3 +183,21 @@ def test_fp16_compression_along_multi_root_trees_keeps_every_check(no_leftovers,
     assert len(sent) == 4 and all(int(e) > 0 for _, e in sent), sent
     pushes = [int(n) for n in re.findall(r"compressed pushes (\d+)", run.output)]
     assert len(pushes) == 4 and (all(pushes) if scope == "all" else not any(pushes)), pushes
+
+
+def test_server_side_profiling_is_refused_clearly_and_worker_profiling_works(tmp_path):
+    """MXNet's profile_process='server' needs a native kvstore's handle (stock MXNet
+    fails in C++ with "KVStoreHandle passed to profiler is null"); netstorm says why."""
+    trace = str(tmp_path / "profile.json")
+    for call in (lambda: mx.profiler.set_config(filename=trace, profile_process="server"),
+                 lambda: mx.profiler.set_state("run", "server"),
+                 lambda: mx.profiler.dump(profile_process="server"),
+                 lambda: mx.profiler.pause("server")):
+        with pytest.raises(KVStoreError, match="netstorm's DC servers do not run MXNet"):
+            call()
+    mx.profiler.set_config(profile_all=True, filename=trace)
+    mx.profiler.set_state("run")
+    (mx.nd.ones((4, 4)) * 2).wait_to_read()
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+    assert (tmp_path / "profile.json").stat().st_size > 0
