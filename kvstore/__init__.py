@@ -51,9 +51,10 @@ SERVER_PROFILING = ("set_config", "set_state", "dump", "pause", "resume")
 
 def _refuse_server_profiling() -> None:
     """MXNet's ``mx.profiler`` calls with ``profile_process='server'`` reach the parameter
-    servers through a native kvstore's handle; netstorm's servers are not MXNet processes,
-    so without such a handle the call would fail deep in C++ ("null handle"). Wrap them to
-    refuse with a clear error instead; with a native dist kvstore they behave as before."""
+    servers through the last native kvstore's handle; netstorm's servers are not MXNet
+    processes. Once a netstorm store exists in this process (the handle, if any, is some
+    other store's), or when there is no handle (MXNet would fail in C++: "null handle"),
+    they are refused with a clear error; otherwise (stock MXNet) they behave as before."""
     for name in SERVER_PROFILING:
         original = getattr(mxnet.profiler, name)
         if getattr(original, "_netstorm_wrapper", False):
@@ -65,7 +66,8 @@ def _refuse_server_profiling() -> None:
             process = bound.arguments.get("profile_process",
                                           bound.arguments.get("kwargs", {}).get(
                                               "profile_process", "worker"))
-            if process == "server" and not mxnet.profiler.profiler_kvstore_handle.value:
+            if process == "server" and (NetStorm.created or
+                                        not mxnet.profiler.profiler_kvstore_handle.value):
                 raise KVStoreError(
                     "MXNet's server-side profiling (profile_process='server') needs MXNet's own "
                     "parameter servers; netstorm's DC servers do not run MXNet's engine. "

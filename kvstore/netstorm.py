@@ -56,9 +56,12 @@ def _check_dense(arrays, what: str) -> None:
 class NetStorm(KVStoreBase):
     """Hierarchical WAN parameter server with dist_sync semantics (``kvstore='netstorm'``)."""
 
+    created = 0     # stores made in this process (MXNet's server profiling is refused then)
+
     def __init__(self, settings: WorkerSettings | None = None):
         settings = settings or WorkerSettings.from_env(os.environ)
         self._client = WorkerClient(settings)
+        NetStorm.created += 1
         self._token = uuid.uuid4().hex
         engine_ops.attach(self._token, self._client)
         self._ids: dict = {}

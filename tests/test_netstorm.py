@@ -4,6 +4,7 @@ worker client, so no sockets): the excepthook it installs is put back."""
 import atexit
 import json
 import re
+import subprocess
 import sys
 
 import mxnet as mx
@@ -185,19 +186,37 @@ def test_fp16_compression_along_multi_root_trees_keeps_every_check(no_leftovers,
     assert len(pushes) == 4 and (all(pushes) if scope == "all" else not any(pushes)), pushes
 
 
-def test_server_side_profiling_is_refused_clearly_and_worker_profiling_works(tmp_path):
-    """MXNet's profile_process='server' needs a native kvstore's handle (stock MXNet
-    fails in C++ with "KVStoreHandle passed to profiler is null"); netstorm says why."""
+def test_server_side_profiling_is_refused_clearly_and_worker_profiling_works(tmp_path,
+                                                                             monkeypatch):
+    """MXNet's profile_process='server' drives MXNet's own servers through the last native
+    kvstore's handle (none: a C++ "null handle" error); netstorm says why instead, once one
+    of its stores exists or when there is no handle. Never sent to MXNet here: a handle left
+    by another test's store may be freed."""
+    import mxnet.profiler
+    from mxnet.base import KVStoreHandle
+    from netstorm.kvstore import NetStorm
     trace = str(tmp_path / "profile.json")
-    for call in (lambda: mx.profiler.set_config(filename=trace, profile_process="server"),
-                 lambda: mx.profiler.set_state("run", "server"),
-                 lambda: mx.profiler.dump(profile_process="server"),
-                 lambda: mx.profiler.pause("server")):
+    calls = (lambda: mx.profiler.set_config(filename=trace, profile_process="server"),
+             lambda: mx.profiler.set_state("run", "server"),
+             lambda: mx.profiler.dump(profile_process="server"),
+             lambda: mx.profiler.pause("server"))
+    monkeypatch.setattr(mxnet.profiler, "profiler_kvstore_handle", KVStoreHandle())
+    monkeypatch.setattr(NetStorm, "created", 0)
+    for call in calls:                                          # no handle at all
         with pytest.raises(KVStoreError, match="netstorm's DC servers do not run MXNet"):
             call()
-    mx.profiler.set_config(profile_all=True, filename=trace)
-    mx.profiler.set_state("run")
-    (mx.nd.ones((4, 4)) * 2).wait_to_read()
-    mx.profiler.set_state("stop")
-    mx.profiler.dump()
+    monkeypatch.setattr(mxnet.profiler, "profiler_kvstore_handle", KVStoreHandle(1))
+    monkeypatch.setattr(NetStorm, "created", 1)
+    for call in calls:                                          # a netstorm store exists
+        with pytest.raises(KVStoreError, match="netstorm's DC servers do not run MXNet"):
+            call()
+    worker = ("import mxnet as mx, netstorm\n"          # in its own process: the profiler
+              f"mx.profiler.set_config(profile_all=True, filename={trace!r})\n"  # is global
+              "mx.profiler.set_state('run')\n"
+              "(mx.nd.ones((4, 4)) * 2).wait_to_read()\n"
+              "mx.profiler.set_state('stop')\n"
+              "mx.profiler.dump()\n")
+    done = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "profile.json").stat().st_size > 0
