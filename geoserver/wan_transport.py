@@ -118,6 +118,11 @@ class WanTransport:
         return ChunkId(msg.key, msg.chunk, msg.seq, msg.policy, msg.tree)
 
     @staticmethod
+    def _encoded(msg: Message) -> bool:
+        """Whether a chunk, part or relay message carries a compressed payload."""
+        return bool(msg.flags & wire.Flag.ENCODED)
+
+    @staticmethod
     def _chunk(kind, cid: ChunkId, array, meta=None, flags=wire.Flag.NONE) -> Message:
         return Message(kind, key=cid.key, chunk=cid.chunk, seq=cid.rnd, policy=cid.version,
                        tree=cid.tree, dtype=array.dtype, meta=meta or {}, frames=[array],
@@ -135,9 +140,9 @@ class WanTransport:
         self._time_arrival(source, msg, self.clock())
         (array,) = msg.arrays()
         cid = self._cid(msg)
-        encoded = bool(msg.flags & wire.Flag.ENCODED)
+        encoded = self._encoded(msg)
         if msg.kind == Kind.RELAY:
-            self._on_relay(source, msg, cid, array)
+            self._on_relay(source, msg, cid, array, encoded)
         elif "part" not in msg.meta:
             self._deliver(source, msg.kind, cid, array, encoded)
         else:
@@ -177,7 +182,8 @@ class WanTransport:
         if whole is not None:
             self._deliver(origin, kind, cid, whole, encoded)
 
-    def _on_relay(self, source: str, msg: Message, cid: ChunkId, array) -> None:
+    def _on_relay(self, source: str, msg: Message, cid: ChunkId, array,
+                  encoded: bool) -> None:
         try:
             self._check_meta(msg.meta, relay=True)
         except PartError as exc:
@@ -185,7 +191,6 @@ class WanTransport:
                             source, exc)
             return
         meta, to, kind = dict(msg.meta), msg.meta["to"], Kind(msg.meta["kind"])
-        encoded = bool(msg.flags & wire.Flag.ENCODED)
         if to == self.dc:
             self._on_part(kind, cid, meta, array, encoded)
             return
@@ -292,7 +297,7 @@ class WanTransport:
                 node, lambda m: m.kind in CHUNK_KINDS and "part" not in m.meta)
             for msg in whole:
                 self.send_chunk(v, msg.kind, self._cid(msg), msg.arrays()[0],
-                                bool(msg.flags & wire.Flag.ENCODED))
+                                self._encoded(msg))
             if whole:
                 log.info("%s: %d waiting chunks for %s re-split by the new plan", self.dc,
                          len(whole), v)

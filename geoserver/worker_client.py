@@ -229,10 +229,6 @@ class WorkerClient:
         for pending in doomed:
             pending.event.set()
 
-    def _doomed(self, needs) -> bool:
-        """Whether a request needing ``needs`` can never be answered (lock held)."""
-        return bool(self._left_error(needs, ""))
-
     def _left_error(self, needs, what: str) -> str:
         """Why a request for ``what`` needing ``needs`` can never be answered: the first
         worker that left before pushing what it needs ("" if none did; lock held)."""

@@ -74,5 +74,6 @@ def test_a_worker_that_left_dooms_only_the_rounds_it_never_pushed():
         "worker rank 0: worker rank 1 (dc1/0, node 4) finished after round 50 of key 5, so "
         "value of key 5 round 51 can never come (every round and barrier needs every worker)")
     assert "worker rank 1 (dc1/0, node 4) finished, so barrier 2" in waiting["barrier"].error
-    assert not client._doomed((5, 50)) and client._doomed((5, 51)) and not client._doomed(None)
+    assert not client._left_error((5, 50), "x") and client._left_error((5, 51), "x") \
+        and not client._left_error(None, "x")
     assert client.caused_by_other          # the launcher looks for the worker that left

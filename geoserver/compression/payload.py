@@ -84,22 +84,25 @@ def twobit(codes, scale: float) -> np.ndarray:
     return _frame(TWOBIT, None, n, n, float(scale), packed.astype(np.uint8))
 
 
-def elements(payload) -> int:
-    """How many elements ``payload`` says it encodes (its header only; :func:`decode`
-    checks the rest). :class:`PayloadError` if the header is missing."""
+def _header(payload) -> tuple:
+    """``(bytes as uint8, (format, value code, n, count, scale))``; :class:`PayloadError`
+    if the header is missing."""
     buf = np.frombuffer(payload, dtype=np.uint8)
     if len(buf) < HEADER.size:
         raise PayloadError(f"payload of {len(buf)} bytes is shorter than its header")
-    return HEADER.unpack(buf[:HEADER.size].tobytes())[2]
+    return buf, HEADER.unpack(buf[:HEADER.size].tobytes())
+
+
+def elements(payload) -> int:
+    """How many elements ``payload`` says it encodes (its header only; :func:`decode`
+    checks the rest). :class:`PayloadError` if the header is missing."""
+    return _header(payload)[1][2]
 
 
 def decode(payload, n: int) -> np.ndarray:
     """The dense float32 chunk of ``n`` elements that ``payload`` encodes.
     :class:`PayloadError` if it is malformed or of another size."""
-    buf = np.frombuffer(payload, dtype=np.uint8)
-    if len(buf) < HEADER.size:
-        raise PayloadError(f"payload of {len(buf)} bytes is shorter than its header")
-    fmt, code, size, count, scale = HEADER.unpack(buf[:HEADER.size].tobytes())
+    buf, (fmt, code, size, count, scale) = _header(payload)
     if size != n:
         raise PayloadError(f"payload encodes {size} elements, the chunk has {n}")
     if count > n:
@@ -127,8 +130,9 @@ def decode(payload, n: int) -> np.ndarray:
     if fmt == BITMAP:
         nbits = (n + 7) // 8
         _expect(body, nbits + count * vdtype.itemsize, "BITMAP")
-        bits = np.unpackbits(body[:nbits], count=n, bitorder="little").view(bool)
-        if int(bits.sum()) != count or np.any(np.unpackbits(body[:nbits], bitorder="little")[n:]):
+        unpacked = np.unpackbits(body[:nbits], bitorder="little")   # n bits, then padding
+        bits = unpacked[:n].view(bool)
+        if int(bits.sum()) != count or np.any(unpacked[n:]):
             raise PayloadError(f"BITMAP payload's bits do not match its {count} values")
         dense[bits] = body[nbits:].view(vdtype)
         return dense

@@ -80,11 +80,13 @@ def busiest_links(before: dict, after: dict, topology, iterations: int, top: int
 
 
 def model_bytes(model: str) -> int:
+    """The fp32 gradient bytes of the gluon model_zoo model ``model`` (comm mode)."""
     import mxnet as mx
     from mxnet import gluon
+
+    from .training import gradient_bytes     # imports MXNet, as this does
     net = gluon.model_zoo.vision.get_model(model, pretrained=False)
     net.initialize()
     size = 299 if model.startswith("inception") else 224
     net(mx.nd.zeros((1, 3, size, size)))
-    return sum(4 * int(np.prod(p.shape)) for p in net.collect_params().values()
-               if p.grad_req != "null")
+    return gradient_bytes(net)

@@ -60,7 +60,8 @@ def push_then_pull(kv):
 
 
 def train(kv, args) -> tuple:
-    """Run ``args.iters`` iterations; returns (per-iteration seconds, checks dict)."""
+    """Run ``args.iters`` iterations; returns (per-iteration seconds, checks dict, which
+    includes the model's gradient bytes)."""
     data = load(args.data, seed=args.seed)
     x, y, batches = shard(data.x_train, data.y_train, kv.rank, kv.num_workers,
                           args.batch_size)
@@ -113,14 +114,20 @@ def train(kv, args) -> tuple:
     for name in sorted(params):
         digest.update(params[name].data().asnumpy().tobytes())
     return times, {"weights_sha256": digest.hexdigest(), "compute_s": compute,
+                   "model_bytes": gradient_bytes(net),
                    "accuracy_curve": curve, "dataset": data.name,
                    "train_samples": len(data.x_train), "test_samples": len(data.x_test)}
 
 
-def model_bytes(name: str, hidden: int, data: str, seed: int = 42) -> int:
+def gradient_bytes(net) -> int:
     """The bytes of fp32 gradients one iteration synchronizes (what dense systems move)."""
-    sample = load(data, seed=seed).x_train[:1]
-    net = build_model(name, hidden, seed)
-    net(mx.nd.array(sample))
     return sum(4 * int(np.prod(p.shape)) for p in net.collect_params().values()
                if p.grad_req != "null")
+
+
+def model_bytes(name: str, hidden: int, data: str, seed: int = 42) -> int:
+    """:func:`gradient_bytes` of the train-mode model ``name`` on ``data`` (for the bench
+    process, before any worker runs)."""
+    net = build_model(name, hidden, seed)
+    net(mx.nd.array(load(data, seed=seed).x_train[:1]))
+    return gradient_bytes(net)

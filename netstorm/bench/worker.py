@@ -20,7 +20,6 @@ import os
 import time
 
 import mxnet as mx
-import numpy as np
 from mxnet import gluon
 
 from netstorm.bench import training
@@ -105,12 +104,11 @@ def main():
               flush=True)
     if args.mode == "comm":
         net = build(args.model)
-        nbytes = sum(4 * int(np.prod(p.shape)) for p in net.collect_params().values()
-                     if p.grad_req != "null")
+        nbytes = training.gradient_bytes(net)
         times, checks = comm(kv, net, args.iters, args.extra_s)
     else:
-        nbytes = training.model_bytes(args.model, args.hidden, args.data, args.seed)
         times, checks = training.train(kv, args)
+        nbytes = checks.pop("model_bytes")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"rank{kv.rank}.json"), "w") as f:
         json.dump({"rank": kv.rank, "num_workers": kv.num_workers, "iter_s": times,
