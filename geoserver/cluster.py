@@ -66,6 +66,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .compression.config import CompressionConfig, CompressionError
+from .sync import SyncConfig, SyncError
 from .security import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_HEARTBEAT_S, \
     DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, MIN_CHUNK_BYTES
@@ -115,6 +116,7 @@ class ClusterConfig:
     stats: str = ""         # scheduler: JSON-lines log of estimates and policies ("": none)
     security: SecurityConfig = SecurityConfig()
     compression: CompressionConfig = CompressionConfig()     # [compression]: MXNet's dict
+    sync: SyncConfig = SyncConfig()     # [sync]: how rounds synchronize (docs/sync.md)
     source: str = field(default="<built>", compare=False)
 
     def __post_init__(self):
@@ -129,6 +131,15 @@ class ClusterConfig:
                     f"{self.source}: {key} = {getattr(self, key):g} is below two heartbeats "
                     f"(heartbeat_s = {self.heartbeat_s:g}): a healthy node would be taken "
                     f"for dead; raise {key} to at least {beats:g} or lower heartbeat_s")
+        if self.sync.asynchronous:
+            clash = [name for name, on in (("[wan] adapt", self.adapt),
+                                           ("[wan] multipath", self.multipath),
+                                           ("[compression]", self.compression.on)) if on]
+            if clash:
+                raise ClusterFileError(
+                    f"{self.source}: [sync] mode 'mixed' cannot run with {clash[0]}: each DC's "
+                    f"update travels to the others on its own, along the first policy's first "
+                    f"tree, uncompressed and never relayed (docs/sync.md)")
 
     @property
     def scheduler_address(self) -> str:
@@ -156,7 +167,7 @@ class ClusterConfig:
 HOSTNAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")   # RFC 1123
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
-    "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression"),
+    "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync"),
     "scheduler": ("host", "port", "stats"),
     "dc": ("name", "host", "server_port", "workers"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
@@ -293,6 +304,11 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
                 data["compression"], where=f"{source} [compression]")
         except CompressionError as exc:
             raise ClusterFileError(str(exc)) from None
+    if "sync" in data:
+        try:
+            kwargs["sync"] = SyncConfig.from_params(data["sync"], where=f"{source} [sync]")
+        except SyncError as exc:
+            raise ClusterFileError(str(exc)) from None
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          source=source, **kwargs)
 
@@ -418,6 +434,9 @@ def to_toml(config: ClusterConfig) -> str:
         lines += ["", "[compression]"] + [
             f"{k} = {_toml_str(v) if isinstance(v, str) else repr(v)}"
             for k, v in config.compression.to_params().items()]
+    if config.sync.mode != "fsa":
+        lines += ["", "[sync]"] + [f"{k} = {_toml_str(v) if isinstance(v, str) else v}"
+                                   for k, v in config.sync.to_params().items()]
     lines += security_toml(config.security)
     return "\n".join(lines) + "\n"
 

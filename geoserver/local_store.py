@@ -10,6 +10,12 @@ workers pushed round r, its chunks go to the WAN; when every chunk's global sum 
 round is applied (optimizer step on the replica, or the sum becomes the value), and pulls
 waiting for round r are answered. Stored arrays are replaced, never modified in place, since
 earlier values may still sit in ZeroMQ's send queue.
+
+Other synchronization modes (:mod:`netstorm.geoserver.sync`, docs/sync.md): under ``hfa`` and
+``esync`` pushes are model deltas; a round that does not cross the WAN adds the DC's sum to
+the DC's weights, one that does sends the DC's delta since the last WAN round and sets the
+weights to the last WAN round's plus the total. Under ``mixed`` a round is applied at once
+and travels to the other DCs through :class:`~netstorm.geoserver.mixed_sync.MixedExchange`.
 """
 from __future__ import annotations
 
@@ -21,7 +27,9 @@ import numpy as np
 from .aggregation import ChunkId
 from .compression import payload
 from .optimizer_host import OptimizerHost, OptimizerSpecError
+from .mixed_sync import MixedError
 from .ratelog import RateLimitedLog
+from .sync import SyncConfig
 from .wire import Flag, Kind, Message
 
 log = logging.getLogger(__name__)
@@ -38,11 +46,13 @@ class _Round:
     layout: list = field(default_factory=list)   # [(start, stop, tree)] once sent to the WAN
     total: object = None
     chunks_done: int = 0
+    local_only: bool = False    # hfa: a round that does not cross the WAN, complete once
+                                # every local worker pushed
 
     @property
     def complete(self) -> bool:
         """Every chunk's global sum is back (a round not yet sent to the WAN is not)."""
-        return bool(self.layout) and self.chunks_done == len(self.layout)
+        return self.local_only or bool(self.layout) and self.chunks_done == len(self.layout)
 
 
 @dataclass
@@ -51,6 +61,7 @@ class _Key:
     dtype: np.dtype
     shape: tuple
     value: object = None
+    base: object = None         # hfa/esync: the value after the latest WAN round
     init_gen: int = 0
     applied: int = 0
     rounds: dict = field(default_factory=dict)
@@ -65,11 +76,15 @@ class _Key:
 
 class KeyStore:
     def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
-                 forward_init, compressed_pushes: bool = False, momentum_corrected=False):
+                 forward_init, compressed_pushes: bool = False, momentum_corrected=False,
+                 sync: SyncConfig = SyncConfig(), mixed=None):
         """``compressed_pushes``: local workers may push compressed payloads (compression
         scope "all"); otherwise such a push is refused. ``momentum_corrected``: compression
-        applies DGC momentum, so an optimizer with momentum of its own is refused."""
+        applies DGC momentum, so an optimizer with momentum of its own is refused.
+        ``sync``: the cluster's synchronization; ``mixed``: its MixedExchange (mode mixed)."""
         self.dc = dc
+        self.sync = sync
+        self.mixed = mixed
         self.momentum_corrected = momentum_corrected
         self.compressed_pushes = compressed_pushes
         self.compressed_received = 0    # compressed pushes taken
@@ -80,7 +95,7 @@ class KeyStore:
         self._contribute = contribute
         self._forward_init = forward_init
         self.keys: dict = {}
-        self.max_round = 0          # the latest round any local worker has pushed
+        self.max_round = 0          # the latest WAN round any local worker has pushed for
         self.optimizer: OptimizerHost | None = None
         self._spec = None
         self._drops = RateLimitedLog(log)
@@ -145,8 +160,10 @@ class KeyStore:
         entry = self._entry(msg.key, shape, dtype)
         generation = msg.seq
         if msg.flags & Flag.HAS_VALUE:
-            entry.value = np.array(self._check_frame(entry, msg), copy=True)
+            entry.value = entry.base = np.array(self._check_frame(entry, msg), copy=True)
             entry.init_gen = max(entry.init_gen, generation)
+            if self.mixed is not None:
+                self.mixed.begin(entry.key, entry.value)
             if msg.sender in self.workers:
                 self._forward_init(entry, generation)
         if msg.sender in self.workers:
@@ -166,9 +183,10 @@ class KeyStore:
         if msg.seq != expected:
             raise RequestError(f"key {msg.key}: push round {msg.seq} from node {msg.sender}, "
                                f"expected round {expected}")
+        self._check_sync(entry, msg.seq)
         array = self._push_frame(entry, msg)
         entry.next_push[msg.sender] = expected + 1
-        self.max_round = max(self.max_round, msg.seq)
+        self.max_round = max(self.max_round, self.sync.wan_round(msg.seq))
         rnd = entry.rounds.setdefault(msg.seq, _Round())
         rnd.pushed.add(msg.sender)
         if rnd.local is None:
@@ -179,13 +197,44 @@ class KeyStore:
             np.add(rnd.local, array, out=rnd.local)
         if msg.flags & Flag.WANT_VALUE:
             entry.pulls.append((msg.sender, msg.request, msg.seq))
-        if rnd.pushed == self.workers:
-            policy = self.policies.for_round(msg.seq)
-            rnd.layout = policy.layout(entry.key, entry.size, entry.dtype.itemsize,
-                                       self.chunk_bytes)
-            for c, (start, stop, tree) in enumerate(rnd.layout):
-                self._contribute(ChunkId(entry.key, c, msg.seq, policy.version, tree),
-                                 rnd.local[start:stop])
+        if rnd.pushed != self.workers:
+            return
+        if self.mixed is not None:
+            entry.value = self.mixed.on_local(entry.key, msg.seq, rnd.local, entry.value)
+            entry.applied = msg.seq
+            del entry.rounds[msg.seq]
+            self._answer_pulls(entry)
+        elif self.sync.local_steps and not self.sync.crosses_wan(msg.seq):
+            rnd.local_only = True
+            self._apply_complete(entry)
+        else:
+            self._to_wan(entry, msg.seq, rnd)
+
+    def _check_sync(self, entry: _Key, rnd: int) -> None:
+        """What the synchronization mode needs before a push of round ``rnd`` is taken."""
+        if self.sync.local_steps and rnd != entry.applied + 1:
+            raise RequestError(f"key {entry.key}: under sync mode {self.sync.mode!r} a worker "
+                               f"pushes round {rnd} only after it received round {rnd - 1}; "
+                               f"this DC applied {entry.applied}")
+        if self.mixed is not None and self.optimizer is None:
+            raise RequestError("sync mode 'mixed' applies every DC's update on the servers: "
+                               "set an optimizer first (gluon.Trainer: update_on_kvstore=True; "
+                               "Module: the default kvstore update)")
+
+    def _to_wan(self, entry: _Key, rnd_no: int, rnd: _Round) -> None:
+        """Cut this DC's contribution to round ``rnd_no`` into WAN chunks and hand them to
+        the exchange: the sum of its workers' pushes, or under hfa/esync the DC's delta
+        since the last WAN round (its local rounds' deltas plus this one's)."""
+        contribution = rnd.local
+        if self.sync.local_steps and entry.value is not entry.base:
+            contribution = (entry.value - entry.base) + rnd.local
+        wan_round = self.sync.wan_round(rnd_no)
+        policy = self.policies.for_round(wan_round)
+        rnd.layout = policy.layout(entry.key, entry.size, entry.dtype.itemsize,
+                                   self.chunk_bytes)
+        for c, (start, stop, tree) in enumerate(rnd.layout):
+            self._contribute(ChunkId(entry.key, c, wan_round, policy.version, tree),
+                             contribution[start:stop])
 
     def on_pull(self, msg: Message) -> None:
         entry = self._known(msg.key)
@@ -195,16 +244,17 @@ class KeyStore:
     def _answer_pulls(self, entry: _Key) -> None:
         if entry.value is None:
             return
-        ready = [p for p in entry.pulls if p[2] <= entry.applied]
+        upto = entry.applied if self.mixed is None else self.mixed.answerable(entry.key)
+        ready = [p for p in entry.pulls if p[2] <= upto]
         if not ready:
             return
-        entry.pulls = [p for p in entry.pulls if p[2] > entry.applied]
+        entry.pulls = [p for p in entry.pulls if p[2] > upto]
         for worker, request, _ in ready:
             self._reply(worker, self._value_message(entry, request))
 
     def _expects(self, key: int, chunk: int, rnd_no: int, total) -> str:
         """Why a chunk total cannot be this DC's (a key, round or chunk it did not send to
-        the WAN, or another size or dtype); "" when it can."""
+        the WAN, or another size or dtype); "" when it can. ``rnd_no``: a DC round."""
         entry = self.keys.get(key)
         rnd = None if entry is None else entry.rounds.get(rnd_no)
         if rnd is None or not 0 <= chunk < len(rnd.layout):
@@ -215,9 +265,10 @@ class KeyStore:
                     f"{len(total)} x {total.dtype}")
         return ""
 
-    def deliver(self, key: int, chunk: int, rnd_no: int, total) -> None:
-        """The global sum of one chunk arrived (or was completed here); a total this DC
-        never asked for is logged and dropped."""
+    def deliver(self, key: int, chunk: int, wan_round: int, total) -> None:
+        """The global sum of one chunk of ``wan_round`` arrived (or was completed here); a
+        total this DC never asked for is logged and dropped."""
+        rnd_no = wan_round * self.sync.rounds_per_wan_round     # its last DC round
         problem = self._expects(key, chunk, rnd_no, total)
         if problem:
             self._drops.log("totals", "%s: dropped a chunk total: %s", self.dc, problem)
@@ -232,9 +283,17 @@ class KeyStore:
             start, stop, _ = rnd.layout[chunk]
             rnd.total[start:stop] = total
         rnd.chunks_done += 1
+        self._apply_complete(entry)
+
+    def _apply_complete(self, entry: _Key) -> None:
+        """Apply the complete rounds that are next, in order, and answer the pulls."""
         while entry.applied + 1 in entry.rounds and entry.rounds[entry.applied + 1].complete:
             done = entry.rounds.pop(entry.applied + 1)
-            if self.optimizer is not None:
+            if done.local_only:                 # hfa: a DC round's sum of model deltas
+                entry.value = entry.value + done.local
+            elif self.sync.local_steps:         # the WAN round's sum of every DC's delta
+                entry.value = entry.base = entry.base + done.total
+            elif self.optimizer is not None:
                 entry.value = self.optimizer.update(
                     entry.key, done.total.reshape(entry.shape), entry.value.reshape(entry.shape))
             else:
@@ -242,9 +301,44 @@ class KeyStore:
             entry.applied += 1
         self._answer_pulls(entry)
 
+    # ------------------------------------------------------------ mixed
+    def compensated_step(self, key: int, grad, then):
+        """mixed: one optimizer step of ``grad`` on this DC's weights of ``key``, delay-
+        compensated against ``then``, the weights it was computed on; the new weights."""
+        entry = self.keys[key]
+        entry.value = self.optimizer.update(key, grad.reshape(entry.shape),
+                                            entry.value.reshape(entry.shape),
+                                            then.reshape(entry.shape))
+        return entry.value
+
+    def on_update(self, msg: Message, sender_dc: str) -> None:
+        """mixed: another DC's round of a key, from the neighbour ``sender_dc`` that passes
+        its origin's updates to this DC; one that cannot be taken is logged and dropped."""
+        origin = str(msg.meta.get("origin"))
+        entry = self.keys.get(msg.key)
+        problem = "" if entry is not None and entry.value is not None else \
+            f"key {msg.key} is not initialized here"
+        arrays = msg.arrays() if not problem else []
+        if not problem and (msg.dtype != entry.dtype or len(arrays) != 1
+                            or len(arrays[0]) != entry.size):
+            problem = f"key {msg.key} has {entry.size} x {entry.dtype}"
+        try:
+            if problem:
+                raise MixedError(problem)
+            entry.value = self.mixed.on_remote(msg.key, msg.seq, origin, sender_dc, arrays[0],
+                                               entry.value, self.optimizer is not None)
+        except MixedError as exc:
+            self._drops.log(sender_dc, "%s: dropped update of key %d round %d (origin %s) "
+                            "from %s: %s", self.dc, msg.key, msg.seq, origin, sender_dc, exc)
+            return
+        self._answer_pulls(entry)
+
     # ------------------------------------------------------------ optimizer
     def on_set_optimizer(self, msg: Message) -> None:
         spec = msg.meta.get("spec")
+        if self.sync.local_steps:
+            raise RequestError(f"under sync mode {self.sync.mode!r} workers run the optimizer "
+                               f"themselves; the servers take none")
         if self.optimizer is not None and spec == self._spec:
             self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))
             return
@@ -259,6 +353,11 @@ class KeyStore:
             raise RequestError(str(exc)) from exc
         self._spec = spec
         log.info("%s: optimizer %s set by node %d", self.dc, self.optimizer.name, msg.sender)
+        if self.mixed is not None:      # other DCs' updates that came before it
+            for entry in self.keys.values():
+                if entry.value is not None:
+                    entry.value = self.mixed.catch_up(entry.key, entry.value)
+                    self._answer_pulls(entry)
         self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))
 
     def on_save_states(self, msg: Message) -> None:

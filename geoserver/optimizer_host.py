@@ -139,10 +139,21 @@ class OptimizerHost:
         self.name = name
         self.updater = mx.optimizer.get_updater(optimizer)
 
-    def update(self, index: int, grad: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """The new weight after one optimizer step (a new array; inputs are untouched)."""
+    def update(self, index: int, grad: np.ndarray, weight: np.ndarray,
+               computed_on: np.ndarray | None = None) -> np.ndarray:
+        """The new weight after one optimizer step (a new array; inputs are untouched).
+        ``computed_on``: the weights ``grad`` was computed on; MXNet's DCASGD compensates
+        the delay against them (its ``previous_weight`` state is set to them first); other
+        optimizers ignore it."""
         nd = self._mx.nd
         w = nd.array(weight, dtype=weight.dtype)
+        if computed_on is not None and isinstance(self.updater.optimizer,
+                                                  self._mx.optimizer.DCASGD):
+            if index not in self.updater.states:
+                self.updater.states[index] = \
+                    self.updater.optimizer.create_state_multi_precision(index, w)
+                self.updater.states_synced[index] = True
+            self.updater.states[index][1][:] = nd.array(computed_on, dtype=weight.dtype)
         self.updater(index, nd.array(grad, dtype=grad.dtype), w)
         return w.asnumpy().reshape(-1)
 

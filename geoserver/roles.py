@@ -39,7 +39,7 @@ ACCEPTS = {
     SERVER: {FROM_SCHEDULER: _CONTROL,
              FROM_OWN_WORKER: _REQUESTS,
              FROM_OTHER_SERVER: {Kind.INIT, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE,
-                                 Kind.RELAY}},
+                                 Kind.RELAY, Kind.UPDATE}},
     WORKER: {FROM_SCHEDULER: {Kind.ABORT, Kind.BARRIER_DONE, Kind.HEARTBEAT,
                               Kind.WORKER_LEFT},
              FROM_OWN_SERVER: _REPLIES},

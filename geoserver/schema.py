@@ -343,6 +343,8 @@ SCHEMAS = {
                                     "rates": ListOf(Row(Str(), Str(), Num(0.0)))}),
                                max_meta_bytes=MAX_META_BYTES),
     Kind.ROUND_OPEN: EMPTY,
+    Kind.UPDATE: MessageSchema(Obj({"origin": Str()}, required=("origin",)), frames=(1, 1),
+                               dtype="required", flags=Flag.QUEUED),
     Kind.ERROR: MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
 }
 # for wire.decode, which checks a meta frame's size before parsing it

@@ -21,6 +21,7 @@ from . import wire
 from .aggregation import TreeExchange
 from .compression import WanCodec
 from .local_store import KeyStore, RequestError
+from .mixed_sync import MixedExchange
 from .probe import LinkProber
 from .nodes import SERVER, WORKER
 from .postoffice import AbortedByScheduler, AbortError, Postoffice
@@ -64,13 +65,18 @@ class GeoServer:
                                      deliver=self._deliver, codec=codec)
         self._layouts: dict = {}        # (policy version, key) -> its layout, for _locate
         self.wan.deliver_to(self.exchange.on_chunk)
+        self.mixed = MixedExchange(self.dc, self.table.dcs, settings.sync.staleness,
+                                   route=self._update_route, send=self._send_update,
+                                   apply=self._compensated_step) \
+            if settings.sync.asynchronous else None
         self.store = KeyStore(self.dc, self.local_workers, settings.chunk_bytes,
                               self.policies, reply=self.po.send,
                               contribute=self.exchange.contribute,
                               forward_init=self._forward_init,
                               compressed_pushes=settings.compression.on
                               and settings.compression.scope == "all",
-                              momentum_corrected=settings.compression.momentum > 0)
+                              momentum_corrected=settings.compression.momentum > 0,
+                              sync=settings.sync, mixed=self.mixed)
         self.stats = {"messages": 0, "dropped": 0}
         # round gate (adapt): a worker's push of a round not yet open waits there; asking
         # for the round is an early heartbeat, so a re-planned policy starts at the next round
@@ -101,6 +107,18 @@ class GeoServer:
         """A chunk's total, from the exchange to the store (built after the exchange it
         contributes to)."""
         self.store.deliver(key, chunk, rnd, total)
+
+    def _update_route(self, origin: str, dc: str) -> list:
+        """mixed: where ``dc`` passes ``origin``'s updates on to: the first policy's first
+        tree, its links taken undirected (as INIT values travel)."""
+        return self.policies.for_round(0).trees[0].children_from(origin, dc)
+
+    def _send_update(self, dc: str, key: int, rnd: int, origin: str, array) -> None:
+        self.wan.send(dc, Message(Kind.UPDATE, key=key, seq=rnd, meta={"origin": origin},
+                                  dtype=array.dtype, frames=[array]), (rnd, key, 0))
+
+    def _compensated_step(self, key, grad, then):
+        return self.store.compensated_step(key, grad, then)
 
     def _forward_init(self, entry, generation) -> None:
         """A local worker's initial value goes to every other DC along the first tree of
@@ -165,6 +183,8 @@ class GeoServer:
             self._maybe_report_probe()
         elif msg.kind in (Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY):
             self.wan.on_message(source, msg)        # whole chunks go on to the exchange
+        elif msg.kind == Kind.UPDATE and self.mixed is not None:
+            self.store.on_update(msg, source)
         else:
             self._drops.log(source, "%s: ignored %s from server of %s", self.dc,
                             msg.kind.name, source)
@@ -213,12 +233,13 @@ class GeoServer:
     def _accept_worker(self, msg: Message) -> None:
         """A local worker's request: held while its round is not open (asking for a new
         round at once) or no policy is known yet, else handled."""
-        if msg.kind == Kind.PUSH and self.gate.closed(msg.seq):
+        wan_round = self.settings.sync.wan_round(msg.seq)
+        if msg.kind == Kind.PUSH and self.gate.closed(wan_round):
             current = max(self.store.max_round, self.gate.requested)
-            if msg.seq > current + MAX_ROUNDS_AHEAD:    # never asked of the scheduler
+            if wan_round > current + MAX_ROUNDS_AHEAD:    # never asked of the scheduler
                 self._reject(msg, f"push of round {msg.seq} is more than {MAX_ROUNDS_AHEAD} "
                                   f"rounds ahead of this DC's round {current}")
-            elif self.gate.hold(msg.seq, msg, time.monotonic()):
+            elif self.gate.hold(wan_round, msg, time.monotonic()):
                 self._send_heartbeat()
         elif self.policies.empty:
             if len(self._before_policy) < MAX_EARLY_MESSAGES:
@@ -252,6 +273,10 @@ class GeoServer:
         if msg.kind == Kind.SHUTDOWN and msg.sender == self.scheduler_id:
             log.info("%s: shutdown requested; %s; WAN chunks sent %s; compressed pushes %d",
                      self.dc, self.stats, self.exchange.sent, self.store.compressed_received)
+            if self.mixed is not None:
+                log.info("%s: mixed: largest staleness applied %d rounds; %d rounds waited "
+                         "for a slower DC", self.dc, self.mixed.staleness_seen,
+                         self.mixed.waits)
             return False
         if msg.kind == Kind.ABORT:
             raise AbortedByScheduler(msg.meta.get("reason", "the scheduler aborted the run"))

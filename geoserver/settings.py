@@ -15,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from .compression.config import CompressionConfig, CompressionError
+from .sync import SyncConfig, SyncError
 
 DEFAULT_CHUNK_BYTES = 1 << 20   # tensors larger than this travel as several WAN chunks
 MIN_CHUNK_BYTES = 1024
@@ -39,6 +40,10 @@ MAX_HELD_BYTES_PER_PEER = 1 << 30   # tensor bytes kept for later per peer DC (p
 MAX_EARLY_MESSAGES = 1 << 16    # messages kept before the WELCOME or the first policy
 LOG_LINES_PER_PEER = 10         # lines about bad messages per peer and interval, the rest
 LOG_INTERVAL_S = 10.0           # counted and reported with the next line
+
+
+TYPED = {"compression": CompressionConfig, "sync": SyncConfig}   # fields with a type of
+                                                                # their own, JSON both ways
 
 
 class SettingsError(ValueError):
@@ -104,11 +109,11 @@ def _decode(cls, data, what: str) -> dict:
                 raise SettingsError(f"missing field {f.name!r}")
             if f.name == "links":
                 kwargs[f.name] = _links(data[f.name])
-            elif f.name == "compression":
+            elif f.name in ("compression", "sync"):
                 try:
-                    kwargs[f.name] = CompressionConfig.from_json(data[f.name])
-                except CompressionError as exc:
-                    raise SettingsError(f"compression: {exc}") from None
+                    kwargs[f.name] = TYPED[f.name].from_json(data[f.name])
+                except (CompressionError, SyncError) as exc:
+                    raise SettingsError(f"{f.name}: {exc}") from None
             else:
                 kwargs[f.name] = _number(f.name, data[f.name], f.metadata["kind"],
                                          f.metadata["minimum"], f.metadata["positive"],
@@ -146,6 +151,7 @@ class RuntimeSettings(_Wire):
     links: tuple = field(default=())            # the WAN the scheduler planned on, for
                                                 # detours: ((a, b, mbps_ab, mbps_ba), ...)
     compression: CompressionConfig = field(default=CompressionConfig())   # cluster-wide
+    sync: SyncConfig = field(default=SyncConfig())                     # cluster-wide
 
     @classmethod
     def from_cluster(cls, config) -> "RuntimeSettings":
@@ -157,7 +163,7 @@ class RuntimeSettings(_Wire):
                    dead_after_s=float(config.dead_after_s), stall_s=float(config.stall_s),
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
-                   compression=config.compression)
+                   compression=config.compression, sync=config.sync)
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

@@ -64,6 +64,8 @@ class Kind(enum.IntEnum):
     ROUND_OPEN = 28     # scheduler -> servers (adapt): round `seq` may start; its policy is final
     WORKER_LEFT = 29    # scheduler -> workers: a worker finished after round `rounds`
     ERROR = 30          # server -> worker: the request was rejected; reason in meta
+    UPDATE = 31         # server -> server (sync mode mixed): a DC's sum of one key's round,
+                        # passed on along a tree from its origin (meta: origin)
 
 
 class Flag(enum.IntFlag):

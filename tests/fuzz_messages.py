@@ -73,6 +73,7 @@ BASE_META = {
     Kind.PROBE_REPORT: {"rates": {"dc1": 100.0}},
     Kind.ROUTES: {"relays": [], "rates": []},
     Kind.ERROR: {"reason": "fuzz"},
+    Kind.UPDATE: {"origin": "dc1"},
     Kind.WORKER_LEFT: {"rank": 1, "pushes": [[0, 1]], "who": "fuzz"},
 }
 # nested fields worth breaking: where each sits in its kind's base meta, and its JSON type
@@ -99,10 +100,11 @@ NATURAL_SENDERS = {
     Kind.LOAD_STATES: (3,), Kind.CHUNK_UP: (2,), Kind.CHUNK_DOWN: (2, 1), Kind.POLICY: (0,),
     Kind.PROBE_REQUEST: (0,), Kind.PROBE: (2,), Kind.PROBE_REPORT: (1, 2), Kind.RELAY: (2,),
     Kind.ROUTES: (0,), Kind.ROUND_OPEN: (0,), Kind.ERROR: (1, 0), Kind.WORKER_LEFT: (0,),
+    Kind.UPDATE: (2,),
 }
 KINDS = {int(k) for k in Kind}
 DATA_KINDS = (Kind.INIT, Kind.PUSH, Kind.VALUE, Kind.STATES, Kind.LOAD_STATES,
-              Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE, Kind.RELAY)
+              Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE, Kind.RELAY, Kind.UPDATE)
 
 # Raw JSON fragments no ``json.dumps`` of a sane value produces.
 RAW = {

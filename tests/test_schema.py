@@ -63,6 +63,8 @@ VALID = {
     Kind.ROUTES: Message(Kind.ROUTES, meta={"relays": [["eu", "us", "ap", 0.25]],
                                             "rates": [["eu", "us", 100.0]]}),
     Kind.ROUND_OPEN: Message(Kind.ROUND_OPEN, seq=5),
+    Kind.UPDATE: Message(Kind.UPDATE, key=1, seq=3, meta={"origin": "eu"}, dtype=F4.dtype,
+                         frames=[F4]),
     Kind.WORKER_LEFT: Message(Kind.WORKER_LEFT, meta={"rank": 1, "pushes": [[0, 8]],
                                                       "who": "worker rank 1"}),
     Kind.ERROR: Message(Kind.ERROR, meta={"reason": "key 3 has not been initialized"}),

@@ -1,0 +1,140 @@
+"""How the cluster synchronizes: one typed setting for the whole cluster (``[sync]``).
+
+Pure. The cluster file's ``[sync]`` table becomes a :class:`SyncConfig`, checked here once
+with errors that name the field; the scheduler sends it to every node in WELCOME (inside
+:class:`~netstorm.geoserver.settings.RuntimeSettings`). docs/sync.md says what each mode
+does and when to use it.
+
+- ``fsa``: fully synchronous (the default): every round, every worker's gradient is summed
+  across all DCs before anyone goes on.
+- ``hfa``: hierarchical frequency aggregation: a worker takes ``k1`` optimizer steps of its
+  own, then its DC sums its workers' model deltas; every ``k2`` such DC rounds the DCs sum
+  their deltas across the WAN (along the policy's trees). The model moves by the *sum* of
+  the contributions, as under ``fsa``, so ``k1 = k2 = 1`` is ``fsa`` with SGD.
+- ``mixed``: synchronous inside a DC, asynchronous across DCs: a DC applies its own sum at
+  once and the other DCs' sums as they arrive (delay-compensated with MXNet's DCASGD), never
+  running more than ``staleness`` rounds ahead of the slowest DC.
+- ``esync``: like ``hfa`` with ``k2 = 1``, but each worker's number of local steps is set
+  every round so that all arrive at the synchronization together (fast workers take more,
+  up to ``max_steps``; the slowest takes one).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+MODES = ("fsa", "hfa", "mixed", "esync")
+PARAMS = {              # what each mode takes besides 'mode'
+    "fsa": (),
+    "hfa": ("k1", "k2"),
+    "mixed": ("staleness",),
+    "esync": ("max_steps",),
+}
+DEFAULT_K1 = 1
+DEFAULT_K2 = 1
+DEFAULT_STALENESS = 2
+DEFAULT_MAX_STEPS = 8
+MAX_COUNT = 1 << 16     # the largest k1, k2, staleness or max_steps taken
+
+
+class SyncError(ValueError):
+    """A synchronization setting that cannot be used; the text names the field and why."""
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    mode: str = "fsa"
+    k1: int = DEFAULT_K1
+    k2: int = DEFAULT_K2
+    staleness: int = DEFAULT_STALENESS
+    max_steps: int = DEFAULT_MAX_STEPS
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise SyncError(f"sync mode {self.mode!r} is unknown; accepted: "
+                            f"{', '.join(repr(m) for m in MODES)}")
+        for name, lowest in (("k1", 1), ("k2", 1), ("staleness", 0), ("max_steps", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    not lowest <= value <= MAX_COUNT:
+                raise SyncError(f"{name} must be a whole number in {lowest}..{MAX_COUNT}, "
+                                f"got {value!r}")
+
+    # ------------------------------------------------------------ what the mode means
+    @property
+    def local_steps(self) -> bool:
+        """Workers run the optimizer themselves and push model deltas (hfa, esync)."""
+        return self.mode in ("hfa", "esync")
+
+    @property
+    def asynchronous(self) -> bool:
+        """DCs apply each other's updates as they arrive (mixed)."""
+        return self.mode == "mixed"
+
+    @property
+    def rounds_per_wan_round(self) -> int:
+        """DC rounds per WAN round (``k2`` under hfa, else 1)."""
+        return self.k2 if self.mode == "hfa" else 1
+
+    def wan_round(self, rnd: int) -> int:
+        """The WAN round a DC round belongs to (its policy, its round gate): round ``rnd``
+        (1-based) is in WAN round ``ceil(rnd / k2)``; that WAN round's sum is sent at its
+        last DC round."""
+        k = self.rounds_per_wan_round
+        return -(-rnd // k)
+
+    def crosses_wan(self, rnd: int) -> bool:
+        """Whether DC round ``rnd`` ends with a sum across the WAN."""
+        return rnd % self.rounds_per_wan_round == 0
+
+    # ------------------------------------------------------------ forms
+    @classmethod
+    def from_params(cls, params, where: str = "[sync]") -> "SyncConfig":
+        """From the cluster file's table (or None: fsa). Parameters a mode does not take are
+        refused, never ignored."""
+        if params is None:
+            return cls()
+        if not isinstance(params, dict):
+            raise SyncError(f"{where} must be a table like {{mode = 'hfa', k1 = 4, k2 = 2}}, "
+                            f"got {type(params).__name__}")
+        mode = params.get("mode", "fsa")
+        if mode not in PARAMS:
+            raise SyncError(f"{where}: sync mode {mode!r} is unknown; accepted: "
+                            f"{', '.join(repr(m) for m in MODES)}")
+        extra = sorted(set(params) - {"mode", *PARAMS[mode]})
+        if extra:
+            raise SyncError(f"{where}: mode {mode!r} takes no {', '.join(map(repr, extra))} "
+                            f"(it takes {', '.join(map(repr, PARAMS[mode])) or 'nothing'})")
+        try:
+            return cls(mode=mode, **{k: params[k] for k in PARAMS[mode] if k in params})
+        except SyncError as exc:
+            raise SyncError(f"{where}: {exc}") from None
+
+    @classmethod
+    def parse(cls, text: str, where: str = "--sync") -> "SyncConfig":
+        """From ``MODE`` or ``MODE:NAME=N,NAME=N`` (the launcher's and bench's flag)."""
+        mode, _, rest = text.partition(":")
+        params: dict = {"mode": mode.strip()}
+        for item in filter(None, (p.strip() for p in rest.split(","))):
+            name, eq, value = item.partition("=")
+            if not eq or not value.strip().lstrip("-").isdigit():
+                raise SyncError(f"{where}: expected NAME=N after '{mode}:', got {item!r}")
+            params[name.strip()] = int(value)
+        return cls.from_params(params, where)
+
+    def to_params(self) -> dict:
+        """The table form, naming only what this mode takes (inverse of from_params)."""
+        return {"mode": self.mode, **{k: getattr(self, k) for k in PARAMS[self.mode]}}
+
+    def describe(self) -> str:
+        """``hfa:k1=4,k2=2`` (what :meth:`parse` reads)."""
+        extra = ",".join(f"{k}={getattr(self, k)}" for k in PARAMS[self.mode])
+        return f"{self.mode}:{extra}" if extra else self.mode
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data) -> "SyncConfig":
+        if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
+            raise SyncError(f"malformed sync setting {data!r}")
+        return cls(**data)
