@@ -95,6 +95,9 @@ class KeyStore:
         self._contribute = contribute
         self._forward_init = forward_init
         self.keys: dict = {}
+        self.departed: dict = {}    # esync: local worker -> {key: rounds it pushed} once it
+                                    # finished; later rounds go on without it
+        self.all_departed = False   # esync: every worker of every DC finished
         self.max_round = 0          # the latest WAN round any local worker has pushed for
         self.optimizer: OptimizerHost | None = None
         self._spec = None
@@ -197,18 +200,52 @@ class KeyStore:
             np.add(rnd.local, array, out=rnd.local)
         if msg.flags & Flag.WANT_VALUE:
             entry.pulls.append((msg.sender, msg.request, msg.seq))
-        if rnd.pushed != self.workers:
-            return
+        if rnd.pushed >= self._needed(entry.key, msg.seq):
+            self._round_ready(entry, msg.seq, rnd)
+
+    def _needed(self, key: int, rnd: int) -> set:
+        """The local workers round ``rnd`` of ``key`` waits for: all, but under esync not
+        those that finished before it."""
+        return {w for w in self.workers
+                if w not in self.departed or rnd <= self.departed[w].get(key, 0)}
+
+    def _round_ready(self, entry: _Key, rnd_no: int, rnd: _Round) -> None:
+        """Every local worker the round needs pushed it: apply it here, or send it on."""
         if self.mixed is not None:
-            entry.value = self.mixed.on_local(entry.key, msg.seq, rnd.local, entry.value)
-            entry.applied = msg.seq
-            del entry.rounds[msg.seq]
+            entry.value = self.mixed.on_local(entry.key, rnd_no, rnd.local, entry.value)
+            entry.applied = rnd_no
+            del entry.rounds[rnd_no]
             self._answer_pulls(entry)
-        elif self.sync.local_steps and not self.sync.crosses_wan(msg.seq):
+        elif self.sync.local_steps and not self.sync.crosses_wan(rnd_no):
             rnd.local_only = True
             self._apply_complete(entry)
         else:
-            self._to_wan(entry, msg.seq, rnd)
+            self._to_wan(entry, rnd_no, rnd)
+
+    def worker_left(self, worker: int, pushes: dict, everyone: bool) -> None:
+        """esync: local worker ``worker`` finished after pushing ``pushes[key]`` rounds of
+        each key (``everyone``: it was the last worker anywhere). Rounds after those go on
+        without it: a round whose other workers all pushed is complete now, and a DC with
+        no worker left contributes nothing (zeros) to the WAN rounds the others go on with,
+        one round at a time."""
+        self.all_departed = everyone
+        if worker in self.workers:
+            self.departed[worker] = pushes
+        for entry in list(self.keys.values()):
+            self._departures_done(entry)
+
+    def _departures_done(self, entry: _Key) -> None:
+        if not self.departed or entry.value is None:
+            return
+        for rnd_no, rnd in sorted(entry.rounds.items()):
+            if not rnd.layout and not rnd.local_only and \
+                    rnd.pushed >= self._needed(entry.key, rnd_no):
+                self._round_ready(entry, rnd_no, rnd)
+        nxt = entry.applied + 1
+        if nxt not in entry.rounds and not self._needed(entry.key, nxt) and \
+                not self.all_departed:
+            rnd = entry.rounds[nxt] = _Round(local=np.zeros(entry.size, entry.dtype))
+            self._round_ready(entry, nxt, rnd)
 
     def _check_sync(self, entry: _Key, rnd: int) -> None:
         """What the synchronization mode needs before a push of round ``rnd`` is taken."""
@@ -300,6 +337,7 @@ class KeyStore:
                 entry.value = done.total
             entry.applied += 1
         self._answer_pulls(entry)
+        self._departures_done(entry)
 
     # ------------------------------------------------------------ mixed
     def compensated_step(self, key: int, grad, then):

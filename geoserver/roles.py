@@ -27,7 +27,7 @@ FROM_OTHER_SERVER = "another DC's server"
 FROM_NODE = "a node"                     # anything but the scheduler, at the scheduler
 
 _CONTROL = {Kind.ABORT, Kind.SHUTDOWN, Kind.POLICY, Kind.PROBE_REQUEST, Kind.ROUTES,
-            Kind.ROUND_OPEN, Kind.HEARTBEAT}
+            Kind.ROUND_OPEN, Kind.HEARTBEAT, Kind.WORKER_LEFT}
 _REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
              Kind.LOAD_STATES}
 _REPLIES = {Kind.INIT_DONE, Kind.VALUE, Kind.OPTIMIZER_DONE, Kind.STATES, Kind.ERROR}

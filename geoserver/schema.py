@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from .settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
+from .sync import MAX_COUNT
 from .wire import DTYPE_CODES, MAX_META_BYTES, Flag, Kind, Message, WireError
 
 U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1
@@ -299,7 +300,8 @@ SCHEMAS = {
     Kind.BARRIER: EMPTY,
     Kind.BARRIER_DONE: EMPTY,
     Kind.HEARTBEAT: MessageSchema(Obj({"round": Int(), "stalled": ListOf(Str()),
-                                       "links": DictOf(Row(Num(0.0), Num(0.0)))}),
+                                       "links": DictOf(Row(Num(0.0), Num(0.0))),
+                                       "step_s": Num(0.0, 1e6)}),
                                   max_meta_bytes=MAX_META_BYTES),
     Kind.ABORT: MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
     Kind.BYE: MessageSchema(Obj({"clean": Bool(), "reason": Str(None), "pushes": PUSHES}),
@@ -317,7 +319,8 @@ SCHEMAS = {
     Kind.PUSH: MessageSchema(frames=(1, 1), dtype="required",
                              flags=Flag.WANT_VALUE | Flag.ENCODED),
     Kind.PULL: EMPTY,
-    Kind.VALUE: MessageSchema(frames=(1, 1), dtype="required"),
+    Kind.VALUE: MessageSchema(Obj({"steps": Int(1, MAX_COUNT)}), frames=(1, 1),
+                              dtype="required"),
     Kind.SET_OPTIMIZER: MessageSchema(Obj({"spec": OPTIMIZER_SPEC}, required=("spec",)),
                                       max_meta_bytes=MAX_META_BYTES),
     Kind.OPTIMIZER_DONE: EMPTY,

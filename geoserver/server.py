@@ -21,6 +21,7 @@ from . import wire
 from .aggregation import TreeExchange
 from .compression import WanCodec
 from .local_store import KeyStore, RequestError
+from .esync import StepBalancer
 from .mixed_sync import MixedExchange
 from .probe import LinkProber
 from .nodes import SERVER, WORKER
@@ -69,8 +70,12 @@ class GeoServer:
                                    route=self._update_route, send=self._send_update,
                                    apply=self._compensated_step) \
             if settings.sync.asynchronous else None
+        # esync: how many local steps each worker takes (measured here, slowest from the
+        # scheduler)
+        self.balancer = StepBalancer(self.local_workers, settings.sync.max_steps) \
+            if settings.sync.mode == "esync" else None
         self.store = KeyStore(self.dc, self.local_workers, settings.chunk_bytes,
-                              self.policies, reply=self.po.send,
+                              self.policies, reply=self._reply_worker,
                               contribute=self.exchange.contribute,
                               forward_init=self._forward_init,
                               compressed_pushes=settings.compression.on
@@ -78,6 +83,7 @@ class GeoServer:
                               momentum_corrected=settings.compression.momentum > 0,
                               sync=settings.sync, mixed=self.mixed)
         self.stats = {"messages": 0, "dropped": 0}
+        self._departed: set = set()     # esync: workers (anywhere) that finished
         # round gate (adapt): a worker's push of a round not yet open waits there; asking
         # for the round is an early heartbeat, so a re-planned policy starts at the next round
         self.gate = RoundGate(settings.round_gate, settings.timeout_s)
@@ -107,6 +113,14 @@ class GeoServer:
         """A chunk's total, from the exchange to the store (built after the exchange it
         contributes to)."""
         self.store.deliver(key, chunk, rnd, total)
+
+    def _reply_worker(self, worker: int, msg: Message) -> None:
+        """A reply to a local worker; under esync a value carries the worker's local steps
+        until the next round."""
+        if self.balancer is not None and msg.kind == Kind.VALUE:
+            msg.meta = {"steps": self.balancer.steps(worker, msg.seq)}
+            self.balancer.on_reply(worker, msg.seq, time.monotonic())
+        self.po.send(worker, msg)
 
     def _update_route(self, origin: str, dc: str) -> list:
         """mixed: where ``dc`` passes ``origin``'s updates on to: the first policy's first
@@ -234,6 +248,8 @@ class GeoServer:
         """A local worker's request: held while its round is not open (asking for a new
         round at once) or no policy is known yet, else handled."""
         wan_round = self.settings.sync.wan_round(msg.seq)
+        if msg.kind == Kind.PUSH and self.balancer is not None:
+            self.balancer.on_push(msg.sender, msg.seq, time.monotonic())
         if msg.kind == Kind.PUSH and self.gate.closed(wan_round):
             current = max(self.store.max_round, self.gate.requested)
             if wan_round > current + MAX_ROUNDS_AHEAD:    # never asked of the scheduler
@@ -250,6 +266,18 @@ class GeoServer:
         else:
             self._from_worker(msg)
 
+    def _on_worker_left(self, msg: Message) -> None:
+        """esync: a worker finished; the rounds after its last go on without it."""
+        rank = int(msg.meta["rank"])
+        node = next((n for n in self.table.workers() if n.rank == rank), None)
+        if node is None:
+            log.error("%s: WORKER_LEFT names rank %d, which is no worker", self.dc, rank)
+            return
+        self._departed.add(node.id)
+        everyone = len(self._departed) == len(self.table.workers())
+        self.store.worker_left(node.id, {int(k): int(n) for k, n in msg.meta["pushes"]},
+                               everyone)
+
     def _on_round_open(self, msg: Message) -> None:
         for request in self.gate.open(msg.seq, time.monotonic()):
             self._accept_worker(request)
@@ -258,7 +286,10 @@ class GeoServer:
         """This DC's round (with the round gate: the latest it asked for), its inbound link
         estimates ``{src: [Mbit/s, age s]}`` and the DCs its own messages are stuck towards
         (nothing left for ``stall_s``)."""
-        return {"round": max(self.store.max_round, self.gate.requested), **self.wan.report()}
+        meta = {"round": max(self.store.max_round, self.gate.requested), **self.wan.report()}
+        if self.balancer is not None:
+            meta["step_s"] = self.balancer.slowest_here()
+        return meta
 
     def _send_heartbeat(self) -> None:
         self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=self._heartbeat_meta()))
@@ -269,6 +300,8 @@ class GeoServer:
         if msg.sender == self.scheduler_id:       # admitted: it is the scheduler's key
             self._scheduler_seen = time.monotonic()
             if msg.kind == Kind.HEARTBEAT:
+                if self.balancer is not None and "step_s" in msg.meta:
+                    self.balancer.cluster_slowest = float(msg.meta["step_s"])
                 return True
         if msg.kind == Kind.SHUTDOWN and msg.sender == self.scheduler_id:
             log.info("%s: shutdown requested; %s; WAN chunks sent %s; compressed pushes %d",
@@ -285,6 +318,9 @@ class GeoServer:
             return True
         if msg.kind == Kind.ROUTES and msg.sender == self.scheduler_id:
             self.wan.on_routes(msg.meta)
+            return True
+        if msg.kind == Kind.WORKER_LEFT and msg.sender == self.scheduler_id:
+            self._on_worker_left(msg)
             return True
         if msg.kind == Kind.ROUND_OPEN and msg.sender == self.scheduler_id:
             self._on_round_open(msg)

@@ -28,6 +28,9 @@ from .wire import Flag, Kind, Message
 log = logging.getLogger("netstorm.worker")
 
 
+KEPT_STEP_COUNTS = 64   # esync: step counts kept per worker (keys a few rounds apart)
+
+
 class KVStoreError(RuntimeError):
     """A request failed: rejected by the server, timed out, or the cluster was aborted."""
 
@@ -125,6 +128,7 @@ class WorkerClient:
         self.timeout_s = self.po.settings.timeout_s
         self.heartbeat_s = self.po.settings.heartbeat_s
         self.compression = self.po.settings.compression     # cluster-wide
+        self.sync = self.po.settings.sync                   # cluster-wide
         # scope "all": pushes to the DC server are compressed too, with this worker's residuals
         self._push_codec = ErrorFeedback(self.compression, seed=self.me.id) \
             if self.compression.on and self.compression.scope == "all" else None
@@ -142,6 +146,8 @@ class WorkerClient:
         self.last_error: str | None = None      # the latest failure where the caller
                                                 # only sees a wrapper (MXNet's engine)
         self._closed = threading.Event()
+        self._steps_known = threading.Condition(self._lock)
+        self._next_steps = {0: 1}   # esync: round -> local steps before the next round
         self._drops = RateLimitedLog(log)
         self._thread = threading.Thread(target=self._io_loop, name="netstorm-io", daemon=True)
         self._thread.start()
@@ -206,6 +212,7 @@ class WorkerClient:
             self.caused_by_other = caused_by_other
             self._aborted = reason
             pending, self._pending = list(self._pending.values()), {}
+            self._steps_known.notify_all()
         for p in pending:
             p.event.set()
 
@@ -235,6 +242,8 @@ class WorkerClient:
         if needs is None:
             return ""
         key, rnd = needs
+        if key is not None and self.sync.mode == "esync":
+            return ""       # its DC's server goes on without it (docs/sync.md)
         for who, pushes in self._departed:
             done = pushes.get(key, 0)
             if key is None or rnd > done:
@@ -359,7 +368,28 @@ class WorkerClient:
     def finish_into(self, key: int, handle, target: np.ndarray) -> None:
         """Wait for the VALUE answering a push (want_value) or a pull and write it into the
         flat array ``target``."""
-        target[:] = self._value(self.keys[key], self._wait(handle, Kind.VALUE)).reshape(-1)
+        reply = self._wait(handle, Kind.VALUE)
+        target[:] = self._value(self.keys[key], reply).reshape(-1)
+        steps = reply.meta.get("steps") if reply.meta else None
+        if steps is not None:
+            with self._steps_known:
+                self._next_steps[reply.seq] = int(steps)
+                self._steps_known.notify_all()
+
+    def steps_after(self, rnd: int) -> int:
+        """esync: how many local steps the DC server asked for after round ``rnd``, waiting
+        (bounded by ``timeout_s``) until that round's value has come."""
+        with self._steps_known:
+            if not self._steps_known.wait_for(lambda: rnd in self._next_steps
+                                              or self._aborted, self.timeout_s):
+                raise KVStoreError(f"worker rank {self.me.rank}: waited {self.timeout_s:g}s "
+                                   f"for the step count after round {rnd} from "
+                                   f"{self.server.describe()}")
+            if rnd not in self._next_steps:
+                raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
+            for old in [r for r in self._next_steps if r < rnd - KEPT_STEP_COUNTS]:
+                del self._next_steps[old]
+            return self._next_steps[rnd]
 
     def set_optimizer(self, spec: dict) -> None:
         self._wait(self._submit(Message(Kind.SET_OPTIMIZER, meta={"spec": spec}),

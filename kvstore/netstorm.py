@@ -27,6 +27,7 @@ from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, 
 from netstorm.geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops
+from .local_steps import LocalSteps
 
 MAX_KEY = 2 ** 32 - 1
 
@@ -68,6 +69,9 @@ class NetStorm(KVStoreBase):
         self._key_kind = None
         self._tokens: dict = {}
         self._updater = None
+        # hfa / esync: the optimizer runs here, on the worker's own weights
+        self._local = LocalSteps(self._client.sync, self._client, self._push_value) \
+            if self._client.sync.local_steps else None
         self._failed = False
         self._stopped_by = ""
         self._previous_hook = sys.excepthook
@@ -141,7 +145,18 @@ class NetStorm(KVStoreBase):
     def init(self, key, value):
         for k, vals in _group(key, value, "init"):
             _check_dense(vals, f"init of key {k!r}")
-            self._client.init(self._key_id(k, create=True), vals[0].asnumpy())
+            kid = self._key_id(k, create=True)
+            self._client.init(kid, vals[0].asnumpy())
+            if self._local is not None:     # its weights start from the servers' value
+                start = np.empty(vals[0].size, dtype=vals[0].dtype)
+                self._client.finish_into(kid, self._client.start_pull(kid), start)
+                self._local.start(kid, mx.nd.array(start.reshape(vals[0].shape),
+                                                   dtype=vals[0].dtype))
+
+    def _push_value(self, kid: int, delta):
+        """Push ``delta`` as the key's next round; an NDArray that gets the value after it."""
+        return mx.nd.Custom(delta, self._token_of(kid), op_type="netstorm_pushpull",
+                            store=self._token, key=str(kid), want_value="1")
 
     def broadcast(self, key, value, out, priority=0):
         self.init(key, value)
@@ -154,6 +169,9 @@ class NetStorm(KVStoreBase):
         for k, vals in _group(key, value, "push"):
             _check_dense(vals, f"push of key {k!r}")
             kid = self._declared(k, vals)
+            if self._local is not None:
+                self._local.step(kid, self._summed(vals))
+                continue
             mx.nd.Custom(self._summed(vals), self._token_of(kid), op_type="netstorm_pushpull",
                          store=self._token, key=str(kid), want_value="0")
 
@@ -163,6 +181,9 @@ class NetStorm(KVStoreBase):
         for k, outs in _group(key, out, "pull"):
             _check_dense(outs, f"pull of key {k!r}")
             kid = self._declared(k, outs)
+            if self._local is not None:
+                self._local.pull(kid, outs)
+                continue
             value = mx.nd.Custom(outs[0], self._token_of(kid), op_type="netstorm_pull",
                                  store=self._token, key=str(kid))
             for o in outs:
@@ -175,6 +196,9 @@ class NetStorm(KVStoreBase):
         for (k, vals), targets in zip(groups, outs):
             _check_dense(vals + targets, f"pushpull of key {k!r}")
             kid = self._declared(k, vals + targets)
+            if self._local is not None:
+                self._local.step(kid, self._summed(vals), targets)
+                continue
             # the operator writes the first target directly (it may alias the gradient)
             mx.nd.Custom(self._summed(vals), self._token_of(kid), op_type="netstorm_pushpull",
                          store=self._token, key=str(kid), want_value="1", out=targets[0])
@@ -202,10 +226,19 @@ class NetStorm(KVStoreBase):
                 f"the cluster file's [compression] table (docs/compression.md)")
 
     def set_optimizer(self, optimizer):
+        if self._local is not None:     # hfa / esync: the servers take no optimizer
+            self._local.set_optimizer(optimizer)
+            self._updater = self._local.updater
+            return
         self._client.set_optimizer(optimizer_spec(optimizer))
         self._updater = mx.optimizer.get_updater(optimizer)
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
+        if self._local is not None:
+            mx.nd.waitall()
+            with open(fname, "wb") as f:
+                f.write(self._local.save_states(dump_optimizer))
+            return
         if self._updater is None:
             raise KVStoreError("save_optimizer_states: no optimizer set (set_optimizer)")
         mx.nd.waitall()
@@ -222,6 +255,11 @@ class NetStorm(KVStoreBase):
             f.write(self._updater.get_states(dump_optimizer))
 
     def load_optimizer_states(self, fname):
+        if self._local is not None:
+            mx.nd.waitall()
+            with open(fname, "rb") as f:    # the user's own file, in MXNet's format
+                self._local.load_states(f.read())
+            return
         if self._updater is None:
             raise KVStoreError("load_optimizer_states: no optimizer set (set_optimizer)")
         mx.nd.waitall()

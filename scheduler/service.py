@@ -59,6 +59,7 @@ class Scheduler:
         # at the first round not yet open - the very next round, with no lead and no race
         self.round_gate = self.settings.round_gate
         self.rounds = RoundTracker(self.round_gate, config.heartbeat_s)
+        self._step_s: dict = {}     # esync: dc -> its slowest seconds per local step
         self._next_beat = 0.0                  # every node hears from the scheduler
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
@@ -221,10 +222,13 @@ class Scheduler:
             return
         self._check_stop()
         self._next_beat = now + self.config.heartbeat_s
+        # esync: every server hears the cluster's slowest seconds per local step
+        meta = {"step_s": max(self._step_s.values())} if self._step_s else {}
         for node in self.table.nodes.values():
             if node.role != SCHEDULER and node.id not in self.finished and \
                     self.van.is_connected(node.id):
-                self.van.send(node.id, wire.Message(wire.Kind.HEARTBEAT))
+                self.van.send(node.id, wire.Message(
+                    wire.Kind.HEARTBEAT, meta=meta if node.role == SERVER else {}))
 
     def _recv(self, timeout_s: float):
         """The next message the scheduler admits from a node of the table
@@ -277,15 +281,20 @@ class Scheduler:
         log.info("%s finished after round %d%s", node.describe(),
                  max((n for _, n in pushes), default=0),
                  f"; telling the {len(others)} still running" if others else "")
+        meta = {"rank": node.rank, "pushes": pushes, "who": node.describe()}
         for other in others:    # a later round needs it: they fail at once, not on timeout
-            self.van.send(other.id, wire.Message(wire.Kind.WORKER_LEFT, meta={
-                "rank": node.rank, "pushes": pushes, "who": node.describe()}))
+            self.van.send(other.id, wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
+        if self.settings.sync.mode == "esync":      # the others go on without it
+            for dc in self.table.dcs:
+                self.van.send(self.table.server_of(dc).id, wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
 
     def _on_round_report(self, msg: wire.Message) -> None:
         """A server's heartbeat carries its round (and, with adapt, its link estimates)."""
         reported = int(msg.meta["round"])
         now = time.monotonic()
         self.rounds.report(msg.sender, reported, now)
+        if "step_s" in msg.meta:            # esync: the DC's slowest seconds per step
+            self._step_s[self.table[msg.sender].dc] = float(msg.meta["step_s"])
         if self.adaptation is not None:
             self.adaptation.on_report(self.table[msg.sender].dc, msg.meta, now)
         if self.round_gate:

@@ -46,7 +46,7 @@ FIELD_TYPES = {
     "dtype": str, "origin": str, "spec": dict, "states": list, "counts": list,
     "num_update": int, "part": list, "from": str, "to": str, "kind": int, "hops": int,
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
-    "rank": int, "pushes": list, "who": str,
+    "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -55,7 +55,7 @@ BASE_META = {
     Kind.REGISTER: {"role": "worker", "dc": "dc0", "address": "tcp://127.0.0.1:9",
                     "local_index": 0, "pid": 1, "host": "fuzz", "local_address": ""},
     Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None},
-    Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": []},
+    Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": [], "step_s": 0.5},
     Kind.ABORT: {"reason": "fuzz"},
     Kind.BYE: {"clean": True, "reason": "fuzz"},
     Kind.INIT: {"shape": [4], "dtype": "<f4", "origin": "dc1"},
@@ -73,6 +73,7 @@ BASE_META = {
     Kind.PROBE_REPORT: {"rates": {"dc1": 100.0}},
     Kind.ROUTES: {"relays": [], "rates": []},
     Kind.ERROR: {"reason": "fuzz"},
+    Kind.VALUE: {"steps": 2},
     Kind.UPDATE: {"origin": "dc1"},
     Kind.WORKER_LEFT: {"rank": 1, "pushes": [[0, 1]], "who": "fuzz"},
 }

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import free_port, launch, worker_cmd
+from netstorm.geoserver.sync import SyncConfig
 from netstorm.geoserver.worker_client import KVStoreError, WorkerSettings
 from netstorm.kvstore import netstorm as plugin
 
@@ -114,6 +115,8 @@ def test_initial_values_pass_along_the_tree_to_far_dcs(no_leftovers):
 
 
 class StandInClient:
+    sync = SyncConfig()
+
     def __init__(self, settings):
         self.closed = []
 

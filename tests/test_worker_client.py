@@ -42,7 +42,7 @@ def test_a_message_that_upsets_dispatch_is_logged_and_the_io_thread_goes_on(capl
         in caplog.text
 
 
-def _bare_client():
+def _bare_client(sync=None):
     """A WorkerClient without sockets: only the request book-keeping."""
     import threading
 
@@ -53,7 +53,19 @@ def _bare_client():
     client.me = NodeInfo(3, "worker", "eu", "tcp://127.0.0.1:1", rank=0, local_rank=0)
     client._lock, client._pending, client._departed = threading.Lock(), {}, []
     client._aborted, client.caused_by_other = None, False
+    from netstorm.geoserver.sync import SyncConfig
+    client.sync = sync or SyncConfig()
     return client
+
+
+def test_under_esync_a_worker_that_left_dooms_only_barriers():
+    """esync: its DC's server goes on without it (a fast worker finishes its steps in fewer
+    rounds), so only a barrier, which needs every worker, can never come."""
+    from netstorm.geoserver.sync import SyncConfig
+    client = _bare_client(SyncConfig(mode="esync"))
+    client._worker_left("worker rank 1 (dc1/0, node 4)", {5: 50})
+    assert not client._left_error((5, 51), "x") and not client._left_error((6, 3), "x")
+    assert "can never come" in client._left_error((None, 0), "barrier 2")
 
 
 def test_a_worker_that_left_dooms_only_the_rounds_it_never_pushed():

@@ -22,6 +22,7 @@ from dataclasses import replace
 from netstorm.geoserver.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
                                         load_cluster, pseudo_cluster)
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
+from netstorm.geoserver.sync import SyncConfig, SyncError
 from netstorm.geoserver.security import SecurityConfig
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 
@@ -54,6 +55,10 @@ def parse_args(argv):
                              "mpq, 2bit) or MXNet's compression_params as JSON, e.g. "
                              "'{\"type\": \"bsc\", \"ratio\": 0.01}' (docs/compression.md); "
                              "overrides the cluster file's [compression]")
+    parser.add_argument("--sync", default=None,
+                        help="synchronization for the whole cluster: fsa, hfa:k1=4,k2=2, "
+                             "mixed:staleness=2 or esync:max_steps=8 (docs/sync.md); "
+                             "overrides the cluster file's [sync]")
     parser.add_argument("--workers-per-dc", type=int, default=1,
                         help="workers per DC with --dcs or --wan (default 1)")
     parser.add_argument("--chunk-bytes", type=int, default=None,
@@ -136,6 +141,8 @@ def main(argv=None) -> int:
     try:
         if args.compression is not None:
             transport["compression"] = compression_setting(args.compression)
+        if args.sync is not None:
+            transport["sync"] = SyncConfig.parse(args.sync)
         if args.cluster:
             config = load_cluster(args.cluster)
             if transport:
@@ -150,7 +157,7 @@ def main(argv=None) -> int:
             config = pseudo_cluster(args.dcs, args.workers_per_dc, free_port(), **transport)
         for name in args.dc or []:
             config.dc(name)
-    except (ClusterFileError, CompressionError) as exc:
+    except (ClusterFileError, CompressionError, SyncError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
     with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None

@@ -32,8 +32,8 @@ def batches(rank, step):
     return rng.randn(BATCH, FEATURES).astype("float32"), rng.randint(0, CLASSES, BATCH)
 
 
-def optimizer_params():
-    return {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-3}
+def optimizer_params(wd=1e-3):
+    return {"learning_rate": 0.1, "momentum": 0.9, "wd": wd}
 
 
 def train_step(net, trainer, ctxs, x, y):
@@ -54,10 +54,11 @@ def main():
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--check-states", action="store_true")
+    p.add_argument("--wd", type=float, default=1e-3)
     args = p.parse_args()
     ctxs = [mx.cpu(i) for i in range(args.devices)]
     net = build_net(ctxs)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", optimizer_params(),
+    trainer = gluon.Trainer(net.collect_params(), "sgd", optimizer_params(args.wd),
                             kvstore="netstorm",
                             update_on_kvstore=args.update_on_kvstore == "true")
     rank = trainer_rank(trainer)
