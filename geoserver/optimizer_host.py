@@ -136,6 +136,11 @@ class OptimizerHost:
                 optimizer.lr_scheduler = scheduler
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise OptimizerSpecError(f"malformed optimizer spec: {exc!r}") from exc
+        if isinstance(optimizer, mx.optimizer.DCASGD) and optimizer.momentum:
+            raise OptimizerSpecError(
+                f"DCASGD with momentum={optimizer.momentum:g} cannot run in MXNet 1.9.1 (its "
+                f"update tests the truth value of a whole NDArray, which raises); use "
+                f"momentum=0")
         self.name = name
         self.updater = mx.optimizer.get_updater(optimizer)
 

@@ -4,6 +4,7 @@ import pytest
 import zmq
 
 import netstorm.geoserver.cluster as cluster
+from netstorm.geoserver.sync import SyncConfig
 from netstorm.geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster, \
     to_toml
 
@@ -47,12 +48,27 @@ def test_to_toml_roundtrips(tmp_path):
     assert load_cluster(path) == c
 
 
+@pytest.mark.parametrize("sync", ["hfa:k1=4,k2=2", "mixed:staleness=3", "esync:max_steps=5"])
+def test_sync_table_parses_and_roundtrips(tmp_path, sync):
+    c = pseudo_cluster(2, 1, 9123, sync=SyncConfig.parse(sync))
+    path = tmp_path / "c.toml"
+    path.write_text(to_toml(c))
+    assert "[sync]" in path.read_text() and load_cluster(path) == c
+    assert load_cluster(path).sync.describe() == sync
+
+
 def _replace(old, new):
     return GOOD.replace(old, new, 1)
 
 
 @pytest.mark.parametrize("text,message", [
     (GOOD.split("[[dc]]")[0], "no [[dc]] tables"),
+    (GOOD + '[sync]\nmode = "hfa"\nk1 = 0\n', "[sync]: k1 must be a whole number in 1.."),
+    (GOOD + '[sync]\nmode = "mixed"\nk2 = 2\n', "[sync]: mode 'mixed' takes no 'k2'"),
+    (GOOD.replace('policy = "star"', 'policy = "fapt"\nadapt = true') +
+     '[sync]\nmode = "mixed"\n', "[sync] mode 'mixed' cannot run with [wan] adapt"),
+    (GOOD + '[compression]\ntype = "fp16"\n[sync]\nmode = "mixed"\n',
+     "[sync] mode 'mixed' cannot run with [compression]"),
     (_replace('name = "us-east"', 'name = "eu"').replace('hub = "us-east"', ""),
      "duplicate DC name 'eu'"),
     (_replace('name = "eu"\n', ""), "missing field 'name'"),

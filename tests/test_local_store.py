@@ -5,6 +5,8 @@ import pytest
 
 from fakes import init_message, push_message
 from netstorm.geoserver.local_store import KeyStore, RequestError
+from netstorm.geoserver.mixed_sync import MixedExchange
+from netstorm.geoserver.sync import SyncConfig
 from netstorm.geoserver.optimizer_host import optimizer_spec
 from netstorm.geoserver.tree import PolicyBook
 from netstorm.geoserver.compression import payload
@@ -15,13 +17,19 @@ W1, W2 = 11, 12
 
 
 class Harness:
-    def __init__(self, chunk_bytes=16):
-        self.replies, self.contributed, self.forwarded = [], [], []
+    def __init__(self, chunk_bytes=16, sync=SyncConfig(), staleness=0):
+        self.replies, self.contributed, self.forwarded, self.updates = [], [], [], []
+        mixed = MixedExchange("dc0", ["dc0", "dc1"], staleness,
+                              star_policy(["dc0", "dc1"], "dc0").trees[0].children_from,
+                              lambda *u: self.updates.append(u),
+                              lambda *a: self.store.compensated_step(*a)) \
+            if sync.asynchronous else None
         self.store = KeyStore("dc0", [W1, W2], chunk_bytes,
                               PolicyBook(star_policy(["dc0", "dc1"], "dc0")),
                               reply=lambda w, m: self.replies.append((w, m)),
                               contribute=lambda *c: self.contributed.append(c),
-                              forward_init=lambda e, g: self.forwarded.append((e.key, g)))
+                              forward_init=lambda e, g: self.forwarded.append((e.key, g)),
+                              sync=sync, mixed=mixed)
 
     def init(self, worker, key, value=None, shape=(10,), gen=1):
         self.store.on_init(init_message(worker, key, value, shape, gen, request=1))
@@ -31,9 +39,9 @@ class Harness:
 
     def complete_round(self):
         """Play the WAN: the DC's own sum comes straight back as the global total."""
-        for cid, array in self.contributed:
+        done, self.contributed = self.contributed, []
+        for cid, array in done:
             self.store.deliver(cid.key, cid.chunk, cid.rnd, np.array(array))
-        self.contributed.clear()
 
 
 def value_of(message):
@@ -165,3 +173,91 @@ def test_an_optimizer_with_momentum_is_refused_when_compression_applies_it():
     plain = Harness()
     set_optimizer(plain, 0.9)                 # without DGC, momentum is the optimizer's
     assert plain.replies[-1][1].kind == Kind.OPTIMIZER_DONE
+
+
+# ---------------------------------------------------------------- other synchronization modes
+def f32(*values):
+    return np.array(values, dtype=np.float32)
+
+
+def test_hfa_local_rounds_add_deltas_and_every_k2th_sends_the_dc_delta_to_the_wan():
+    h = Harness(sync=SyncConfig(mode="hfa", k2=2))
+    h.init(W1, 0, f32(1, 2, 3), shape=(3,))
+    h.init(W2, 0, shape=(3,))
+    h.replies.clear()
+    h.push(W1, 0, 1, f32(1, 0, 0))              # DC round 1: within the DC only
+    h.push(W2, 0, 1, f32(0, 2, 0))
+    assert not h.contributed
+    assert [value_of(m).tolist() for _, m in h.replies] == [[2, 4, 3]] * 2
+    h.replies.clear()
+    h.push(W1, 0, 2, f32(0, 0, 4))              # DC round 2 = WAN round 1
+    h.push(W2, 0, 2, f32(8, 0, 0))
+    assert not h.replies
+    ((cid, delta),) = h.contributed
+    assert cid.rnd == 1 and delta.tolist() == [9, 2, 4]     # both rounds' deltas
+    h.store.deliver(0, 0, 1, f32(10, 20, 30))  # the WAN's sum of every DC's delta
+    assert [value_of(m).tolist() for _, m in h.replies] == [[11, 22, 33]] * 2
+    assert h.store.keys[0].base.tolist() == [11, 22, 33]
+    assert h.store.max_round == 1               # rounds reported are WAN rounds
+
+
+def test_hfa_refuses_a_push_before_the_previous_round_came_back_and_any_optimizer():
+    h = Harness(sync=SyncConfig(mode="hfa", k1=2))
+    h.init(W1, 0, f32(1, 2, 3), shape=(3,))
+    h.push(W1, 0, 1, f32(1, 1, 1))
+    with pytest.raises(RequestError, match="pushes round 2 only after it received round 1"):
+        h.push(W1, 0, 2, f32(1, 1, 1))
+    with pytest.raises(RequestError, match="workers run the optimizer themselves"):
+        h.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=W1, request=4, meta={
+            "spec": optimizer_spec(mx.optimizer.SGD(learning_rate=0.1))}))
+
+
+def test_esync_goes_on_without_a_worker_that_left_and_a_dc_left_alone_sends_zeros():
+    h = Harness(sync=SyncConfig(mode="esync"))
+    h.init(W1, 0, f32(1, 2, 3), shape=(3,))
+    h.init(W2, 0, shape=(3,))
+    h.push(W1, 0, 1, f32(1, 0, 0))
+    h.push(W2, 0, 1, f32(0, 1, 0))
+    ((cid, delta),) = h.contributed
+    assert delta.tolist() == [1, 1, 0]          # each worker's contribution, once
+    h.complete_round()
+    h.store.worker_left(W2, {0: 1}, everyone=False)     # W2 pushed round 1 only
+    h.replies.clear()
+    h.push(W1, 0, 2, f32(0, 0, 5))              # round 2 needs W1 alone now
+    ((cid, delta),) = h.contributed
+    assert (cid.rnd, delta.tolist()) == (2, [0, 0, 5])
+    h.complete_round()
+    assert [value_of(m).tolist() for w, m in h.replies] == [[2, 3, 8]]
+    with pytest.raises(RequestError, match="expected round 3"):
+        h.push(W1, 0, 2, f32(1, 1, 1))          # the same round twice: refused
+    h.store.worker_left(W1, {0: 2}, everyone=False)     # nobody left here, others go on
+    ((cid, delta),) = h.contributed
+    assert (cid.rnd, delta.tolist()) == (3, [0, 0, 0])
+    h.complete_round()                          # round 3 applied: round 4 offered at once
+    assert [c.rnd for c, _ in h.contributed] == [4]
+    h.contributed.clear()
+    h.store.worker_left(W1, {0: 2}, everyone=True)      # the last worker anywhere left
+    h.store.deliver(0, 0, 4, f32(0, 0, 0))
+    assert not h.contributed                    # nothing more to go on with
+
+
+def test_mixed_applies_its_round_at_once_and_answers_within_the_staleness_bound():
+    h = Harness(sync=SyncConfig(mode="mixed"), staleness=0)
+    h.init(W1, 0, f32(1, 2, 3), shape=(3,))
+    with pytest.raises(RequestError, match="set an optimizer first"):
+        h.push(W1, 0, 1, f32(1, 1, 1))
+    h.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=W1, request=4, meta={
+        "spec": optimizer_spec(mx.optimizer.SGD(learning_rate=0.5))}))
+    h.replies.clear()
+    h.push(W1, 0, 1, f32(2, 0, 0))
+    h.push(W2, 0, 1, f32(0, 2, 0))
+    assert h.store.keys[0].value.tolist() == [0, 1, 3]      # applied here at once
+    ((dc, key, rnd, origin, grad),) = h.updates
+    assert (dc, key, rnd, origin, grad.tolist()) == ("dc1", 0, 1, "dc0", [2, 2, 0])
+    assert not h.replies                        # staleness 0: waits for dc1's round 1
+    h.store.on_update(Message(Kind.UPDATE, key=0, seq=1, meta={"origin": "dc1"},
+                              dtype=np.float32, frames=[f32(0, 0, 4)]), "dc1")
+    assert [value_of(m).tolist() for _, m in h.replies] == [[0, 1, 1]] * 2
+    h.store.on_update(Message(Kind.UPDATE, key=0, seq=2, meta={"origin": "dc1"},
+                              dtype=np.float32, frames=[f32(0, 0, 4, 4)]), "dc1")
+    assert h.store.mixed.state(0).remote["dc1"] == 1    # wrong size: dropped

@@ -75,3 +75,34 @@ def test_malformed_states_are_an_error_not_a_crash():
     with pytest.raises(OptimizerSpecError, match="malformed optimizer states"):
         states_from_wire({"states": [[0, {"frame": 7, "shape": [1], "dtype": "f4"}]],
                           "counts": [], "num_update": 0}, [], np.asarray)
+
+
+def test_dcasgd_step_equals_mxnets_given_the_weights_the_gradient_was_computed_on():
+    """mixed: each update is compensated against the weights it was computed on; the step
+    is MXNet's DCASGD.update with its previous_weight state set to those weights."""
+    params = {"learning_rate": 0.1, "lamda": 0.5, "wd": 1e-3}
+    host = OptimizerHost(json.loads(json.dumps(optimizer_spec(
+        mx.optimizer.create("dcasgd", **params)))))
+    ref = mx.optimizer.create("dcasgd", **params)
+    rng = np.random.RandomState(1)
+    w_ref = mx.nd.array(rng.randn(4, 3))
+    state = ref.create_state(5, w_ref)
+    w_host = w_ref.asnumpy()
+    for _ in range(4):
+        g = rng.randn(4, 3).astype(np.float32)
+        then = (w_host + rng.randn(4, 3) * 0.5).astype(np.float32)   # stale
+        state[1][:] = mx.nd.array(then)
+        ref.update(5, w_ref, mx.nd.array(g), state)
+        plain = OptimizerHost(json.loads(json.dumps(optimizer_spec(
+            mx.optimizer.create("dcasgd", **params))))).update(5, g, w_host).reshape(4, 3)
+        w_host = host.update(5, g, w_host, computed_on=then).reshape(4, 3)
+        assert np.array_equal(w_host, w_ref.asnumpy())
+        assert not np.allclose(w_host, plain)       # the compensation did something
+
+
+def test_dcasgd_with_momentum_is_refused_because_mxnet_191_cannot_run_it():
+    """MXNet 1.9.1's DCASGD.update tests ``if mom:`` on an NDArray, which raises for any
+    weight of more than one element: refused when the optimizer is set, not mid-run."""
+    spec = json.loads(json.dumps(optimizer_spec(mx.optimizer.create("dcasgd", momentum=0.9))))
+    with pytest.raises(OptimizerSpecError, match=r"DCASGD with momentum=0.9 .*momentum=0"):
+        OptimizerHost(spec)
