@@ -138,8 +138,8 @@ class ClusterConfig:
             if clash:
                 raise ClusterFileError(
                     f"{self.source}: [sync] mode 'mixed' cannot run with {clash[0]}: each DC's "
-                    f"update travels to the others on its own, along the first policy's first "
-                    f"tree, uncompressed and never relayed (docs/sync.md)")
+                    f"update goes straight to every other DC, off the trees, uncompressed and "
+                    f"never relayed (docs/sync.md)")
 
     @property
     def scheduler_address(self) -> str:

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, field
 
 from .ratelog import RateLimitedLog
-from .settings import MAX_ROUNDS_AHEAD
+from .settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,8 @@ class _KeyState:
 
 
 class MixedExchange:
-    def __init__(self, dc: str, dcs, staleness: int, route, send, apply):
+    def __init__(self, dc: str, dcs, staleness: int, route, send, apply,
+                 held_bytes: int = MAX_HELD_BYTES_PER_PEER):
         """``route(origin, dc)``: the DCs ``dc`` passes ``origin``'s updates on to (a tree's
         links taken undirected); ``send(dc, key, rnd, origin, array)``;
         ``apply(key, grad, w_then)``: one optimizer step on this DC's weights, compensated
@@ -55,6 +56,8 @@ class MixedExchange:
         self.staleness = staleness
         self._route, self._send, self._apply = route, send, apply
         self.keys: dict = {}
+        self.held_bytes = held_bytes
+        self.held: dict = {}         # origin -> bytes of its updates kept for later
         self.staleness_seen = 0      # the largest staleness an applied update had, in rounds
         self.waits = 0               # own rounds whose answer waited for a slower DC
         self.applied_log: list = []  # (key, origin, round, staleness), for tests and stats
@@ -115,18 +118,30 @@ class MixedExchange:
             return f"round {rnd} of {origin} is more than {MAX_ROUNDS_AHEAD} ahead of {done}"
         return ""
 
+    def _hold(self, origin: str, array, kept: bool) -> str:
+        """Count ``array`` until it is applied; why not, when it is ``kept`` for later and
+        would pass the bound on what an origin can make this DC keep."""
+        held = self.held.get(origin, 0) + array.nbytes
+        if kept and held > self.held_bytes:
+            return (f"{self.held.get(origin, 0)} bytes are already kept for {origin} (at most "
+                    f"{self.held_bytes})")
+        self.held[origin] = held
+        return ""
+
     def on_remote(self, key: int, rnd: int, origin: str, sender: str, array, weights,
                   can_apply: bool = True):
         """``origin``'s round ``rnd`` of ``key``, from neighbour ``sender``: pass it on, then
         apply it and any of that origin's later rounds that came early, in order (or only
         keep them, until :meth:`catch_up`, while ``can_apply`` is false: no optimizer yet).
         Returns the new weights; raises :class:`MixedError` for an update it cannot take."""
-        problem = self.check(key, rnd, origin, sender)
+        st = self.state(key)
+        problem = self.check(key, rnd, origin, sender) or self._hold(
+            origin, array, kept=not (can_apply and rnd == st.remote[origin] + 1))
         if problem:
             raise MixedError(problem)
         for dc in self._route(origin, self.dc):
             self._send(dc, key, rnd, origin, array)
-        self.state(key).early[(origin, rnd)] = array
+        st.early[(origin, rnd)] = array
         return self.catch_up(key, weights) if can_apply else weights
 
     def catch_up(self, key: int, weights):
@@ -136,6 +151,7 @@ class MixedExchange:
             while (origin, st.remote[origin] + 1) in st.early:
                 q = st.remote[origin] + 1
                 grad = st.early.pop((origin, q))
+                self.held[origin] -= grad.nbytes
                 then = st.snapshots.get(q - 1) if q - 1 <= st.own else None
                 weights = self._apply(key, grad, weights if then is None else then)
                 st.remote[origin] = q

@@ -123,9 +123,11 @@ class GeoServer:
         self.po.send(worker, msg)
 
     def _update_route(self, origin: str, dc: str) -> list:
-        """mixed: where ``dc`` passes ``origin``'s updates on to: the first policy's first
-        tree, its links taken undirected (as INIT values travel)."""
-        return self.policies.for_round(0).trees[0].children_from(origin, dc)
+        """mixed: where ``dc`` passes ``origin``'s updates on to: the origin sends its own
+        to every other DC directly, nobody passes one on (each directed link carries each
+        DC's update once a round, the least any route can; a tree would put several DCs'
+        updates on its links)."""
+        return [d for d in self.servers if d != origin] if dc == origin else []
 
     def _send_update(self, dc: str, key: int, rnd: int, origin: str, array) -> None:
         self.wan.send(dc, Message(Kind.UPDATE, key=key, seq=rnd, meta={"origin": origin},

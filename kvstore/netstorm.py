@@ -101,6 +101,11 @@ class NetStorm(KVStoreBase):
     def dc(self):
         return self._client.me.dc
 
+    @property
+    def sync_mode(self) -> str:
+        """The cluster's synchronization mode: fsa, hfa, mixed or esync (docs/sync.md)."""
+        return self._client.sync.mode
+
     @staticmethod
     def is_capable(capability):
         return capability.lower() == KVStoreBase.OPTIMIZER
@@ -209,6 +214,12 @@ class NetStorm(KVStoreBase):
         raise NotImplementedError("netstorm does not support sparse arrays (row_sparse_pull)")
 
     def barrier(self):
+        if self.sync_mode == "esync" and self._local.keys and \
+                any(local.rounds for local in self._local.keys.values()):
+            raise KVStoreError("barrier: under sync mode 'esync' workers run different "
+                               "numbers of rounds, so once training started a barrier would "
+                               "wait for rounds that never come; call it before the first "
+                               "step only (a worker that finishes just closes the store)")
         mx.nd.waitall()
         self._client.barrier()
 

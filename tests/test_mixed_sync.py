@@ -133,6 +133,18 @@ def test_updates_it_cannot_take_are_refused_with_the_reason():
         ex.on_local(KEY, 3, one, cluster.weights["c"])
 
 
+def test_what_an_origin_can_make_a_dc_keep_is_bounded():
+    cluster = Cluster(0, random.Random(0))
+    ex = cluster.ex["d"]
+    ex.held_bytes = 16                      # two updates of one float64
+    for rnd in (3, 2):                      # round 1 missing: both kept
+        ex.on_remote(KEY, rnd, "a", "a", np.ones(1), cluster.weights["d"])
+    with pytest.raises(MixedError, match="16 bytes are already kept for a"):
+        ex.on_remote(KEY, 4, "a", "a", np.ones(1), cluster.weights["d"])
+    ex.on_remote(KEY, 1, "a", "a", np.ones(1), cluster.weights["d"])    # not kept: applied
+    assert ex.state(KEY).remote["a"] == 3 and ex.held["a"] == 0
+
+
 def test_updates_kept_before_the_optimizer_is_set_are_applied_in_order_later():
     cluster = Cluster(0, random.Random(0))
     ex = cluster.ex["d"]

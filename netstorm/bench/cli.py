@@ -34,12 +34,13 @@ from netstorm.scheduler.topology import TopologyError
 
 from netstorm.datasets import DatasetError
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
+from netstorm.geoserver.sync import SyncConfig, SyncError
 
 from . import accuracy, awareness
 from .accuracy import wan_bytes
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
-from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYSTEMS, RunContext
+from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
 
 
 MOMENTUM = 0.9      # train mode's SGD momentum (in compression with --momentum-correction)
@@ -91,6 +92,14 @@ def parse_args(argv=None):
                    help="share of elements sent per hop by netstorm-bsc and netstorm-mpq")
     t.add_argument("--warmup-rounds", type=int, default=20,
                    help="bsc/mpq rounds over which the ratio decays from dense to --ratio")
+    t.add_argument("--k1", type=int, default=4,
+                   help="netstorm-hfa: local steps between a DC's synchronizations")
+    t.add_argument("--k2", type=int, default=2,
+                   help="netstorm-hfa: DC rounds between synchronizations across the WAN")
+    t.add_argument("--staleness", type=int, default=2,
+                   help="netstorm-mixed: rounds a DC may run ahead of the slowest")
+    t.add_argument("--max-steps", type=int, default=8,
+                   help="netstorm-esync: most local steps a fast worker takes per round")
     t.add_argument("--momentum-correction", action=argparse.BooleanOptionalAction,
                    default=False, help="bsc/mpq: DGC momentum correction (SGD's momentum "
                                        "0.9 applied inside compression instead)")
@@ -103,10 +112,14 @@ def parse_args(argv=None):
     unknown = [s for s in args.systems if s not in SYSTEMS]
     if unknown:
         p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
-    compressed = [s for s in args.systems if s in COMPRESSED]
+    compressed = [s for s in args.systems if s in COMPRESSED or s in SYNCED]
     if args.mode == "comm" and compressed:
         p.error(f"{', '.join(compressed)} change the values they move, which comm mode checks "
                 f"for exact sums: compare them with --mode train")
+    try:
+        sync_settings(args)
+    except SyncError as exc:
+        p.error(str(exc))
     if args.mode == "train":
         from .training import MODELS   # noqa: PLC0415  (imports MXNet)
         if args.model not in MODELS:
@@ -121,7 +134,7 @@ def parse_args(argv=None):
             p.error(f"--straggler: seconds must be a finite number >= 0, got {seconds}")
     if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
         p.error(f"--target-accuracy must be in (0, 1], got {args.target_accuracy}")
-    for kind in {COMPRESSED[s] for s in compressed}:     # before any WAN is brought up
+    for kind in {COMPRESSED[s] for s in compressed if s in COMPRESSED}:    # before any WAN
         try:
             CompressionConfig.from_params(compression_params(args)[kind],
                                           where=f"--{kind} settings")
@@ -155,6 +168,21 @@ def compression_params(args) -> dict:
             "fp16": {"type": "fp16"},
             "bsc": {"type": "bsc", **sparse},
             "mpq": {"type": "mpq", **sparse}}
+
+
+def sync_settings(args) -> dict:
+    """The SyncConfig of each sync mode the benchmark runs (from --k1, --k2, --staleness,
+    --max-steps)."""
+    return {"hfa": SyncConfig(mode="hfa", k1=args.k1, k2=args.k2),
+            "mixed": SyncConfig(mode="mixed", staleness=args.staleness),
+            "esync": SyncConfig(mode="esync", max_steps=args.max_steps)}
+
+
+def mixed_worker_args(args) -> list:
+    """netstorm-mixed's optimizer: MXNet's DCASGD, without momentum (MXNet 1.9.1's DCASGD
+    cannot run with it), at the learning rate that gives SGD-with-momentum's steady-state
+    step: ``lr / (1 - momentum)``."""
+    return ["--optimizer", "dcasgd", "--lr", str(args.lr / (1 - MOMENTUM)), "--momentum", "0"]
 
 
 def worker_args(args, wan=None) -> list:
@@ -207,7 +235,9 @@ def main(argv=None) -> int:
                       hyper_parameters={k: getattr(args, k) for k in (
                           "hidden", "batch_size", "lr", "eval_every")},
                       compression={s: compression_params(args)[COMPRESSED[s]]
-                                   for s in args.systems if s in COMPRESSED})
+                                   for s in args.systems if s in COMPRESSED},
+                      sync={s: sync_settings(args)[SYNCED[s]].describe()
+                            for s in args.systems if s in SYNCED})
     if "netstorm-fapt" in args.systems:
         result["fapt_plan"] = fapt_plan(topology, nbytes, args.chunk_bytes)
     logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
@@ -221,7 +251,8 @@ def main(argv=None) -> int:
                 with open(logs / f"{name}.log", "w") as log:
                     ctx = RunContext(wan, topology, args.workers_per_dc, worker_args(args, wan),
                                      out, Progress(log, name), args.chunk_bytes,
-                                     compression_params(args))
+                                     compression_params(args), sync_settings(args),
+                                     mixed_worker_args(args))
                     print(f"bench: running {name} ...", flush=True)
                     started = time.monotonic()
                     before = wan.link_bytes()
@@ -233,7 +264,8 @@ def main(argv=None) -> int:
                         if runner is not None:
                             runner.stop()
                             wan.apply_rates(topology.rates())   # same start for the next
-                    r = collect(out, args.mode, args.target_accuracy)
+                    r = collect(out, args.mode, args.target_accuracy,
+                                same_weights=name not in SYNCED)
                     after = wan.link_bytes()
                     if args.mode == "train":
                         r["wan_bytes_per_iter"] = wan_bytes(before, after) // args.iters

@@ -40,9 +40,12 @@ class CpuSampler:
         return float(np.mean(self.samples)) if self.samples else 0.0
 
 
-def collect(out: Path, mode: str, target: float | None = None) -> dict:
+def collect(out: Path, mode: str, target: float | None = None, same_weights=True) -> dict:
     """Merge the workers' JSON files: an iteration lasts until its slowest worker is done.
-    In train mode, also the accuracy figures (:func:`netstorm.bench.accuracy.summarize`)."""
+    In train mode, also the accuracy figures (:func:`netstorm.bench.accuracy.summarize`);
+    a run is correct when every worker ends with the same weights, or (``same_weights``
+    false: sync modes whose workers legitimately differ at the end) when every worker
+    finished; ``weights_identical`` says which it was."""
     ranks = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
     if not ranks or len(ranks) != ranks[0]["num_workers"]:
         return {"iter_s": [], "correct": False, "error": f"{len(ranks)} worker results"}
@@ -56,8 +59,9 @@ def collect(out: Path, mode: str, target: float | None = None) -> dict:
                                            axis=0).tolist(),
                      "_iter_all_s": slowest.tolist()}
     else:
-        correct = len({r["weights_sha256"] for r in ranks}) == 1
-        times = summarize(ranks, target)
+        identical = len({r["weights_sha256"] for r in ranks}) == 1
+        correct = identical or not same_weights
+        times = {**summarize(ranks, target), "weights_identical": identical}
     return {"iter_s": [round(float(t), 4) for t in per_iter],
             "median_s": round(float(np.median(per_iter)), 4),
             "mean_s": round(float(np.mean(per_iter)), 4),

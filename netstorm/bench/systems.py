@@ -11,6 +11,7 @@ from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
 from netstorm.geoserver.compression import CompressionConfig
 from netstorm.geoserver.security import SecurityConfig
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 
 STATS_FILE = "scheduler-stats.jsonl"
@@ -27,6 +28,8 @@ class RunContext:
     log: object
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     compression: dict = field(default_factory=dict)   # type -> its MXNet compression_params
+    sync: dict = field(default_factory=dict)    # mode -> its SyncConfig (train mode)
+    mixed_args: list = field(default_factory=list)  # the workers' optimizer under mixed
 
     @property
     def best_dc(self) -> str:
@@ -37,8 +40,10 @@ class RunContext:
             + sum(d["mbps"] for *_, d in graph.in_edges(dc, data=True)),
             -self.topology.dcs.index(dc)))
 
-    def command(self, kvstore: str, out: Path, compression: dict | None = None) -> list:
-        extra = ["--compression", json.dumps(compression)] if compression else []
+    def command(self, kvstore: str, out: Path, compression: dict | None = None,
+                extra: tuple = ()) -> list:
+        if compression:
+            extra = (*extra, "--compression", json.dumps(compression))
         return [sys.executable, "-m", "netstorm.bench.worker", "--kvstore", kvstore,
                 "--out", str(out), *self.worker_args, *extra]
 
@@ -58,15 +63,16 @@ def run_mxnet(ctx: RunContext, out: Path, sharded: bool, compression: str | None
 
 def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                  multipath: bool = False, curve: bool = True,
-                 compression: str | None = None) -> int:
+                 compression: str | None = None, sync: str = "fsa") -> int:
     """netstorm with the scheduler in the best-connected DC. ``hips``: the star rooted there;
     ``fapt``: multi-root trees computed at start from the links' rates (declared in the
     cluster file, as an operator would), never updated unless ``adapt`` (re-planned from
     passive measurements); ``multipath``: idle links relay part of busy links' chunks.
     Every socket uses CURVE with throw-away keys unless ``curve`` is False (what security
     costs). ``compression``: a type in ``ctx.compression``, whose params the cluster runs with
-    (its ``[compression]``; the workers' Trainer asks for the same). The scheduler's estimates and
-    policies go to ``out/scheduler-stats.jsonl``."""
+    (its ``[compression]``; the workers' Trainer asks for the same). ``sync``: a mode in
+    ``ctx.sync`` (its ``[sync]``; under mixed the workers use ``ctx.mixed_args``' optimizer).
+    The scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``."""
     params = ctx.compression.get(compression)
     hub = ctx.best_dc
     links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in ctx.topology.links)
@@ -77,8 +83,10 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                            policy=policy, hub=hub, links=links, timeout_s=600.0,
                            chunk_bytes=ctx.chunk_bytes, adapt=adapt, multipath=multipath,
                            stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve),
-                           compression=CompressionConfig.from_params(params))
-    return run_cluster(config, ctx.command("netstorm", out, params),
+                           compression=CompressionConfig.from_params(params),
+                           sync=ctx.sync.get(sync, SyncConfig()))
+    extra = ctx.mixed_args if sync == "mixed" else ()
+    return run_cluster(config, ctx.command("netstorm", out, params, extra),
                        wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
 
@@ -95,6 +103,11 @@ SYSTEMS = {
     "netstorm-fp16": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="fp16"),
     "netstorm-bsc": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="bsc"),
     "netstorm-mpq": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="mpq"),
+    "netstorm-hfa": lambda ctx, out: run_netstorm(ctx, out, "fapt", sync="hfa"),
+    "netstorm-mixed": lambda ctx, out: run_netstorm(ctx, out, "fapt", sync="mixed"),
+    "netstorm-esync": lambda ctx, out: run_netstorm(ctx, out, "fapt", sync="esync"),
 }
+SYNCED = {"netstorm-hfa": "hfa", "netstorm-mixed": "mixed",
+          "netstorm-esync": "esync"}      # system -> the sync mode it runs with
 COMPRESSED = {"mxnet-2bit": "2bit", "netstorm-fp16": "fp16", "netstorm-bsc": "bsc",
               "netstorm-mpq": "mpq"}      # system -> the compression type it runs with

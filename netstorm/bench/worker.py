@@ -41,6 +41,8 @@ def parse_args():
     t.add_argument("--batch-size", type=int, default=32, help="per worker")
     t.add_argument("--lr", type=float, default=0.01)
     t.add_argument("--momentum", type=float, default=0.9)
+    t.add_argument("--optimizer", default="sgd", choices=["sgd", "dcasgd"],
+                   help="dcasgd: MXNet's delay-compensated SGD (netstorm-mixed)")
     t.add_argument("--seed", type=int, default=42)
     t.add_argument("--eval-every", type=int, default=5)
     t.add_argument("--compression", type=json.loads, default=None,
@@ -113,7 +115,8 @@ def main():
     with open(os.path.join(args.out, f"rank{kv.rank}.json"), "w") as f:
         json.dump({"rank": kv.rank, "num_workers": kv.num_workers, "iter_s": times,
                    "model_bytes": nbytes, **checks}, f)
-    (kv.barrier if hasattr(kv, "barrier") else kv._barrier)()
+    if getattr(kv, "sync_mode", "fsa") != "esync":  # esync: workers end at different rounds
+        (kv.barrier if hasattr(kv, "barrier") else kv._barrier)()
     print(f"rank {kv.rank} done", flush=True)
 
 
