@@ -350,8 +350,8 @@ class KeyStore:
         return entry.value
 
     def on_update(self, msg: Message, sender_dc: str) -> None:
-        """mixed: another DC's round of a key, from the neighbour ``sender_dc`` that passes
-        its origin's updates to this DC; one that cannot be taken is logged and dropped."""
+        """mixed: another DC's round of a key, from ``sender_dc`` (which the exchange checks
+        may pass on its origin's updates); one that cannot be taken is logged and dropped."""
         origin = str(msg.meta.get("origin"))
         entry = self.keys.get(msg.key)
         problem = "" if entry is not None and entry.value is not None else \

@@ -22,6 +22,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from .tables import chosen_params
+
+
+class SyncError(ValueError):
+    """A synchronization setting that cannot be used; the text names the field and why."""
+
 MODES = ("fsa", "hfa", "mixed", "esync")
 PARAMS = {              # what each mode takes besides 'mode'
     "fsa": (),
@@ -36,12 +42,10 @@ DEFAULT_MAX_STEPS = 8
 MAX_COUNT = 1 << 16     # the largest k1, k2, staleness or max_steps taken
 
 
-class SyncError(ValueError):
-    """A synchronization setting that cannot be used; the text names the field and why."""
-
-
 @dataclass(frozen=True)
 class SyncConfig:
+    """One mode and its parameters; the others keep their defaults (and are ignored)."""
+
     mode: str = "fsa"
     k1: int = DEFAULT_K1
     k2: int = DEFAULT_K2
@@ -96,16 +100,10 @@ class SyncConfig:
         if not isinstance(params, dict):
             raise SyncError(f"{where} must be a table like {{mode = 'hfa', k1 = 4, k2 = 2}}, "
                             f"got {type(params).__name__}")
-        mode = params.get("mode", "fsa")
-        if mode not in PARAMS:
-            raise SyncError(f"{where}: sync mode {mode!r} is unknown; accepted: "
-                            f"{', '.join(repr(m) for m in MODES)}")
-        extra = sorted(set(params) - {"mode", *PARAMS[mode]})
-        if extra:
-            raise SyncError(f"{where}: mode {mode!r} takes no {', '.join(map(repr, extra))} "
-                            f"(it takes {', '.join(map(repr, PARAMS[mode])) or 'nothing'})")
+        params = {"mode": "fsa", **params}
         try:
-            return cls(mode=mode, **{k: params[k] for k in PARAMS[mode] if k in params})
+            return cls(mode=params["mode"], **chosen_params(params, "mode", "sync mode", PARAMS,
+                                                            SyncError))
         except SyncError as exc:
             raise SyncError(f"{where}: {exc}") from None
 

@@ -64,7 +64,7 @@ def _replace(old, new):
 @pytest.mark.parametrize("text,message", [
     (GOOD.split("[[dc]]")[0], "no [[dc]] tables"),
     (GOOD + '[sync]\nmode = "hfa"\nk1 = 0\n', "[sync]: k1 must be a whole number in 1.."),
-    (GOOD + '[sync]\nmode = "mixed"\nk2 = 2\n', "[sync]: mode 'mixed' takes no 'k2'"),
+    (GOOD + '[sync]\nmode = "mixed"\nk2 = 2\n', "[sync]: sync mode 'mixed' takes no 'k2'"),
     (GOOD.replace('policy = "star"', 'policy = "fapt"\nadapt = true') +
      '[sync]\nmode = "mixed"\n', "[sync] mode 'mixed' cannot run with [wan] adapt"),
     (GOOD + '[compression]\ntype = "fp16"\n[sync]\nmode = "mixed"\n',

@@ -59,7 +59,7 @@ def test_the_flag_form_reads_back_what_describe_writes():
     assert SyncConfig.parse("hfa:k1=3") == SyncConfig(mode="hfa", k1=3)
     with pytest.raises(SyncError, match=r"--sync: expected NAME=N after 'hfa:', got 'k1'"):
         SyncConfig.parse("hfa:k1")
-    with pytest.raises(SyncError, match=r"--sync: mode 'mixed' takes no 'k1'"):
+    with pytest.raises(SyncError, match=r"--sync: sync mode 'mixed' takes no 'k1'"):
         SyncConfig.parse("mixed:k1=2")
 
 
@@ -81,10 +81,10 @@ def _weights(path):
     return {k: v.data().asnumpy() for k, v in net._collect_params_with_prefix().items()}
 
 
-def _train(tmp, name, sync, *args, dcs=2, workers=2):
+def _train(tmp, name, sync, *args, dcs=2, workers=2, options=()):
     out = tmp / name
     out.mkdir()
-    run = launch(["--dcs", dcs, "--workers-per-dc", workers, "--sync", sync],
+    run = launch(["--dcs", dcs, "--workers-per-dc", workers, "--sync", sync, *options],
                  worker_cmd("sync_worker.py", out, *args), tmp)
     assert run.code == 0, run.output[-5000:]
     return run, [_weights(out / f"rank{r}.params") for r in range(dcs * workers)]
@@ -113,6 +113,17 @@ def test_hfa_local_steps_end_every_wan_round_with_the_same_weights_everywhere(no
     for name in hfa[0]:
         assert all(np.array_equal(w[name], hfa[0][name]) for w in hfa), name
     assert any(not np.allclose(hfa[0][n], fsa[0][n], atol=1e-4) for n in fsa[0])
+
+
+@pytest.mark.slow
+def test_hfa_runs_on_replanned_multi_root_trees_with_compression(no_leftovers):
+    """3 DCs, fapt trees re-planned from measurements (the round gate counts WAN rounds),
+    fp16 compression of the deltas: every WAN round still ends with one set of weights."""
+    run, hfa = _train(no_leftovers, "hfa", "hfa:k1=2,k2=2", "--steps", 8, dcs=3, workers=1,
+                      options=("--policy", "fapt", "--adapt", "--compression", "fp16"))
+    assert run.output.count("8 steps in 4 rounds") == 3
+    for name in hfa[0]:
+        assert all(np.array_equal(w[name], hfa[0][name]) for w in hfa), name
 
 
 @pytest.mark.slow

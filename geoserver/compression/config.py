@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
+from ..tables import chosen_params
+
 TYPES = ("none", "2bit", "fp16", "bsc", "mpq")
 SCOPES = ("wan", "all")        # between DC servers; "all": the workers' pushes to them too
 DEFAULT_THRESHOLD = 0.5        # MXNet's own default for 2bit
@@ -72,15 +74,11 @@ class CompressionConfig:
         if not isinstance(params, dict):
             raise CompressionError(f"{where} must be a dict like {{'type': 'bsc', 'ratio': "
                                    f"0.01}}, got {type(params).__name__}")
-        kind = params.get("type")
-        if kind not in PARAMS:
-            raise CompressionError(f"{where}: compression type {kind!r} is unknown; accepted: "
-                                   f"{', '.join(repr(t) for t in TYPES)}")
-        extra = sorted(set(params) - {"type", *PARAMS[kind]})
-        if extra:
-            raise CompressionError(f"{where}: {kind!r} takes no {', '.join(map(repr, extra))} "
-                                   f"(it takes {', '.join(map(repr, PARAMS[kind])) or 'nothing'})")
-        values = {k: params[k] for k in PARAMS[kind] if k in params}
+        try:
+            values = chosen_params(params, "type", "compression type", PARAMS, CompressionError)
+        except CompressionError as exc:
+            raise CompressionError(f"{where}: {exc}") from None
+        kind = params["type"]
         for name in ("threshold", "momentum"):
             if isinstance(values.get(name), int) and not isinstance(values[name], bool):
                 values[name] = float(values[name])

@@ -43,6 +43,11 @@ from .report import fapt_plan, plot, table
 from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
 
 
+SYNC_FLAGS = (          # the sync modes' settings in train mode: flag, default, help
+    ("--k1", 4, "netstorm-hfa: local steps between a DC's synchronizations"),
+    ("--k2", 2, "netstorm-hfa: DC rounds between synchronizations across the WAN"),
+    ("--staleness", 2, "netstorm-mixed: rounds a DC may run ahead of the slowest"),
+    ("--max-steps", 8, "netstorm-esync: most local steps a fast worker takes per round"))
 MOMENTUM = 0.9      # train mode's SGD momentum (in compression with --momentum-correction)
 
 
@@ -92,14 +97,8 @@ def parse_args(argv=None):
                    help="share of elements sent per hop by netstorm-bsc and netstorm-mpq")
     t.add_argument("--warmup-rounds", type=int, default=20,
                    help="bsc/mpq rounds over which the ratio decays from dense to --ratio")
-    t.add_argument("--k1", type=int, default=4,
-                   help="netstorm-hfa: local steps between a DC's synchronizations")
-    t.add_argument("--k2", type=int, default=2,
-                   help="netstorm-hfa: DC rounds between synchronizations across the WAN")
-    t.add_argument("--staleness", type=int, default=2,
-                   help="netstorm-mixed: rounds a DC may run ahead of the slowest")
-    t.add_argument("--max-steps", type=int, default=8,
-                   help="netstorm-esync: most local steps a fast worker takes per round")
+    for flag, default, text in SYNC_FLAGS:
+        t.add_argument(flag, type=int, default=default, help=text)
     t.add_argument("--momentum-correction", action=argparse.BooleanOptionalAction,
                    default=False, help="bsc/mpq: DGC momentum correction (SGD's momentum "
                                        "0.9 applied inside compression instead)")
