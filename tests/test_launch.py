@@ -49,15 +49,20 @@ def test_compression_from_the_command_line_trains_the_example(no_leftovers):
     assert len(pushes) == len(encoded) == 3 and all(pushes) and all(encoded), run.output[-3000:]
 
 
-@pytest.mark.parametrize("flag, message", [
-    ("3bit", "--compression: compression type '3bit' is unknown; accepted: 'none', '2bit'"),
-    ('{"type": "bsc", "ratio": 2}', "--compression: ratio must be in (0, 1], got 2"),
-    ("{bad", "--compression: not valid JSON"),
+@pytest.mark.parametrize("flags, message", [
+    (["--compression", "3bit"],
+     "--compression: compression type '3bit' is unknown; accepted: 'none', '2bit'"),
+    (["--compression", '{"type": "bsc", "ratio": 2}'],
+     "--compression: ratio must be in (0, 1], got 2"),
+    (["--compression", "{bad"], "--compression: not valid JSON"),
+    (["--sync", "hfa:k3=1"], "--sync: sync mode 'hfa' takes no 'k3' (it takes 'k1', 'k2')"),
+    (["--sync", "esync:max_steps=0"], "--sync: max_steps must be a whole number in 1.."),
+    (["--sync", "mixed", "--policy", "fapt", "--adapt"],
+     "[sync] mode 'mixed' cannot run with [wan] adapt"),
 ])
-def test_bad_compression_flag_exits_2_with_reason(flag, message):
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "launch.py"), "--dcs", "1",
-                           "--compression", flag, "--", "true"], capture_output=True,
-                          text=True, timeout=30)
+def test_bad_compression_or_sync_flag_exits_2_with_reason(flags, message):
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "launch.py"), "--dcs", "2",
+                           *flags, "--", "true"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
