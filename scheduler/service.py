@@ -286,7 +286,8 @@ class Scheduler:
             self.van.send(other.id, wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
         if self.settings.sync.mode == "esync":      # the others go on without it
             for dc in self.table.dcs:
-                self.van.send(self.table.server_of(dc).id, wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
+                self.van.send(self.table.server_of(dc).id,
+                              wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
 
     def _on_round_report(self, msg: wire.Message) -> None:
         """A server's heartbeat carries its round (and, with adapt, its link estimates)."""
