@@ -29,6 +29,7 @@ from .compression import payload
 from .optimizer_host import OptimizerHost, OptimizerSpecError
 from .mixed_sync import MixedError
 from .ratelog import RateLimitedLog
+from .settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
 from .sync import SyncConfig
 from .wire import Flag, Kind, Message
 
@@ -98,6 +99,8 @@ class KeyStore:
         self.departed: dict = {}    # esync: local worker -> {key: rounds it pushed} once it
                                     # finished; later rounds go on without it
         self.all_departed = False   # esync: every worker of every DC finished
+        self._early_updates: list = []  # mixed: (message, sender DC) of keys not known yet
+        self._early_bytes: dict = {}    # mixed: sender DC -> bytes of those kept
         self.max_round = 0          # the latest WAN round any local worker has pushed for
         self.optimizer: OptimizerHost | None = None
         self._spec = None
@@ -167,6 +170,7 @@ class KeyStore:
             entry.init_gen = max(entry.init_gen, generation)
             if self.mixed is not None:
                 self.mixed.begin(entry.key, entry.value)
+                self._replay_updates(entry.key)
             if msg.sender in self.workers:
                 self._forward_init(entry, generation)
         if msg.sender in self.workers:
@@ -354,12 +358,18 @@ class KeyStore:
         may pass on its origin's updates); one that cannot be taken is logged and dropped."""
         origin = str(msg.meta.get("origin"))
         entry = self.keys.get(msg.key)
-        problem = "" if entry is not None and entry.value is not None else \
-            f"key {msg.key} is not initialized here"
-        arrays = msg.arrays() if not problem else []
-        if not problem and (msg.dtype != entry.dtype or len(arrays) != 1
-                            or len(arrays[0]) != entry.size):
-            problem = f"key {msg.key} has {entry.size} x {entry.dtype}"
+        if entry is None or entry.value is None:    # its value is still on its way here
+            nbytes = self._early_bytes.get(sender_dc, 0) + sum(len(f) for f in msg.frames)
+            if len(self._early_updates) < MAX_EARLY_MESSAGES and \
+                    nbytes <= MAX_HELD_BYTES_PER_PEER:
+                self._early_updates.append((msg, sender_dc))
+                self._early_bytes[sender_dc] = nbytes
+                return
+            problem = f"key {msg.key} is not initialized here, and too much waits for it"
+        else:
+            problem, arrays = "", msg.arrays()
+            if msg.dtype != entry.dtype or len(arrays) != 1 or len(arrays[0]) != entry.size:
+                problem = f"key {msg.key} has {entry.size} x {entry.dtype}"
         try:
             if problem:
                 raise MixedError(problem)
@@ -370,6 +380,14 @@ class KeyStore:
                             "from %s: %s", self.dc, msg.key, msg.seq, origin, sender_dc, exc)
             return
         self._answer_pulls(entry)
+
+    def _replay_updates(self, key: int) -> None:
+        """mixed: the updates of ``key`` that came before its initial value, now known."""
+        early = [u for u in self._early_updates if u[0].key == key]
+        self._early_updates = [u for u in self._early_updates if u[0].key != key]
+        for msg, sender_dc in early:
+            self._early_bytes[sender_dc] -= sum(len(f) for f in msg.frames)
+            self.on_update(msg, sender_dc)
 
     # ------------------------------------------------------------ optimizer
     def on_set_optimizer(self, msg: Message) -> None:

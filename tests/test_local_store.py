@@ -261,3 +261,19 @@ def test_mixed_applies_its_round_at_once_and_answers_within_the_staleness_bound(
     h.store.on_update(Message(Kind.UPDATE, key=0, seq=2, meta={"origin": "dc1"},
                               dtype=np.float32, frames=[f32(0, 0, 4, 4)]), "dc1")
     assert h.store.mixed.state(0).remote["dc1"] == 1    # wrong size: dropped
+
+
+def test_mixed_keeps_an_update_that_beats_the_initial_value_until_it_arrives():
+    """Updates go straight from DC to DC, initial values along a tree: an update can come
+    first, and is applied once the value is there (it used to be dropped: a hang)."""
+    h = Harness(sync=SyncConfig(mode="mixed"), staleness=0)
+    h.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=W1, request=4, meta={
+        "spec": optimizer_spec(mx.optimizer.SGD(learning_rate=0.5))}))
+    h.store.on_update(Message(Kind.UPDATE, key=0, seq=1, meta={"origin": "dc1"},
+                              dtype=np.float32, frames=[f32(2, 2, 2)]), "dc1")
+    assert 0 not in h.store.keys and h.store._early_updates
+    h.store.on_init(Message(Kind.INIT, sender=99, key=0, seq=1, flags=Flag.HAS_VALUE,
+                            meta={"shape": [3], "dtype": "<f4", "origin": "dc1"},
+                            dtype=np.float32, frames=[f32(1, 2, 3)]))
+    assert h.store.keys[0].value.tolist() == [0, 1, 2] and not h.store._early_updates
+    assert h.store.mixed.state(0).remote["dc1"] == 1
