@@ -309,8 +309,8 @@ class GeoServer:
             log.info("%s: shutdown requested; %s; WAN chunks sent %s; compressed pushes %d",
                      self.dc, self.stats, self.exchange.sent, self.store.compressed_received)
             if self.mixed is not None:
-                log.info("%s: mixed: largest staleness applied %d rounds; %d rounds waited "
-                         "for a slower DC", self.dc, self.mixed.staleness_seen,
+                log.info("%s: mixed: largest staleness applied %d rounds; %d rounds of a "
+                         "key waited for a slower DC", self.dc, self.mixed.staleness_seen,
                          self.mixed.waits)
             return False
         if msg.kind == Kind.ABORT:

@@ -94,8 +94,11 @@ def plot(result: dict, path: str) -> str:
     ax.set_xscale("log")
     ax.set_xlabel("training wall time, s (log scale)")
     ax.set_ylabel("test accuracy")
+    straggler = result.get("straggler")
     ax.set_title(f"{result['model']} on {result['data']}, topology {result['topology']}, "
-                 f"{result['workers_per_dc']} worker(s)/DC")
+                 f"{result['workers_per_dc']} worker(s)/DC" + (
+                     f", {straggler['dc']} +{straggler['extra_compute_s']:g} s/iter"
+                     if straggler else ""))
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
