@@ -322,7 +322,8 @@ class GeoServer:
             self.wan.on_routes(msg.meta)
             return True
         if msg.kind == Kind.WORKER_LEFT and msg.sender == self.scheduler_id:
-            self._on_worker_left(msg)
+            if self.balancer is not None:   # esync only: other modes need every worker
+                self._on_worker_left(msg)
             return True
         if msg.kind == Kind.ROUND_OPEN and msg.sender == self.scheduler_id:
             self._on_round_open(msg)
