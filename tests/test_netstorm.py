@@ -139,6 +139,24 @@ def store(monkeypatch):
     return kv, original, calls
 
 
+def test_esync_refuses_a_barrier_once_training_started(store, monkeypatch):
+    """esync's workers are at different rounds once they stepped: a barrier would wait for
+    rounds that never come, so it is refused with the reason (before any step it works)."""
+    from netstorm.kvstore.local_steps import LocalSteps
+    kv, _, _ = store
+    monkeypatch.setattr(StandInClient, "sync", SyncConfig(mode="esync"), raising=False)
+    barriers = []
+    kv._client.barrier = lambda: barriers.append(1)
+    kv._local = LocalSteps(SyncConfig(mode="esync"), kv._client, None)
+    kv._local.start(0, mx.nd.zeros(2))
+    kv.barrier()
+    assert barriers == [1]
+    kv._local.keys[0].rounds = 1
+    with pytest.raises(KVStoreError, match="under sync mode 'esync' workers run different"):
+        kv.barrier()
+    assert barriers == [1]
+
+
 def test_close_puts_back_the_excepthook_it_replaced(store):
     kv, original, _ = store
     kv.close()
