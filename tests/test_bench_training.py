@@ -12,7 +12,8 @@ from netstorm.bench.training import build_model, model_bytes, push_then_pull, tr
 def _args(**kw):
     return SimpleNamespace(**{"data": "digits", "seed": 42, "batch_size": 32, "model": "mlp",
                               "hidden": 64, "lr": 0.05, "momentum": 0.9, "compression": None,
-                              "iters": 40, "eval_every": 10, "extra_s": 0.0, **kw})
+                              "iters": 40, "eval_every": 10, "extra_s": 0.0, "optimizer": "sgd",
+                              **kw})
 
 
 def test_training_learns_and_records_a_curve_without_evaluation_time():

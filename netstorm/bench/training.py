@@ -75,8 +75,7 @@ def train(kv, args) -> tuple:
     # DGC momentum correction applies the momentum inside compression, so the optimizer
     # has none of its own (the servers refuse one that has)
     dgc = bool((args.compression or {}).get("momentum"))
-    optimizer = getattr(args, "optimizer", "sgd")
-    trainer = gluon.Trainer(net.collect_params(), optimizer,
+    trainer = gluon.Trainer(net.collect_params(), args.optimizer,
                             {"learning_rate": args.lr, "momentum": 0.0 if dgc else args.momentum},
                             kvstore=kv, compression_params=args.compression)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
