@@ -25,9 +25,8 @@ SMOOTHING = 0.5     # weight of the newest measurement of a worker's seconds per
 
 
 class StepBalancer:
-    def __init__(self, workers, max_steps: int):
+    def __init__(self, max_steps: int):
         self.max_steps = max_steps
-        self.workers = set(workers)
         self.step_s: dict = {}          # worker -> measured seconds per local step
         self.cluster_slowest = 0.0      # the scheduler's: slowest seconds per step anywhere
         self._replied: dict = {}        # worker -> (round, when its latest value left)

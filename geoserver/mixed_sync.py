@@ -21,13 +21,9 @@ ahead of the slowest; when it would, its workers wait, and the wait is counted
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
-from .ratelog import RateLimitedLog
 from .settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
-
-log = logging.getLogger(__name__)
 
 
 class MixedError(ValueError):
@@ -40,7 +36,6 @@ class _KeyState:
     remote: dict = field(default_factory=dict)      # dc -> its rounds applied here
     early: dict = field(default_factory=dict)       # (dc, round) -> sum that came too soon
     snapshots: dict = field(default_factory=dict)   # own round -> weights just after it
-    waiting_since: int = 0                          # own round whose pulls wait on a DC
 
 
 class MixedExchange:
@@ -62,7 +57,6 @@ class MixedExchange:
         self.waits = 0               # own rounds whose answer waited for a slower DC
         self.applied_log: list = []  # (key, origin, round, staleness), for tests and stats
         self.keep_log = False
-        self._drops = RateLimitedLog(log)
 
     def state(self, key: int) -> _KeyState:
         entry = self.keys.get(key)

@@ -72,7 +72,7 @@ class GeoServer:
             if settings.sync.asynchronous else None
         # esync: how many local steps each worker takes (measured here, slowest from the
         # scheduler)
-        self.balancer = StepBalancer(self.local_workers, settings.sync.max_steps) \
+        self.balancer = StepBalancer(settings.sync.max_steps) \
             if settings.sync.mode == "esync" else None
         self.store = KeyStore(self.dc, self.local_workers, settings.chunk_bytes,
                               self.policies, reply=self._reply_worker,

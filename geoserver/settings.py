@@ -109,7 +109,7 @@ def _decode(cls, data, what: str) -> dict:
                 raise SettingsError(f"missing field {f.name!r}")
             if f.name == "links":
                 kwargs[f.name] = _links(data[f.name])
-            elif f.name in ("compression", "sync"):
+            elif f.name in TYPED:
                 try:
                     kwargs[f.name] = TYPED[f.name].from_json(data[f.name])
                 except (CompressionError, SyncError) as exc:

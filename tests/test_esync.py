@@ -18,7 +18,7 @@ def play_round(balancer, rnd, start, seconds_per_step):
 
 
 def test_a_worker_three_times_faster_is_given_three_steps():
-    balancer = StepBalancer([FAST, SLOW], max_steps=8)
+    balancer = StepBalancer(max_steps=8)
     assert balancer.steps(FAST, 0) == 1 and balancer.steps(SLOW, 0) == 1   # nothing timed
     given = play_round(balancer, 1, 10.0, {FAST: 0.5, SLOW: 1.5})
     assert given == {FAST: 3, SLOW: 1}
@@ -31,7 +31,7 @@ def test_a_worker_three_times_faster_is_given_three_steps():
 
 
 def test_steps_are_fixed_once_given_bounded_and_follow_the_cluster_slowest():
-    balancer = StepBalancer([FAST, SLOW], max_steps=4)
+    balancer = StepBalancer(max_steps=4)
     play_round(balancer, 1, 0.0, {FAST: 0.1, SLOW: 0.2})
     assert balancer.steps(FAST, 1) == 2
     balancer.cluster_slowest = 5.0      # another DC's worker is far slower
@@ -40,6 +40,6 @@ def test_steps_are_fixed_once_given_bounded_and_follow_the_cluster_slowest():
 
 
 def test_a_push_without_a_timed_value_before_it_is_not_measured():
-    balancer = StepBalancer([FAST], max_steps=8)
+    balancer = StepBalancer(max_steps=8)
     balancer.on_push(FAST, 3, 5.0)          # no value after round 2 was seen
     assert FAST not in balancer.step_s and balancer.steps(FAST, 3) == 1
