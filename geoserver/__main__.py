@@ -38,7 +38,8 @@ def main(argv=None) -> int:
         dc = config.dc(args.dc)
         credentials = node_credentials(config.security, dc.name, config.source)
         return config, dc, Van(f"server {dc.name}", dc.host, dc.server_port,
-                               credentials=credentials, local_dir=args.run_dir)
+                               credentials=credentials, local_dir=args.run_dir,
+                               advertise=dc.advertise)
     built, stop = start_node(build, log)
     if built is None:
         return 2

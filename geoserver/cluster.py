@@ -58,14 +58,12 @@ workers need travel from the scheduler as one
 from __future__ import annotations
 
 import difflib
-import ipaddress
-import re
-import socket
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .compression.config import CompressionConfig, CompressionError
+from .hosts import SshConfig, parse_ssh, reachable, resolve_host
 from .sync import SyncConfig, SyncError
 from .security import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_HEARTBEAT_S, \
@@ -80,10 +78,26 @@ class ClusterFileError(ValueError):
 
 @dataclass(frozen=True)
 class DataCenter:
+    """One DC: its server binds ``host`` and is reached at ``advertise`` ("": ``host``);
+    its workers run on ``worker_hosts`` in turn ((): on the server's host)."""
+
     name: str
     host: str
     server_port: int
     workers: int
+    advertise: str = ""
+    worker_hosts: tuple = ()
+
+    @property
+    def server_host(self) -> str:
+        """Where the server is reached (and runs, for ``launch.py --ssh``)."""
+        return self.advertise or self.host
+
+    def worker_host(self, index: int) -> str:
+        """The host of worker ``index`` (0-based) of this DC: the address it binds, is
+        reached at and runs on."""
+        return self.worker_hosts[index % len(self.worker_hosts)] if self.worker_hosts \
+            else self.server_host
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,8 @@ class ClusterConfig:
     security: SecurityConfig = SecurityConfig()
     compression: CompressionConfig = CompressionConfig()     # [compression]: MXNet's dict
     sync: SyncConfig = SyncConfig()     # [sync]: how rounds synchronize (docs/sync.md)
+    scheduler_advertise: str = ""       # where nodes reach the scheduler ("": its host)
+    ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     source: str = field(default="<built>", compare=False)
 
     def __post_init__(self):
@@ -143,7 +159,7 @@ class ClusterConfig:
 
     @property
     def scheduler_address(self) -> str:
-        return f"tcp://{self.scheduler_host}:{self.scheduler_port}"
+        return f"tcp://{self.scheduler_advertise or self.scheduler_host}:{self.scheduler_port}"
 
     @property
     def num_workers(self) -> int:
@@ -164,12 +180,11 @@ class ClusterConfig:
         return replace(self, scheduler_port=port)
 
 
-HOSTNAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
-                      r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")   # RFC 1123
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
-    "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync"),
-    "scheduler": ("host", "port", "stats"),
-    "dc": ("name", "host", "server_port", "workers"),
+    "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
+         "ssh"),
+    "scheduler": ("host", "advertise", "port", "stats"),
+    "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
     "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s"),
     "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba"),
@@ -210,25 +225,7 @@ def _port(value: int, where: str) -> int:
 
 
 def _host(value: str, where: str) -> str:
-    """An IP address as written, or a host name resolved once, here, to its IPv4 address
-    (the address every process binds and advertises); a name that does not resolve is an
-    error naming it."""
-    if value == "localhost":
-        return "127.0.0.1"
-    try:
-        ipaddress.ip_address(value)
-        return value
-    except ValueError:
-        pass
-    if not HOSTNAME.fullmatch(value):
-        raise ClusterFileError(f"{where}: host {value!r} is neither an IP address nor a "
-                               f"host name")
-    try:
-        infos = socket.getaddrinfo(value, None, socket.AF_INET, socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise ClusterFileError(f"{where}: host name {value!r} does not resolve on this "
-                               f"host ({exc})") from None
-    return str(infos[0][4][0])
+    return resolve_host(value, where, ClusterFileError)
 
 
 def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
@@ -241,6 +238,7 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     _known_fields(sched, "scheduler", where)
     sched_host = _host(_need(sched, "host", str, where), where)
     sched_port = _port(_need(sched, "port", int, where), where)
+    sched_advertise = _advertise(sched, sched_host, where)
     raw_dcs = data.get("dc")
     if not isinstance(raw_dcs, list) or not raw_dcs:
         raise ClusterFileError(f"{source}: no [[dc]] tables; a cluster needs at least one DC")
@@ -257,9 +255,11 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         workers = _need(raw, "workers", int, where)
         if workers < 1:
             raise ClusterFileError(f"{where}: workers must be >= 1, got {workers}")
-        dcs.append(DataCenter(name=name, host=_host(_need(raw, "host", str, where), where),
+        host = _host(_need(raw, "host", str, where), where)
+        dcs.append(DataCenter(name=name, host=host,
                               server_port=_port(_need(raw, "server_port", int, where), where),
-                              workers=workers))
+                              workers=workers, advertise=_advertise(raw, host, where),
+                              worker_hosts=_worker_hosts(raw, workers, where)))
     bound = [(d.host, d.server_port) for d in dcs if d.server_port] + [(sched_host, sched_port)]
     if len(set(bound)) != len(bound):
         raise ClusterFileError(f"{source}: two processes are given the same host and port")
@@ -309,8 +309,43 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
             kwargs["sync"] = SyncConfig.from_params(data["sync"], where=f"{source} [sync]")
         except SyncError as exc:
             raise ClusterFileError(str(exc)) from None
+    if "ssh" in data:
+        kwargs["ssh"] = _parse_ssh(data["ssh"], f"{source} [ssh]")
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
-                         source=source, **kwargs)
+                         scheduler_advertise=sched_advertise, source=source, **kwargs)
+
+
+def _advertise(table: dict, bind: str, where: str) -> str:
+    """A table's ``advertise`` address ("": peers reach it at its bind address)."""
+    advertise = _host(_need(table, "advertise", str, where), where) \
+        if "advertise" in table else ""
+    reachable(bind, advertise, where, ClusterFileError)
+    return advertise if advertise != bind else ""
+
+
+def _worker_hosts(raw: dict, workers: int, where: str) -> tuple:
+    """A DC's ``worker_hosts``: the hosts its workers run on, in turn."""
+    if "worker_hosts" not in raw:
+        return ()
+    hosts = raw["worker_hosts"]
+    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
+        raise ClusterFileError(f"{where}: worker_hosts must be a non-empty list of host "
+                               f"addresses, got {hosts!r}")
+    if len(hosts) > workers:
+        raise ClusterFileError(f"{where}: {len(hosts)} worker_hosts for {workers} worker(s): "
+                               f"a host would run none")
+    resolved = tuple(_host(h, f"{where} worker_hosts") for h in hosts)
+    for host in resolved:
+        reachable(host, "", f"{where} worker_hosts", ClusterFileError)
+    if len(set(resolved)) != len(resolved):
+        raise ClusterFileError(f"{where}: worker_hosts lists a host twice")
+    return resolved
+
+
+def _parse_ssh(raw, where: str) -> SshConfig:
+    ssh = parse_ssh(raw, where, ClusterFileError)
+    aliases = tuple(sorted((_host(a, f"{where} aliases"), d) for a, d in ssh.aliases))
+    return replace(ssh, aliases=aliases)
 
 
 def _parse_links(raw_links, dcs: set, source: str) -> tuple:
@@ -401,55 +436,3 @@ def pseudo_cluster(dcs: int, workers_per_dc: int, scheduler_port: int,
     return ClusterConfig(scheduler_host=host, scheduler_port=scheduler_port,
                          dcs=tuple(DataCenter(f"dc{i}", host, 0, workers_per_dc)
                                    for i in range(dcs)), source="<pseudo>", **transport)
-
-
-def _toml_str(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def to_toml(config: ClusterConfig) -> str:
-    """Render ``config`` as a cluster file that :func:`load_cluster` reads back equal."""
-    lines = ["[scheduler]", f'host = "{config.scheduler_host}"',
-             f"port = {config.scheduler_port}"]
-    if config.stats:
-        lines.append(f"stats = {_toml_str(config.stats)}")
-    lines.append("")
-    for dc in config.dcs:
-        lines += ["[[dc]]", f'name = "{dc.name}"', f'host = "{dc.host}"',
-                  f"server_port = {dc.server_port}", f"workers = {dc.workers}", ""]
-    for link in config.links:
-        lines += ["[[link]]", f'a = "{link.a}"', f'b = "{link.b}"',
-                  f"mbps_ab = {float(link.mbps_ab)}", f"mbps_ba = {float(link.mbps_ba)}", ""]
-    lines += ["[transport]", f"chunk_bytes = {config.chunk_bytes}",
-              f"timeout_s = {config.timeout_s}", f"heartbeat_s = {config.heartbeat_s}",
-              f"dead_after_s = {config.dead_after_s}", f"stall_s = {config.stall_s}", "",
-              "[wan]", f'policy = "{config.policy}"',
-              f"adapt = {str(config.adapt).lower()}",
-              f"replan_threshold = {config.replan_threshold}",
-              f"min_dwell_s = {config.min_dwell_s}",
-              f"multipath = {str(config.multipath).lower()}"]
-    if config.hub:
-        lines.append(f'hub = "{config.hub}"')
-    if config.compression.on:
-        lines += ["", "[compression]"] + [
-            f"{k} = {_toml_str(v) if isinstance(v, str) else repr(v)}"
-            for k, v in config.compression.to_params().items()]
-    if config.sync.mode != "fsa":
-        lines += ["", "[sync]"] + [f"{k} = {_toml_str(v) if isinstance(v, str) else v}"
-                                   for k, v in config.sync.to_params().items()]
-    lines += security_toml(config.security)
-    return "\n".join(lines) + "\n"
-
-
-def security_toml(security: SecurityConfig) -> list:
-    """The ``[security]`` table of ``security`` as lines of TOML."""
-    keys = security.keys
-    lines = ["", "[security]", f"curve = {str(security.curve).lower()}"]
-    if security.secret_keys:
-        lines.append(f"secret_keys = {_toml_str(security.secret_keys)}")
-    if SCHEDULER_PRINCIPAL in keys:
-        lines.append(f'scheduler_key = "{keys[SCHEDULER_PRINCIPAL]}"')
-    dc_keys = [(dc, key) for dc, key in keys.items() if dc != SCHEDULER_PRINCIPAL]
-    if dc_keys:
-        lines += ["[security.dc_keys]"] + [f'{dc} = "{key}"' for dc, key in dc_keys]
-    return lines

@@ -67,7 +67,9 @@ class Van:
     def __init__(self, name: str, host: str, port: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  credentials: security.Credentials | None = None,
-                 local_dir: str | None = None):
+                 local_dir: str | None = None, advertise: str = ""):
+        """Bind ``host`` (TCP ``port``, 0: any free one); peers are told to reach this node
+        at ``advertise`` ("": ``host``), e.g. its public address behind NAT."""
         self.name = name
         self.node_id = wire.NO_NODE
         self.credentials = credentials
@@ -105,7 +107,7 @@ class Van:
             reason = ("address already in use" if exc.errno == errno.EADDRINUSE
                       else exc.strerror)
             raise TransportError(f"{name}: cannot bind tcp://{host}:{port}: {reason}") from exc
-        self.address = f"tcp://{host}:{port}"
+        self.address = f"tcp://{advertise or host}:{port}"
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
         self._watched: dict = {}        # DEALER socket -> peer, polled for POLLOUT

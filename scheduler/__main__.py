@@ -38,7 +38,8 @@ def main(argv=None) -> int:
         # only control messages come here (meta, no tensor frames): a larger frame is an
         # attack, refused by ZeroMQ before it is allocated
         return config, Van("scheduler", config.scheduler_host, config.scheduler_port,
-                           max_frame_bytes=wire.MAX_META_BYTES, credentials=credentials)
+                           max_frame_bytes=wire.MAX_META_BYTES, credentials=credentials,
+                           advertise=config.scheduler_advertise)
     built, stop = start_node(build, log)
     if built is None:
         return 2

@@ -1,12 +1,14 @@
+import re
 import socket
+import tomllib
 
 import pytest
 import zmq
 
-import netstorm.geoserver.cluster as cluster
+import netstorm.geoserver.hosts as hosts
 from netstorm.geoserver.sync import SyncConfig
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster, \
-    to_toml
+from netstorm.geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster
+from netstorm.geoserver.cluster_toml import to_toml
 
 GOOD = """
 [scheduler]
@@ -224,10 +226,55 @@ def test_host_names_are_resolved_once_when_the_file_is_read(tmp_path, monkeypatc
     def resolve(name, *args):
         asked.append(name)
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 0))]
-    monkeypatch.setattr(cluster.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(hosts.socket, "getaddrinfo", resolve)
     path = tmp_path / "c.toml"
     path.write_text(GOOD.replace('host = "127.0.0.1"\nserver_port', 'host = "eu-gw.example.org"'
                                  '\nserver_port'))
     config = load_cluster(path)
     assert config.dc("eu").host == "10.1.2.3" and asked == ["eu-gw.example.org"]
     assert config.dc("us-east").host == "127.0.0.1"        # IPs and localhost: no lookup
+
+
+HOSTS = GOOD.replace('name = "eu"\nhost = "127.0.0.1"',
+                     'name = "eu"\nhost = "0.0.0.0"\nadvertise = "127.0.0.5"\n'
+                     'worker_hosts = ["127.0.0.6", "localhost"]', 1) + \
+    '[ssh]\nuser = "ml"\nport = 2222\noptions = ["-4"]\nenv = ["HOME"]\n' \
+    'aliases = {"localhost" = "gw"}\n'
+
+
+def test_bind_advertise_worker_hosts_and_ssh_parse_and_roundtrip(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(HOSTS.replace('[scheduler]\nhost = "127.0.0.1"',
+                                  '[scheduler]\nhost = "0.0.0.0"\nadvertise = "127.0.0.7"'))
+    c = load_cluster(path)
+    eu = c.dc("eu")
+    assert (eu.host, eu.advertise, eu.server_host) == ("0.0.0.0", "127.0.0.5", "127.0.0.5")
+    assert [eu.worker_host(i) for i in range(3)] == ["127.0.0.6", "127.0.0.1", "127.0.0.6"]
+    assert c.dc("us-east").worker_host(0) == "127.0.0.1"
+    assert c.scheduler_address == "tcp://127.0.0.7:9000" and c.scheduler_host == "0.0.0.0"
+    assert c.ssh.aliases == (("127.0.0.1", "gw"),) and c.ssh.port == 2222
+    again = tmp_path / "again.toml"
+    again.write_text(to_toml(c))
+    assert load_cluster(again) == c
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('host = "127.0.0.1"\nserver_port = 9100', 'host = "0.0.0.0"\nserver_port = 9100',
+     "DC 'eu': host = '0.0.0.0' binds every interface: give 'advertise'"),
+    ('server_port = 9100', 'server_port = 9100\nadvertise = "0.0.0.0"',
+     "advertise = '0.0.0.0' is not an address peers can reach"),
+    ('server_port = 9100', 'server_port = 9100\nworker_hosts = []',
+     "worker_hosts must be a non-empty list"),
+    ('server_port = 9100', 'server_port = 9100\nworker_hosts = ["a", "b", "c"]',
+     "3 worker_hosts for 2 worker(s): a host would run none"),
+    ('server_port = 9100', 'server_port = 9100\nworker_hosts = ["10.0.0.1", "10.0.0.1"]',
+     "worker_hosts lists a host twice"),
+    ('server_port = 9100', 'server_port = 9100\nworker_hosts = ["0.0.0.0"]',
+     "binds every interface"),
+    ('server_port = 9100', 'server_port = 9100\nworkers_hosts = ["10.0.0.1"]',
+     "unknown field 'workers_hosts'; did you mean 'worker_hosts'"),
+    ('[wan]', '[ssh]\nport = "22"\n[wan]', "[ssh]: port must be an integer"),
+])
+def test_bad_host_fields_are_refused_naming_the_dc(old, new, message):
+    with pytest.raises(ClusterFileError, match=re.escape(message)):
+        parse_cluster(tomllib.loads(_replace(old, new)), source="c.toml")

@@ -7,7 +7,8 @@ import stat
 import pytest
 
 from conftest import free_port
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster, pseudo_cluster, to_toml
+from netstorm.geoserver.cluster import ClusterFileError, load_cluster, pseudo_cluster
+from netstorm.geoserver.cluster_toml import to_toml
 from netstorm.geoserver.security import SecurityError, credentials_for
 from netstorm.launcher.keygen import keygen, main
 from netstorm.launcher.supervisor import with_keys, worker_env

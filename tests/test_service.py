@@ -11,7 +11,8 @@ import pytest
 from conftest import REPO, WORKERS, free_port
 from netstorm.geoserver import wire
 from netstorm.geoserver.cli import EXIT_ABORTED
-from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster, to_toml
+from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster
+from netstorm.geoserver.cluster_toml import to_toml
 from netstorm.geoserver.security import credentials_for
 from netstorm.geoserver.van import Van
 from netstorm.launcher.supervisor import with_keys, worker_env

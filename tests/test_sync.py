@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO, free_port, launch, leftovers, worker_cmd
-from netstorm.geoserver.cluster import pseudo_cluster, to_toml
+from netstorm.geoserver.cluster import pseudo_cluster
+from netstorm.geoserver.cluster_toml import to_toml
 from netstorm.geoserver.sync import MAX_COUNT, SyncConfig, SyncError
 
 

@@ -9,8 +9,9 @@ NETSTORM_* variables telling it where the scheduler is; a Python CMD gets the in
 --as-dist-sync MXNet's dist_sync names become netstorm's).
 Every output line is prefixed with its process's role. Exits non-zero if any process fails
 and then stops every other process; Ctrl-C stops everything. With --dc, only those DCs'
-processes (and the scheduler only with --scheduler) are started: one cluster file, one
-launcher call per host.
+processes (and the scheduler only with --scheduler) are started, with --host only those the
+file places on that host: one cluster file, one launcher call per host. With --ssh this
+launcher starts every host's share itself, over ssh (docs/launch.md).
 """
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ from netstorm.geoserver.sync import SyncConfig, SyncError
 from netstorm.geoserver.security import SecurityConfig
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 
+from netstorm.geoserver.hosts import resolve_host
+
+from . import placement
+from .placement import Part
+from .ssh import run_over_ssh
 from .supervisor import free_port, interrupts_raise, run_cluster
 
 
@@ -76,6 +82,12 @@ def parse_args(argv):
                              "for stock MXNet runs unedited (dist_async is refused)")
     parser.add_argument("--dc", action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
+    parser.add_argument("--host", default=None,
+                        help="start only the processes the cluster file places on this "
+                             "host address (its scheduler, servers and worker_hosts)")
+    parser.add_argument("--ssh", action="store_true",
+                        help="with --cluster: start every host's processes from here over "
+                             "ssh (the file's [ssh] table says how; docs/launch.md)")
     parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
                         help="start the scheduler here (default: unless --dc is given)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
@@ -85,6 +97,13 @@ def parse_args(argv):
         args.command = args.command[1:]
     if not args.command:
         parser.error("give the worker command after --, e.g. -- python train.py")
+    if args.ssh and not args.cluster:
+        parser.error("--ssh needs --cluster FILE: the file says which host runs what")
+    picks = [flag for flag, given in (("--ssh", args.ssh), ("--dc", args.dc),
+                                      ("--host", args.host)) if given]
+    if len(picks) > 1:
+        parser.error(f"{' and '.join(picks)} exclude each other: --ssh starts every host, "
+                     f"--dc or --host only this one's share")
     return args
 
 
@@ -126,6 +145,16 @@ def compression_setting(text: str) -> CompressionConfig:
     return CompressionConfig.from_params(params, where="--compression")
 
 
+def on_host_part(config: ClusterConfig, host: str) -> Part:
+    """``--host``: what the file places on ``host`` (a name is resolved like the file's)."""
+    address = resolve_host(host, "--host", ClusterFileError)
+    part = placement.on_host(config, address)
+    if part.empty:
+        raise ClusterFileError(f"--host {host}: {config.source} places no process on "
+                               f"{address}; its hosts are {', '.join(placement.hosts(config))}")
+    return part
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     transport = {} if args.policy is None else {"policy": args.policy}
@@ -157,13 +186,16 @@ def main(argv=None) -> int:
             config = pseudo_cluster(args.dcs, args.workers_per_dc, free_port(), **transport)
         for name in args.dc or []:
             config.dc(name)
+        part = None if args.host is None else on_host_part(config, args.host)
     except (ClusterFileError, CompressionError, SyncError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
     with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
     try:
         with interrupts_raise():
-            return run_cluster(config, args.command, dcs=args.dc,
+            if args.ssh:
+                return run_over_ssh(config, args.command, as_dist_sync=args.as_dist_sync)
+            return run_cluster(config, args.command, dcs=args.dc, part=part,
                                with_scheduler=with_scheduler, as_dist_sync=args.as_dist_sync)
     except ClusterFileError as exc:
         print(f"launch: {exc}", file=sys.stderr)

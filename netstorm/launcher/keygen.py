@@ -17,7 +17,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster, read_toml, security_toml
+from netstorm.geoserver.cluster import ClusterFileError, load_cluster, read_toml
+from netstorm.geoserver.cluster_toml import security_toml
 from netstorm.geoserver.security import SecurityError, generate_cluster_keys, key_file_name
 
 

@@ -22,14 +22,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from netstorm.geoserver.cli import EXIT_ABORTED, STOP_NOTE, read_reason, write_reason
-from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError, to_toml
+from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError
+from netstorm.geoserver.cluster_toml import to_toml
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
 from netstorm.geoserver.van import MAX_IPC_PATH
+
+from . import placement
+from .placement import Part
 
 STOP_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 15.0
 BLAME_GRACE_S = 5.0     # after a node stopped because another failed: wait for that one
 REASON_SHOWN = 400      # characters of a failed process's reason in the failure line
+LAUNCH_PREFIX = "[launch] "             # the launcher's own lines
+FAILURE_END = "; stopping the cluster"  # ends the launcher's line naming the failure
 RUN_PATH_CHARS = 45     # /netstorm-XXXXXXXX (run) /netstorm-XXXXXXXX (node) /node.sock
 
 
@@ -47,10 +53,13 @@ class Proc:
     reader: threading.Thread | None = None
     reason_file: str = ""       # where the process leaves why it failed (netstorm's own)
     joined_file: str = ""       # a worker creates it once it joined the cluster ("": unchecked)
+    said: str = ""              # a host's (``--ssh``): its launcher's failure, else last line
 
     def reason(self) -> tuple:
         """``(why it failed in its own words, first line, or "", whether it failed because
         another node did)``."""
+        if self.role == "host":
+            return self.said.removesuffix(FAILURE_END)[:REASON_SHOWN], False
         text, caused_by_other = read_reason(self.reason_file)
         first = text.strip().splitlines()[0][:REASON_SHOWN] if text.strip() else ""
         return first, caused_by_other
@@ -76,6 +85,7 @@ class Launcher:
         self.events: "queue.Queue" = queue.Queue()
         self.out = out or sys.stdout
         self.stop_note = stop_note
+        self.failure_followed = False   # the failure reported followed another node's
         self._print_lock = threading.Lock()
 
     def _emit(self, prefix: str, line: str) -> None:
@@ -87,15 +97,24 @@ class Launcher:
 
     def _pump(self, proc: Proc) -> None:
         for raw in iter(proc.popen.stdout.readline, b""):
-            self._emit(proc.name, raw.decode("utf-8", "replace"))
+            line = raw.decode("utf-8", "replace")
+            self._emit(proc.name, line)
+            if proc.role == "host" and line.strip() and not proc.said.endswith(FAILURE_END):
+                proc.said = line.strip().removeprefix(LAUNCH_PREFIX)
         self.events.put((proc, proc.popen.wait()))
 
     def start(self, name: str, role: str, argv: list, env: dict, wrap=None,
-              reason_file: str = "", joined_file: str = "") -> Proc:
+              reason_file: str = "", joined_file: str = "", stdin_data: bytes = b"") -> Proc:
+        """Start ``argv`` (after ``wrap``) as process ``name``; ``stdin_data``, if any, is
+        written to its standard input, which stays open (:meth:`close_input`)."""
         full = (wrap or []) + argv
         popen = subprocess.Popen(full, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 stderr=subprocess.STDOUT,
+                                 stdin=subprocess.PIPE if stdin_data else subprocess.DEVNULL,
                                  start_new_session=True, cwd=os.getcwd())
+        if stdin_data:
+            popen.stdin.write(stdin_data)
+            popen.stdin.flush()
         proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file)
         proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
         proc.reader.start()
@@ -145,7 +164,8 @@ class Launcher:
         workers_ok, pending = 0, {p.name for p in self.procs}
         followers, blame_by = [], None      # failures caused by another node's
         while pending:
-            timeout = SHUTDOWN_GRACE_S if workers_ok == workers_total else None
+            timeout = SHUTDOWN_GRACE_S if workers_total and workers_ok == workers_total \
+                else None
             if blame_by is not None:
                 timeout = max(0.0, blame_by - time.monotonic())
             try:
@@ -187,10 +207,15 @@ class Launcher:
             what += f": {reason}"
         elif code == EXIT_ABORTED and proc.role != "worker":
             what += " (the cluster was aborted: the reason above names the node)"
-        self._emit("launch", f"{proc.name} {what}; stopping the cluster")
-        if self.stop_note:
-            write_reason(self.stop_note, f"{proc.name} {what}")
+        self._emit("launch", f"{proc.name} {what}{FAILURE_END}")
+        self.note_stop(f"{proc.name} {what}")
+        self.failure_followed = bool(proc.follows(code))
         return code if code > 0 else 1
+
+    def note_stop(self, reason: str) -> None:
+        """Leave why the cluster stops where its servers look before they are signalled."""
+        if self.stop_note:
+            write_reason(self.stop_note, reason)
 
 
 def _most_direct(followers: list) -> tuple:
@@ -264,7 +289,7 @@ def worker_env(config: ClusterConfig, dc, index: int, as_dist_sync: bool = False
     netstorm (and with ``as_dist_sync`` to make MXNet's dist_sync names netstorm's)."""
     path = os.environ.get("PYTHONPATH", "")
     env = {"NETSTORM_SCHEDULER": config.scheduler_address, "NETSTORM_DC": dc.name,
-           "NETSTORM_HOST": dc.host, "NETSTORM_LOCAL_INDEX": str(index),
+           "NETSTORM_HOST": dc.worker_host(index), "NETSTORM_LOCAL_INDEX": str(index),
            "NETSTORM_TIMEOUT_S": str(config.timeout_s),
            "PYTHONPATH": str(BOOT_DIR) + (os.pathsep + path if path else "")}
     if as_dist_sync:
@@ -279,54 +304,59 @@ def worker_env(config: ClusterConfig, dc, index: int, as_dist_sync: bool = False
 
 
 def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=True,
-                wrap_dc=None, out=None, python=sys.executable, as_dist_sync=False) -> int:
-    """Run a whole cluster (or the named ``dcs`` of it) and ``command`` on its workers
-    (with ``as_dist_sync``, MXNet's dist_sync names create netstorm's store in them).
+                wrap_dc=None, out=None, python=sys.executable, as_dist_sync=False,
+                part: Part | None = None, started=None, follower_code: int = 0) -> int:
+    """Run a whole cluster (or the named ``dcs`` of it, or the ``part`` of it placed on one
+    host) and ``command`` on its workers (with ``as_dist_sync``, MXNet's dist_sync names
+    create netstorm's store in them).
 
     ``wrap_dc(dc_name)`` may return a command prefix (e.g. ``ip netns exec NS``) for the
-    processes of that DC. Returns the exit code; nothing is left running. A cluster file
-    without keys gets throw-away keys (:func:`with_keys`); :class:`ClusterFileError` if it
-    cannot.
+    processes of that DC. Returns the exit code (``follower_code``, if given, when the
+    failure only followed another node's); nothing is left running. ``started(launcher)``
+    is called once every process started. A cluster file without keys gets throw-away keys
+    (:func:`with_keys`); :class:`ClusterFileError` if it cannot.
     """
     wrap_dc = wrap_dc or (lambda _dc: [])
-    chosen = [dc for dc in config.dcs if dcs is None or dc.name in dcs]
+    part = part or placement.of_dcs(config, dcs, with_scheduler)
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
         launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE))
-        config = with_keys(config, tmp, with_scheduler and len(chosen) == len(config.dcs))
+        config = with_keys(config, tmp, part == placement.whole(config))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
         base = child_env({})
         reasons = Path(tmp) / "reasons"
         reasons.mkdir()
         with launcher:
-            if with_scheduler:
+            if part.scheduler:
                 why = str(reasons / "scheduler")
                 launcher.start("scheduler", "scheduler",
                                [python, "-m", "netstorm.scheduler", "--cluster",
                                 str(cluster_file), "--reason-file", why],
                                base, wrap_dc(config.hub_dc), reason_file=why)
-            for dc in chosen:
-                why = str(reasons / f"server-{dc.name}")
-                launcher.start(f"server {dc.name}", "server",
+            for name in part.servers:
+                why = str(reasons / f"server-{name}")
+                launcher.start(f"server {name}", "server",
                                [python, "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
-                                "--dc", dc.name, "--run-dir", tmp, "--reason-file", why], base,
-                               wrap_dc(dc.name), reason_file=why)
-            for dc in chosen:
-                for i in range(dc.workers):
-                    why = str(reasons / f"worker-{dc.name}-{i}")
-                    joined = why + ".joined"
-                    env = child_env({**worker_env(config, dc, i, as_dist_sync),
-                                     "NETSTORM_RUN_DIR": tmp,
-                                     "NETSTORM_REASON_FILE": why,
-                                     "NETSTORM_JOINED_FILE": joined})
-                    launcher.start(f"worker {dc.name}/{i}", "worker", command, env,
-                                   wrap_dc(dc.name), reason_file=why, joined_file=joined)
-            started = time.monotonic()
-            code = launcher.wait(sum(dc.workers for dc in chosen))
+                                "--dc", name, "--run-dir", tmp, "--reason-file", why], base,
+                               wrap_dc(name), reason_file=why)
+            for name, i in part.workers:
+                why = str(reasons / f"worker-{name}-{i}")
+                joined = why + ".joined"
+                env = child_env({**worker_env(config, config.dc(name), i, as_dist_sync),
+                                 "NETSTORM_RUN_DIR": tmp,
+                                 "NETSTORM_REASON_FILE": why,
+                                 "NETSTORM_JOINED_FILE": joined})
+                launcher.start(f"worker {name}/{i}", "worker", command, env,
+                               wrap_dc(name), reason_file=why, joined_file=joined)
+            if started is not None:
+                started(launcher)
+            began = time.monotonic()
+            code = launcher.wait(len(part.workers))
+            if code and follower_code and launcher.failure_followed:
+                code = follower_code
             status = "ok" if code == 0 else f"FAILED (exit {code})"
-            launcher._emit("launch", f"{status}: {len(chosen)} DC(s), "
-                                     f"{sum(dc.workers for dc in chosen)} worker(s), "
-                                     f"{time.monotonic() - started:.1f}s")
+            launcher._emit("launch", f"{status}: {part.count()}, "
+                                     f"{time.monotonic() - began:.1f}s")
             return code
 
 

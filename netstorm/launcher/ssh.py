@@ -1,0 +1,122 @@
+"""``launch.py --cluster FILE --ssh``: start every host's share of a cluster from one command.
+
+For each host the cluster file places a process on (:mod:`.placement`), the launcher runs
+``ssh HOST PYTHON -m netstorm.launcher.remote`` (:mod:`.remote`) and writes it one JSON
+line: the cluster file, the secret keys of the principals that host runs (nothing more
+leaves this machine; a file without keys gets throw-away ones, made here for this run),
+the worker command, the forwarded environment and the working folder. Every remote output
+line comes back prefixed with its host; the first host to fail names its failed process and
+stops the cluster: every other host is sent the reason and its input is closed, which stops
+its processes (and so does a lost connection, or Ctrl-C here). ssh itself runs in batch mode
+with a connect timeout: an unreachable host fails the launch at once, naming it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from netstorm.geoserver.cluster import ClusterConfig
+from netstorm.geoserver.cluster_toml import to_toml
+from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, key_file_name
+
+from . import placement
+from .remote import BUNDLE_VERSION
+from .supervisor import STOP_GRACE_S, Launcher, child_env, with_keys
+
+FORWARDED_PREFIXES = ("MXNET_", "OMP_")     # always passed on to the remote processes
+REMOTE_STOP_S = STOP_GRACE_S + 5.0      # a remote launcher's clean-up, before ssh is killed
+
+
+def forwarded_env(config: ClusterConfig, environ) -> dict:
+    """What the remote processes get of this environment: ``MXNET_*``, ``OMP_*``, the
+    names ``[ssh] env`` lists, and ``PATH`` when no ``[ssh] python`` is given (the hosts
+    mirror this one, so ``python`` in the worker command is the same virtualenv's)."""
+    names = set(config.ssh.env) | ({"PATH"} if not config.ssh.python else set())
+    return {k: v for k, v in environ.items()
+            if k.startswith(FORWARDED_PREFIXES) or k in names}
+
+
+def principals_on(config: ClusterConfig, part: placement.Part) -> list:
+    """The principals whose secret keys the processes of ``part`` need."""
+    dcs = dict.fromkeys([*part.servers, *(dc for dc, _ in part.workers)])
+    return ([SCHEDULER_PRINCIPAL] if part.scheduler else []) + list(dcs)
+
+
+def bundle(config: ClusterConfig, host: str, command: list, env: dict, workdir: str,
+           as_dist_sync: bool) -> dict:
+    """What ``host`` is sent: see the module's docstring and :func:`.remote.parse_bundle`."""
+    keys = {}
+    security = config.security
+    if security.curve:
+        for principal in principals_on(config, placement.on_host(config, host)):
+            name = key_file_name(principal)
+            keys[name] = (Path(security.secret_keys) / name).read_text()
+        security = replace(security, secret_keys="keys")
+    shipped = replace(config, security=security)
+    return {"version": BUNDLE_VERSION, "host": host, "cluster": to_toml(shipped),
+            "keys": keys, "command": list(command), "env": env, "workdir": workdir,
+            "as_dist_sync": as_dist_sync}
+
+
+class SshLauncher(Launcher):
+    """A :class:`Launcher` of ssh clients, one per host: stopping first tells each remote
+    launcher why and closes its input (it then stops its processes), then waits for them."""
+
+    def stop_all(self) -> None:
+        live = [p for p in self.procs if p.popen.poll() is None]
+        for proc in live:
+            try:
+                if self.reason:
+                    proc.popen.stdin.write(json.dumps({"stop": self.reason}).encode() + b"\n")
+                proc.popen.stdin.close()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+        deadline = time.monotonic() + REMOTE_STOP_S
+        for proc in live:
+            try:
+                proc.popen.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        super().stop_all()
+
+    reason = ""
+
+    def note_stop(self, reason: str) -> None:
+        self.reason = reason
+
+
+def run_over_ssh(config: ClusterConfig, command: list, as_dist_sync: bool = False, out=None,
+                 environ=None) -> int:
+    """Run the whole cluster ``config`` on its hosts over ssh, ``command`` on its workers.
+    Returns the exit code; nothing is left running on any host that answered."""
+    environ = os.environ if environ is None else environ
+    python = config.ssh.python or sys.executable
+    workdir = config.ssh.workdir or os.getcwd()
+    remote = shlex.join([python, "-m", "netstorm.launcher.remote"])
+    hosts = placement.hosts(config)
+    with tempfile.TemporaryDirectory(prefix="netstorm-ssh-") as tmp:
+        config = with_keys(config, tmp, whole_cluster=True)
+        env = forwarded_env(config, environ)
+        launcher = SshLauncher(out)
+        with launcher:
+            for host in hosts:
+                part = placement.on_host(config, host)
+                launcher._emit("launch", f"{host}: {part.describe()} "
+                                         f"(ssh {config.ssh.destination(host)})")
+                data = json.dumps(bundle(config, host, command, env, workdir, as_dist_sync))
+                launcher.start(f"host {host}", "host", config.ssh.argv(host) + [remote],
+                               child_env({}), stdin_data=data.encode() + b"\n")
+            began = time.monotonic()
+            code = launcher.wait(0)
+            status = "ok" if code == 0 else f"FAILED (exit {code})"
+            launcher._emit("launch", f"{status}: {len(hosts)} host(s), {len(config.dcs)} "
+                                     f"DC(s), {config.num_workers} worker(s), "
+                                     f"{time.monotonic() - began:.1f}s")
+            return code
