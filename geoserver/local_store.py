@@ -69,6 +69,7 @@ class _Key:
     pulls: list = field(default_factory=list)   # (worker, request, min_round)
     inits: list = field(default_factory=list)   # (worker, request, generation)
     next_push: dict = field(default_factory=dict)
+    sparse: bool = False        # row_sparse gradients: the optimizer updates their rows only
 
     @property
     def size(self) -> int:
@@ -164,6 +165,7 @@ class KeyStore:
         except KeyError as exc:
             raise RequestError(f"INIT of key {msg.key} lacks {exc}") from exc
         entry = self._entry(msg.key, shape, dtype)
+        entry.sparse = entry.sparse or msg.meta.get("stype") == "row_sparse"
         generation = msg.seq
         if msg.flags & Flag.HAS_VALUE:
             entry.value = entry.base = np.array(self._check_frame(entry, msg), copy=True)
@@ -336,7 +338,8 @@ class KeyStore:
                 entry.value = entry.base = entry.base + done.total
             elif self.optimizer is not None:
                 entry.value = self.optimizer.update(
-                    entry.key, done.total.reshape(entry.shape), entry.value.reshape(entry.shape))
+                    entry.key, done.total.reshape(entry.shape), entry.value.reshape(entry.shape),
+                    sparse=entry.sparse)
             else:
                 entry.value = done.total
             entry.applied += 1

@@ -145,11 +145,14 @@ class OptimizerHost:
         self.updater = mx.optimizer.get_updater(optimizer)
 
     def update(self, index: int, grad: np.ndarray, weight: np.ndarray,
-               computed_on: np.ndarray | None = None) -> np.ndarray:
+               computed_on: np.ndarray | None = None, sparse: bool = False) -> np.ndarray:
         """The new weight after one optimizer step (a new array; inputs are untouched).
         ``computed_on``: the weights ``grad`` was computed on; MXNet's DCASGD compensates
         the delay against them (its ``previous_weight`` state is set to them first); other
-        optimizers ignore it."""
+        optimizers ignore it. ``sparse``: ``grad`` is a sum of row_sparse gradients, given
+        to the optimizer as row_sparse (its rows that are not all zero), so that a lazy
+        update (MXNet's default for SGD, Adam, ...) touches only those rows, as on
+        MXNet's own servers."""
         nd = self._mx.nd
         w = nd.array(weight, dtype=weight.dtype)
         if computed_on is not None and isinstance(self.updater.optimizer,
@@ -159,7 +162,8 @@ class OptimizerHost:
                     self.updater.optimizer.create_state_multi_precision(index, w)
                 self.updater.states_synced[index] = True
             self.updater.states[index][1][:] = nd.array(computed_on, dtype=weight.dtype)
-        self.updater(index, nd.array(grad, dtype=grad.dtype), w)
+        g = nd.array(grad, dtype=grad.dtype)
+        self.updater(index, g.tostype("row_sparse") if sparse and g.ndim else g, w)
         return w.asnumpy().reshape(-1)
 
     def dump_states(self):

@@ -143,7 +143,8 @@ class GeoServer:
         self._spread_init(Message(Kind.INIT, key=entry.key, seq=generation,
                                   flags=wire.Flag.HAS_VALUE,
                                   meta={"shape": list(entry.shape), "dtype": entry.dtype.str,
-                                        "origin": self.dc},
+                                        "origin": self.dc,
+                                        **({"stype": "row_sparse"} if entry.sparse else {})},
                                   dtype=entry.dtype, frames=[entry.value]))
 
     def _spread_init(self, msg: Message) -> None:

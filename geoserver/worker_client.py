@@ -322,15 +322,18 @@ class WorkerClient:
                                f"not {shape} {dtype}")
         return info
 
-    def init(self, key: int, value: np.ndarray) -> None:
+    def init(self, key: int, value: np.ndarray, sparse: bool = False) -> None:
         """Declare ``key``; rank 0's value becomes the initial value everywhere. Blocks until
-        this DC's server holds the value of this init."""
+        this DC's server holds the value of this init. ``sparse``: the key's gradients are
+        row_sparse (the servers' optimizer then updates only the rows they touch)."""
         info = self.declare(key, value.shape, value.dtype)
         info.inits += 1
         carry = self.me.rank == 0
+        meta = {"shape": list(info.shape), "dtype": info.dtype.str}
+        if sparse:
+            meta["stype"] = "row_sparse"
         msg = Message(Kind.INIT, key=key, seq=info.inits,
-                      flags=Flag.HAS_VALUE if carry else Flag.NONE,
-                      meta={"shape": list(info.shape), "dtype": info.dtype.str},
+                      flags=Flag.HAS_VALUE if carry else Flag.NONE, meta=meta,
                       dtype=info.dtype, frames=self._frames(info, value) if carry else [])
         self._wait(self._submit(msg, f"init of key {key} from {self.server.describe()}"),
                    Kind.INIT_DONE)

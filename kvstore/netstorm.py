@@ -16,10 +16,11 @@ import signal
 import sys
 import threading
 import uuid
+from dataclasses import replace
 
 import mxnet as mx
 import numpy as np
-from mxnet.kvstore import KVStoreBase
+from mxnet.kvstore import KVStore, KVStoreBase
 
 from netstorm.geoserver.cli import read_stop_note
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
@@ -30,6 +31,10 @@ from . import engine_ops
 from .local_steps import LocalSteps
 
 MAX_KEY = 2 ** 32 - 1
+
+
+class UninitializedKey(KVStoreError, mx.base.MXNetError):
+    """A key used before ``init``: an ``MXNetError``, like MXNet's own stores raise."""
 
 
 def _as_list(x):
@@ -45,19 +50,44 @@ def _group(keys, values, name: str):
     return [(keys, _as_list(values))]
 
 
-def _check_dense(arrays, what: str) -> None:
+STYPES = ("default", "row_sparse")
+
+
+def _check_arrays(arrays, what: str) -> None:
     for a in arrays:
         if not isinstance(a, mx.nd.NDArray):
             raise TypeError(f"{what}: expected mxnet NDArray, got {type(a).__name__}")
-        if a.stype != "default":
-            raise ValueError(f"{what}: netstorm supports dense arrays only, got {a.stype}")
+        if a.stype not in STYPES:
+            raise ValueError(f"{what}: netstorm supports dense and row_sparse arrays, got "
+                             f"{a.stype}")
+
+
+def _dense(array):
+    """``array`` as a dense NDArray (a row_sparse one travels dense: see docs/kvstore.md)."""
+    return array if array.stype == "default" else array.tostype("default")
+
+
+def _sparse_outs(outs, ignore_sparse: bool, what: str) -> list:
+    """The dense ones of ``outs``; a row_sparse one is skipped when ``ignore_sparse`` (as
+    MXNet's dist_sync does), else refused with MXNet's own error type."""
+    if not ignore_sparse and any(o.stype != "default" for o in outs):
+        raise mx.base.MXNetError(f"{what}: a row_sparse output takes only the rows asked "
+                                 f"for: use row_sparse_pull")
+    return [o for o in outs if o.stype == "default"]
 
 
 @KVStoreBase.register
-class NetStorm(KVStoreBase):
-    """Hierarchical WAN parameter server with dist_sync semantics (``kvstore='netstorm'``)."""
+class NetStorm(KVStore):
+    """Hierarchical WAN parameter server with dist_sync semantics (``kvstore='netstorm'``).
+
+    A :class:`mxnet.kvstore.KVStore` without a native handle: MXNet 1.9.1's gluon.Trainer
+    takes only that class (not any ``KVStoreBase``) for sparse weights and gradients, so
+    every method of it is defined here; none reaches MXNet's C store."""
 
     created = 0     # stores made in this process (MXNet's server profiling is refused then)
+    handle = None   # no native store behind this one
+    _is_p3 = False
+    _updater_func = _str_updater_func = None
 
     def __init__(self, settings: WorkerSettings | None = None):
         settings = settings or WorkerSettings.from_env(os.environ)
@@ -65,8 +95,8 @@ class NetStorm(KVStoreBase):
         NetStorm.created += 1
         self._token = uuid.uuid4().hex
         engine_ops.attach(self._token, self._client)
-        self._ids: dict = {}
-        self._key_kind = None
+        self._ids: dict = {}            # str key -> id
+        self._int_keys: set = set()
         self._tokens: dict = {}
         self._updater = None
         # hfa / esync: the optimizer runs here, on the worker's own weights
@@ -112,30 +142,45 @@ class NetStorm(KVStoreBase):
 
     # ------------------------------------------------------------ keys
     def _key_id(self, key, create: bool = False) -> int:
-        kind = "str" if isinstance(key, str) else "int"
-        if kind == "int" and not (isinstance(key, int) and 0 <= key <= MAX_KEY):
-            raise ValueError(f"netstorm keys are str or int in 0..{MAX_KEY}, got {key!r}")
-        if self._key_kind not in (None, kind):
-            raise ValueError(f"netstorm keys must all be str or all int; got {key!r} after "
-                             f"{self._key_kind} keys")
-        self._key_kind = kind
-        if kind == "int":
-            return key
+        """The wire id of ``key``: an int key is its own id; str keys number 0, 1, ... in
+        the order they are initialized (every worker initializes the same keys in the same
+        order), as in MXNet, whose servers' optimizer sees these ids as parameter indices.
+        The two kinds may be mixed unless an int key and a str key would share an id."""
+        if not isinstance(key, str):
+            if not (isinstance(key, (int, np.integer)) and not isinstance(key, bool)
+                    and 0 <= key <= MAX_KEY):
+                raise ValueError(f"netstorm keys are str or int in 0..{MAX_KEY}, got {key!r}")
+            if create and int(key) in self._ids.values():
+                raise ValueError(f"int key {key} is the id of str key "
+                                 f"{self._name_of(int(key))!r}: mix the two kinds only with "
+                                 f"distinct ids")
+            self._int_keys.add(int(key))
+            return int(key)
         if key not in self._ids:
             if not create:
-                raise KVStoreError(f"key {key!r} has not been initialized (call init first)")
-            self._ids[key] = len(self._ids)   # str keys number in init order, as in MXNet
+                raise UninitializedKey(f"key {key!r} has not been initialized (call init "
+                                       f"first)")
+            if len(self._ids) in self._int_keys:
+                raise ValueError(f"str key {key!r} would take id {len(self._ids)}, which int "
+                                 f"key {len(self._ids)} has: mix the two kinds only with "
+                                 f"distinct ids")
+            self._ids[key] = len(self._ids)
         return self._ids[key]
 
-    def _declared(self, key, arrays) -> int:
-        """Key id of an initialized key whose shape matches ``arrays`` (checked here, at the
-        call, so bad input raises in the caller's thread rather than in the engine)."""
+    def _name_of(self, kid: int) -> str:
+        return next(name for name, i in self._ids.items() if i == kid)
+
+    def _declared(self, key, arrays, any_dtype: bool = False) -> int:
+        """Key id of an initialized key whose shape (and dtype, unless ``any_dtype``: a pull
+        converts, as MXNet's does) matches ``arrays``; checked here, at the call, so bad
+        input raises in the caller's thread rather than in the engine."""
         kid = self._key_id(key)
         info = self._client.keys.get(kid)
         if info is None:
-            raise KVStoreError(f"key {key!r} has not been initialized (call init first)")
+            raise UninitializedKey(f"key {key!r} has not been initialized (call init first)")
         for a in arrays:
-            if tuple(a.shape) != info.shape or np.dtype(a.dtype) != info.dtype:
+            if tuple(a.shape) != info.shape or \
+                    not any_dtype and np.dtype(a.dtype) != info.dtype:
                 raise ValueError(f"key {key!r} is {info.shape} {info.dtype}; got an array "
                                  f"of {tuple(a.shape)} {np.dtype(a.dtype)}")
         return kid
@@ -149,9 +194,10 @@ class NetStorm(KVStoreBase):
     # ------------------------------------------------------------ data path
     def init(self, key, value):
         for k, vals in _group(key, value, "init"):
-            _check_dense(vals, f"init of key {k!r}")
+            _check_arrays(vals, f"init of key {k!r}")
             kid = self._key_id(k, create=True)
-            self._client.init(kid, vals[0].asnumpy())
+            self._client.init(kid, _dense(vals[0]).asnumpy(),
+                              sparse=vals[0].stype == "row_sparse")
             if self._local is not None:     # its weights start from the servers' value
                 start = np.empty(vals[0].size, dtype=vals[0].dtype)
                 self._client.finish_into(kid, self._client.start_pull(kid), start)
@@ -168,11 +214,12 @@ class NetStorm(KVStoreBase):
         self.pull(key, out=out, priority=priority)
 
     def _summed(self, vals):
+        vals = [_dense(v) for v in vals]
         return vals[0] if len(vals) == 1 else mx.nd.add_n(*vals)
 
     def push(self, key, value, priority=0):
         for k, vals in _group(key, value, "push"):
-            _check_dense(vals, f"push of key {k!r}")
+            _check_arrays(vals, f"push of key {k!r}")
             kid = self._declared(k, vals)
             if self._local is not None:
                 self._local.step(kid, self._summed(vals))
@@ -184,12 +231,18 @@ class NetStorm(KVStoreBase):
         if out is None:
             raise ValueError("pull needs out=")
         for k, outs in _group(key, out, "pull"):
-            _check_dense(outs, f"pull of key {k!r}")
-            kid = self._declared(k, outs)
+            _check_arrays(outs, f"pull of key {k!r}")
+            kid = self._declared(k, outs, any_dtype=True)
+            outs = _sparse_outs(outs, ignore_sparse, f"pull of key {k!r}")
+            if not outs:
+                continue
             if self._local is not None:
                 self._local.pull(kid, outs)
                 continue
-            value = mx.nd.Custom(outs[0], self._token_of(kid), op_type="netstorm_pull",
+            dtype = self._client.keys[kid].dtype
+            template = outs[0] if np.dtype(outs[0].dtype) == dtype else \
+                mx.nd.empty(outs[0].shape, dtype=dtype)
+            value = mx.nd.Custom(template, self._token_of(kid), op_type="netstorm_pull",
                                  store=self._token, key=str(kid))
             for o in outs:
                 value.copyto(o)
@@ -199,8 +252,9 @@ class NetStorm(KVStoreBase):
         outs = [vals for _, vals in groups] if out is None else \
             [o for _, o in _group(key, out, "pushpull out")]
         for (k, vals), targets in zip(groups, outs):
-            _check_dense(vals + targets, f"pushpull of key {k!r}")
+            _check_arrays(vals + targets, f"pushpull of key {k!r}")
             kid = self._declared(k, vals + targets)
+            _sparse_outs(targets, False, f"pushpull of key {k!r}")
             if self._local is not None:
                 self._local.step(kid, self._summed(vals), targets)
                 continue
@@ -211,7 +265,44 @@ class NetStorm(KVStoreBase):
                 targets[0].copyto(o)
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
-        raise NotImplementedError("netstorm does not support sparse arrays (row_sparse_pull)")
+        """The rows ``row_ids`` (any order, repeats allowed) of each key's value into the
+        row_sparse ``out`` (MXNet's semantics: one ``row_ids`` array per output, or one for
+        all the outputs of a key). The value travels dense (docs/kvstore.md)."""
+        if out is None or row_ids is None:
+            raise ValueError("row_sparse_pull needs out= and row_ids=")
+        single_key = not isinstance(key, (list, tuple))
+        ids = [row_ids] if single_key else row_ids
+        groups = _group(key, out, "row_sparse_pull")
+        if not isinstance(ids, (list, tuple)) or len(ids) != len(groups):
+            raise ValueError(f"row_sparse_pull: {len(groups)} key(s) need as many row_ids")
+        for (k, outs), rows in zip(groups, ids):
+            rows = _as_list(rows)
+            rows = rows * len(outs) if len(rows) == 1 else rows
+            if len(rows) != len(outs):
+                raise ValueError(f"row_sparse_pull of key {k!r}: {len(outs)} outputs, "
+                                 f"{len(rows)} row_ids")
+            _check_arrays(outs + rows, f"row_sparse_pull of key {k!r}")
+            if any(o.stype != "row_sparse" for o in outs):
+                raise ValueError(f"row_sparse_pull of key {k!r}: out must be row_sparse")
+            self._declared(k, outs, any_dtype=True)
+            with mx.autograd.pause():   # gluon pulls rows inside autograd.record()
+                value = mx.nd.zeros(outs[0].shape, dtype=outs[0].dtype)
+                self.pull(k, out=value)
+                for o, wanted in zip(outs, rows):
+                    self._retained(value, wanted, k).copyto(o)
+
+    @staticmethod
+    def _retained(value, row_ids, key):
+        """The rows ``row_ids`` of the dense ``value`` as a row_sparse array."""
+        rows = np.unique(row_ids.asnumpy().astype(np.int64))
+        if rows.size and (rows[0] < 0 or rows[-1] >= value.shape[0]):
+            raise ValueError(f"row_sparse_pull of key {key!r}: row ids must be in "
+                             f"0..{value.shape[0] - 1}, got {rows[0]}..{rows[-1]}")
+        if not rows.size:
+            return mx.nd.sparse.zeros("row_sparse", value.shape, dtype=value.dtype)
+        taken = mx.nd.take(value, mx.nd.array(rows, dtype="int64"))
+        return mx.nd.sparse.row_sparse_array((taken, rows), shape=value.shape,
+                                             dtype=value.dtype)
 
     def barrier(self):
         if self.sync_mode == "esync" and self._local.keys and \
@@ -223,6 +314,21 @@ class NetStorm(KVStoreBase):
         mx.nd.waitall()
         self._client.barrier()
 
+    def _barrier(self):
+        self.barrier()
+
+    def _set_updater(self, updater):
+        raise KVStoreError("netstorm runs the optimizer on its servers (or, under hfa/esync, "
+                           "on the workers): give it one with set_optimizer; a Python "
+                           "updater function cannot travel to the servers")
+
+    def _send_command_to_servers(self, head, body):
+        raise KVStoreError("netstorm's servers take no MXNet server commands (server "
+                           "profiling: see docs/kvstore.md)")
+
+    def __del__(self):
+        """Nothing native to free (MXNet's KVStore frees its C handle here)."""
+
     # ------------------------------------------------------------ options
     def set_gradient_compression(self, compression_params):
         """Accepted when it names the compression the cluster runs with (one setting is in
@@ -230,6 +336,8 @@ class NetStorm(KVStoreBase):
         clear error, never a silent mismatch."""
         wanted = CompressionConfig.from_params(compression_params)
         in_force = self._client.compression
+        if isinstance(compression_params, dict) and "scope" not in compression_params:
+            wanted = replace(wanted, scope=in_force.scope)  # MXNet's dict never names one
         if wanted != in_force:
             raise CompressionError(
                 f"this cluster runs with compression {in_force.to_params()}, the script asks "

@@ -189,6 +189,19 @@ def test_a_chunk_that_would_not_shrink_goes_dense_and_flushes_its_residual():
     assert not fb.residual(3, 8).any()
 
 
+def test_a_small_chunk_goes_dense_but_compressed_like_any_other():
+    """6 elements: a 2bit payload would not be smaller, so the quantized values travel
+    dense (MXNet quantizes every key) and the residual keeps what they lack."""
+    fb = ErrorFeedback(CONFIGS["2bit"])
+    x = np.array([0.4, -0.7, 0.1, 0.5, -0.2, 2.0], np.float32)
+    wire, encoded = fb.encode(4, 0, x, 1, 6, UP)
+    assert not encoded and wire.dtype == np.float32
+    assert np.array_equal(wire, np.array([0, -0.5, 0, 0.5, 0, 0.5], np.float32))
+    assert np.allclose(fb.residual(4, 6), x - wire)
+    wire, _ = fb.encode(4, 0, np.full(6, 0.1, np.float32), 2, 6, UP)
+    assert np.array_equal(wire, np.array([0.5, 0, 0, 0, 0, 0.5], np.float32))   # + residual
+
+
 def test_mpq_sends_small_keys_in_half_and_large_ones_sparse():
     fb = ErrorFeedback(CONFIGS["mpq"])
     assert fb.scheme(UP, 999) == "fp16" and fb.scheme(UP, 1000) == "bsc"
@@ -209,7 +222,8 @@ def test_a_chunk_beyond_half_precision_goes_dense_instead_of_overflowing():
 
 def test_momentum_correction_accumulates_velocity_and_masks_what_was_sent():
     """DGC: u = m*u + g is what a DC contributes; a coordinate sent in a sparse payload
-    restarts its momentum, one held back (or sent dense) keeps it."""
+    restarts its momentum (also when the selection travels dense, being no smaller), one
+    held back keeps it."""
     feedback = ErrorFeedback(CompressionConfig("bsc", ratio=1 / 16, momentum=0.5))
     g = np.ones(64, np.float32)
     g[[3, 9, 27, 60]] = 8
@@ -226,7 +240,9 @@ def test_momentum_correction_accumulates_velocity_and_masks_what_was_sent():
     assert np.array_equal(g, original)                               # input untouched
     dense = ErrorFeedback(CompressionConfig("bsc", ratio=0.5, momentum=0.5))
     u = dense.correct(1, 0, g[:8], 8)
-    assert not dense.encode(1, 0, u, rnd=1, key_size=8, direction=UP)[1]   # went dense
-    assert np.array_equal(dense.correct(1, 0, np.zeros(8, np.float32), 8), 0.5 * g[:8])
+    wire, encoded = dense.encode(1, 0, u, rnd=1, key_size=8, direction=UP)
+    assert not encoded and np.count_nonzero(wire) == 4 and wire[3] == 8       # went dense
+    kept = dense.correct(1, 0, np.zeros(8, np.float32), 8)
+    assert np.array_equal(kept[wire == 0], 0.5 * g[:8][wire == 0]) and not kept[wire != 0].any()
     off = ErrorFeedback(CompressionConfig("bsc", ratio=0.25))
     assert off.correct(0, 0, g, 64) is g

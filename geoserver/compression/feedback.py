@@ -73,7 +73,8 @@ class ErrorFeedback:
                direction: str):
         """``(array, encoded)`` to send for elements ``start:start+len(values)`` of ``key``
         in round ``rnd``: a payload (``encoded``) or, when a payload would not be
-        smaller, the dense float32 chunk itself. The residual absorbs the difference.
+        smaller, the values it carries as a dense float32 chunk (so a small key is
+        compressed like any other, as in MXNet). The residual absorbs the difference.
         ``values`` is not modified. O(len(values))."""
         if not self.config.on or np.dtype(values.dtype) != np.float32:
             return values, False
@@ -102,12 +103,11 @@ class ErrorFeedback:
             res[:] = x
             res[idx] = 0
             sent = idx
-        if len(wire) >= x.nbytes:           # never larger than dense
-            res[:] = 0
-            return x, False
         velocity = self._velocity.get(key)
         if sent is not None and velocity is not None:   # DGC's factor masking: the
             velocity[start:start + len(values)][sent] = 0   # momentum of what went restarts
+        if len(wire) >= x.nbytes:   # never larger than dense: the same values, dense (the
+            return payload.decode(wire, len(x)), False  # residual keeps what they lack)
         return wire, True
 
 
