@@ -46,7 +46,7 @@ FIELD_TYPES = {
     "dtype": str, "origin": str, "spec": dict, "states": list, "counts": list,
     "num_update": int, "part": list, "from": str, "to": str, "kind": int, "hops": int,
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
-    "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int,
+    "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int, "stype": str,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -58,7 +58,7 @@ BASE_META = {
     Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": [], "step_s": 0.5},
     Kind.ABORT: {"reason": "fuzz"},
     Kind.BYE: {"clean": True, "reason": "fuzz"},
-    Kind.INIT: {"shape": [4], "dtype": "<f4", "origin": "dc1"},
+    Kind.INIT: {"shape": [4], "dtype": "<f4", "origin": "dc1", "stype": "row_sparse"},
     Kind.SET_OPTIMIZER: {"spec": {"name": "sgd", "attrs": {}, "lr_mult": []}},
     Kind.STATES: {"states": [], "counts": [], "num_update": 0},
     Kind.LOAD_STATES: {"states": [], "counts": [], "num_update": 0},

@@ -175,6 +175,37 @@ def test_an_optimizer_with_momentum_is_refused_when_compression_applies_it():
     assert plain.replies[-1][1].kind == Kind.OPTIMIZER_DONE
 
 
+def test_a_row_sparse_key_is_updated_lazily():
+    """A key declared row_sparse (INIT stype): the optimizer leaves the rows no gradient
+    touched; a dense key's decay moves every row. Another DC's INIT declares it too."""
+    spec = optimizer_spec(mx.optimizer.create("sgd", learning_rate=0.5, wd=0.5))
+    grad = np.zeros((3, 2), np.float32)
+    grad[1] = 1
+    finals = {}
+    for stype in ("row_sparse", None):
+        h = Harness()
+        init = init_message(W1, 0, np.ones(6, np.float32), shape=(3, 2))
+        if stype:
+            init.meta["stype"] = stype
+        h.store.on_init(init)
+        h.init(W2, 0, shape=(3, 2))
+        assert h.store.keys[0].sparse == bool(stype)
+        h.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=W1, request=4,
+                                         meta={"spec": spec}))
+        for worker in (W1, W2):
+            h.push(worker, 0, 1, grad.ravel() / 2, want=False)
+        h.complete_round()
+        finals[stype] = h.store.keys[0].value.reshape(3, 2)
+    assert np.array_equal(finals["row_sparse"][[0, 2]], np.ones((2, 2)))
+    assert np.allclose(finals[None][[0, 2]], 0.75)          # 1 - 0.5 * 0.5 * 1
+    assert np.allclose(finals["row_sparse"][1], finals[None][1])
+    h = Harness()
+    forwarded = init_message(99, 0, np.ones(6, np.float32), shape=(3, 2))   # another DC's
+    forwarded.meta.update(stype="row_sparse", origin="dc1")
+    h.store.on_init(forwarded)
+    assert h.store.keys[0].sparse
+
+
 # ---------------------------------------------------------------- other synchronization modes
 def f32(*values):
     return np.array(values, dtype=np.float32)

@@ -106,3 +106,22 @@ def test_dcasgd_with_momentum_is_refused_because_mxnet_191_cannot_run_it():
     spec = json.loads(json.dumps(optimizer_spec(mx.optimizer.create("dcasgd", momentum=0.9))))
     with pytest.raises(OptimizerSpecError, match=r"DCASGD with momentum=0.9 .*momentum=0"):
         OptimizerHost(spec)
+
+
+def test_a_sparse_gradient_updates_only_its_rows_as_mxnet_lazy_update_does():
+    """SGD with momentum and weight decay: rows a row_sparse gradient does not touch keep
+    their weight (MXNet's lazy update); the rows it touches match MXNet's own step."""
+    opt = mx.optimizer.create("sgd", learning_rate=0.1, momentum=0.9, wd=0.1)
+    ref, host = _reference_and_host(opt)
+    w_ref = mx.nd.ones((4, 3))
+    w_host = w_ref.asnumpy()
+    g = np.zeros((4, 3), np.float32)
+    g[[1, 3]] = [[1, 2, 3], [-1, 0.5, 2]]
+    for _ in range(3):
+        ref(2, mx.nd.array(g).tostype("row_sparse"), w_ref)
+        w_host = host.update(2, g, w_host, sparse=True).reshape(4, 3)
+    np.testing.assert_array_equal(w_host, w_ref.asnumpy())
+    assert np.array_equal(w_host[[0, 2]], np.ones((2, 3)))
+    dense = _reference_and_host(mx.optimizer.create("sgd", learning_rate=0.1, momentum=0.9,
+                                                    wd=0.1))[1]
+    assert not np.array_equal(dense.update(2, g, np.ones((4, 3), np.float32))[:3], np.ones(3))

@@ -38,7 +38,8 @@ VALID = {
     Kind.BYE: Message(Kind.BYE, meta={"clean": True, "reason": ""}),
     Kind.SHUTDOWN: Message(Kind.SHUTDOWN),
     Kind.INIT: Message(Kind.INIT, key=1, seq=1, flags=Flag.HAS_VALUE,
-                       meta={"shape": [2, 3], "dtype": F4.dtype.str, "origin": "eu"},
+                       meta={"shape": [2, 3], "dtype": F4.dtype.str, "origin": "eu",
+                             "stype": "row_sparse"},
                        dtype=F4.dtype, frames=[F4]),
     Kind.INIT_DONE: Message(Kind.INIT_DONE, key=1, request=2),
     Kind.PUSH: Message(Kind.PUSH, key=1, seq=1, flags=Flag.WANT_VALUE, dtype=F4.dtype,
@@ -156,6 +157,7 @@ def _drop(name):
     (Kind.INIT, _set(["shape"], [1] * 33), r"meta.shape must be a list of at most 32 items"),
     (Kind.INIT, _set(["dtype"], "object"), r"meta.dtype must be one of"),
     (Kind.INIT, _set(["dtype"], "|O"), r"meta.dtype must be one of"),
+    (Kind.INIT, _set(["stype"], "csr"), r"meta.stype must be one of \[.row_sparse.\]"),
     (Kind.REGISTER, _set(["dc"], "x" * 5000), r"meta.dc must be a string of at most 1024"),
     (Kind.POLICY, _set(["policy", "version"], 1 << 40), r"meta.policy.version must be an int"),
     # required and unknown fields

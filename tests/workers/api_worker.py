@@ -126,6 +126,32 @@ s = mx.nd.zeros((1,))
 kv.pushpull(7, mx.nd.array([R + 1.0]), out=s)
 check("one-element key", s, TOTAL)
 
+# row_sparse: each worker's gradient touches its own row (and row 0); the value becomes
+# the sum (no optimizer set), read back as chosen rows (any order, repeats) or dense
+rows = max(4, N)
+kv.init(30, mx.nd.ones((rows, 2)).tostype("row_sparse"))
+grad = mx.nd.zeros((rows, 2))
+grad[R] = R + 1
+grad[0] += 1
+kv.push(30, grad.tostype("row_sparse"))
+want = np.zeros((rows, 2), np.float32)
+want[:N] += (np.arange(N) + 1)[:, None]
+want[0] += N
+picked = mx.nd.sparse.zeros("row_sparse", (rows, 2))
+kv.row_sparse_pull(30, out=picked, row_ids=mx.nd.array([rows - 1, 0, 0]))
+assert picked.stype == "row_sparse" and picked.indices.asnumpy().tolist() == [0, rows - 1]
+check("row_sparse_pull rows", picked, np.where([[r in (0, rows - 1)] for r in range(rows)],
+                                               want, 0))
+dense = mx.nd.zeros((rows, 2))
+kv.pull(30, out=dense)
+check("row_sparse key pulled dense", dense, want)
+kv.pull(30, out=picked)                 # a row_sparse out is skipped, as in dist_sync
+expect_error("row_sparse out without ignore_sparse", mx.base.MXNetError,
+             lambda: kv.pull(30, out=picked, ignore_sparse=False), "use row_sparse_pull")
+wide = mx.nd.zeros((rows, 2), dtype="float64")
+kv.pull(30, out=wide)                   # converted, as MXNet's pull does
+check("pull converts the dtype", wide, want)
+
 kv.barrier()
 print("check barrier ok", flush=True)
 
@@ -136,17 +162,22 @@ expect_error("another compression", ValueError,
              lambda: kv.set_gradient_compression(other), "in force cluster-wide")
 expect_error("unknown compression", ValueError,
              lambda: kv.set_gradient_compression({"type": "3bit"}), "accepted: ")
-expect_error("pull of unknown key", KVStoreError,
+expect_error("pull of unknown key", mx.base.MXNetError,   # MXNet's own error type, and ours
              lambda: kv.pull(99, out=mx.nd.zeros((1,))), "not been initialized")
 expect_error("init with other shape", KVStoreError,
              lambda: kv.init(0, mx.nd.zeros((2, 2))), "initialized as")
-expect_error("str key after int keys", ValueError, lambda: kv.init("w", mx.nd.zeros((1,))),
-             "must all be str or all int")
+expect_error("str key on an int key's id", ValueError,
+             lambda: kv.init("w", mx.nd.zeros((1,))), "would take id 0, which int key 0 has")
 expect_error("push of wrong shape", ValueError,
              lambda: kv.push(0, mx.nd.zeros((3, 4))), "got an array of (3, 4)")
-expect_error("row_sparse_pull", NotImplementedError,
+expect_error("row_sparse_pull into a dense out", ValueError,
              lambda: kv.row_sparse_pull(0, out=mx.nd.zeros(shape), row_ids=mx.nd.array([0])),
-             "sparse")
+             "out must be row_sparse")
+expect_error("row ids out of range", ValueError,
+             lambda: kv.row_sparse_pull(30, out=picked, row_ids=mx.nd.array([rows])),
+             "row ids must be in 0..")
+expect_error("a Python updater", KVStoreError, lambda: kv._set_updater(lambda *a: None),
+             "set_optimizer")
 # the store still works after the rejected requests
 out = mx.nd.zeros(shape)
 kv.pushpull(0, mx.nd.full(shape, 1), out=out)
