@@ -73,8 +73,9 @@ class ErrorFeedback:
                direction: str):
         """``(array, encoded)`` to send for elements ``start:start+len(values)`` of ``key``
         in round ``rnd``: a payload (``encoded``) or, when a payload would not be
-        smaller, the values it carries as a dense float32 chunk (so a small key is
-        compressed like any other, as in MXNet). The residual absorbs the difference.
+        smaller, a dense float32 chunk: the quantized values for 2bit and fp16 (a small
+        key is quantized like any other, as in MXNet), the exact chunk for bsc and mpq's
+        sparse part (its residual flushed). The residual absorbs the difference.
         ``values`` is not modified. O(len(values))."""
         if not self.config.on or np.dtype(values.dtype) != np.float32:
             return values, False
@@ -103,11 +104,14 @@ class ErrorFeedback:
             res[:] = x
             res[idx] = 0
             sent = idx
+        if len(wire) >= x.nbytes:   # never larger than dense
+            if sent is None:        # quantized (2bit, fp16): the same values, dense, as
+                return payload.decode(wire, len(x)), False  # MXNet quantizes every key
+            res[:] = 0              # sparsified: the chunk itself, exact (small keys)
+            return x, False
         velocity = self._velocity.get(key)
         if sent is not None and velocity is not None:   # DGC's factor masking: the
             velocity[start:start + len(values)][sent] = 0   # momentum of what went restarts
-        if len(wire) >= x.nbytes:   # never larger than dense: the same values, dense (the
-            return payload.decode(wire, len(x)), False  # residual keeps what they lack)
         return wire, True
 
 
