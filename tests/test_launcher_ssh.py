@@ -11,13 +11,15 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
+import tomllib
+from dataclasses import replace
 
 import psutil
 import pytest
 
 from conftest import REPO, launch, worker_cmd
-from netstorm.geoserver.cluster import load_cluster, parse_cluster
+from netstorm.geoserver.cluster import ClusterFileError, load_cluster, parse_cluster
+from netstorm.geoserver.hosts import SshConfig
 from netstorm.geoserver.security import generate_cluster_keys
 from netstorm.launcher import placement
 from netstorm.launcher.remote import parse_bundle
@@ -57,9 +59,9 @@ def cluster_text(extra: str = "", ssh: str = "") -> str:
 
 
 def test_ssh_bundle_carries_only_the_keys_each_host_needs(tmp_path):
-    config = parse_cluster(__import__("tomllib").loads(cluster_text()))
-    keys = generate_cluster_keys([dc.name for dc in config.dcs], tmp_path / "keys")
-    config = config.__class__(**{**config.__dict__, "security": keys})
+    config = parse_cluster(tomllib.loads(cluster_text()))
+    config = replace(config, security=generate_cluster_keys([dc.name for dc in config.dcs],
+                                                            tmp_path / "keys"))
     sent = {h: bundle(config, h, ["python", "t.py"], {"OMP_NUM_THREADS": "1"}, "/w", True)
             for h in placement.hosts(config)}
     assert sorted(sent["127.0.0.1"]["keys"]) == ["dc-a.key_secret", "scheduler.key_secret"]
@@ -77,15 +79,13 @@ def test_ssh_bundle_carries_only_the_keys_each_host_needs(tmp_path):
 
 
 def test_ssh_principals_and_forwarded_environment():
-    config = parse_cluster(__import__("tomllib").loads(cluster_text()))
+    config = parse_cluster(tomllib.loads(cluster_text()))
     assert principals_on(config, placement.on_host(config, "127.0.0.3")) == ["c", "b"]
     environ = {"MXNET_ENGINE_TYPE": "x", "OMP_NUM_THREADS": "1", "PATH": "/v/bin",
                "HOME": "/root", "SECRET": "s"}
     assert forwarded_env(config, environ) == {"MXNET_ENGINE_TYPE": "x",
                                               "OMP_NUM_THREADS": "1", "PATH": "/v/bin"}
-    ssh = __import__("netstorm.geoserver.hosts", fromlist=["SshConfig"]).SshConfig(
-        python="/opt/py", env=("HOME",))
-    config = config.__class__(**{**config.__dict__, "ssh": ssh})
+    config = replace(config, ssh=SshConfig(python="/opt/py", env=("HOME",)))
     assert forwarded_env(config, environ) == {"MXNET_ENGINE_TYPE": "x",
                                               "OMP_NUM_THREADS": "1", "HOME": "/root"}
 
@@ -207,3 +207,11 @@ def test_ssh_flag_needs_a_cluster_file_and_excludes_dc(tmp_path):
     run = launch(["--cluster", path, "--host", "127.0.0.9"], ["true"], tmp_path, timeout=30)
     assert run.code == 2 and "places no process on 127.0.0.9; its hosts are 127.0.0.1, " \
                              "127.0.0.2, 127.0.0.3" in run.output, run.output
+
+
+def test_ssh_bundle_names_a_secret_key_it_cannot_read(tmp_path):
+    config = parse_cluster(tomllib.loads(cluster_text()))
+    keys = generate_cluster_keys([dc.name for dc in config.dcs], tmp_path / "keys")
+    (tmp_path / "keys" / "dc-b.key_secret").unlink()
+    with pytest.raises(ClusterFileError, match=r"dc-b.key_secret that 127.0.0.2 needs"):
+        bundle(replace(config, security=keys), "127.0.0.2", ["t"], {}, "/w", False)

@@ -15,20 +15,19 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from netstorm.geoserver.cluster import ClusterConfig
+from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError
 from netstorm.geoserver.cluster_toml import to_toml
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, key_file_name
 
 from . import placement
 from .remote import BUNDLE_VERSION
-from .supervisor import STOP_GRACE_S, Launcher, child_env, with_keys
+from .supervisor import STOP_GRACE_S, Launcher, child_env, wait_for_exits, with_keys
 
 FORWARDED_PREFIXES = ("MXNET_", "OMP_")     # always passed on to the remote processes
 REMOTE_STOP_S = STOP_GRACE_S + 5.0      # a remote launcher's clean-up, before ssh is killed
@@ -51,13 +50,18 @@ def principals_on(config: ClusterConfig, part: placement.Part) -> list:
 
 def bundle(config: ClusterConfig, host: str, command: list, env: dict, workdir: str,
            as_dist_sync: bool) -> dict:
-    """What ``host`` is sent: see the module's docstring and :func:`.remote.parse_bundle`."""
+    """What ``host`` is sent: see the module's docstring and :func:`.remote.parse_bundle`.
+    :class:`ClusterFileError` if a secret key it needs cannot be read."""
     keys = {}
     security = config.security
     if security.curve:
         for principal in principals_on(config, placement.on_host(config, host)):
-            name = key_file_name(principal)
-            keys[name] = (Path(security.secret_keys) / name).read_text()
+            path = Path(security.secret_keys) / key_file_name(principal)
+            try:
+                keys[path.name] = path.read_text()
+            except OSError as exc:
+                raise ClusterFileError(f"cannot read the secret key {path} that {host} needs: "
+                                       f"{exc.strerror}") from None
         security = replace(security, secret_keys="keys")
     shipped = replace(config, security=security)
     return {"version": BUNDLE_VERSION, "host": host, "cluster": to_toml(shipped),
@@ -69,6 +73,8 @@ class SshLauncher(Launcher):
     """A :class:`Launcher` of ssh clients, one per host: stopping first tells each remote
     launcher why and closes its input (it then stops its processes), then waits for them."""
 
+    reason = ""     # why the cluster stops, for the remote launchers
+
     def stop_all(self) -> None:
         live = [p for p in self.procs if p.popen.poll() is None]
         for proc in live:
@@ -78,15 +84,8 @@ class SshLauncher(Launcher):
                 proc.popen.stdin.close()
             except (BrokenPipeError, OSError, ValueError):
                 pass
-        deadline = time.monotonic() + REMOTE_STOP_S
-        for proc in live:
-            try:
-                proc.popen.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+        wait_for_exits(live, REMOTE_STOP_S)
         super().stop_all()
-
-    reason = ""
 
     def note_stop(self, reason: str) -> None:
         self.reason = reason

@@ -136,12 +136,7 @@ class Launcher:
         live = [p for p in self.procs if p.popen.poll() is None]
         for p in live:
             _signal_group(p.popen, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for p in live:
-            try:
-                p.popen.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+        wait_for_exits(live, STOP_GRACE_S)
         for p in self.procs:
             _signal_group(p.popen, signal.SIGKILL)  # also reaps grandchildren left behind
             try:
@@ -216,6 +211,16 @@ class Launcher:
         """Leave why the cluster stops where its servers look before they are signalled."""
         if self.stop_note:
             write_reason(self.stop_note, reason)
+
+
+def wait_for_exits(procs, seconds: float) -> None:
+    """Until every one of ``procs`` exited, ``seconds`` at most in all."""
+    deadline = time.monotonic() + seconds
+    for p in procs:
+        try:
+            p.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _most_direct(followers: list) -> tuple:
