@@ -132,6 +132,7 @@ class ClusterConfig:
     compression: CompressionConfig = CompressionConfig()     # [compression]: MXNet's dict
     sync: SyncConfig = SyncConfig()     # [sync]: how rounds synchronize (docs/sync.md)
     scheduler_advertise: str = ""       # where nodes reach the scheduler ("": its host)
+    worker_restarts: int = 0            # [recovery]: restarts of each worker (docs/recovery.md)
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     source: str = field(default="<built>", compare=False)
 
@@ -147,6 +148,11 @@ class ClusterConfig:
                     f"{self.source}: {key} = {getattr(self, key):g} is below two heartbeats "
                     f"(heartbeat_s = {self.heartbeat_s:g}): a healthy node would be taken "
                     f"for dead; raise {key} to at least {beats:g} or lower heartbeat_s")
+        if self.worker_restarts and self.sync.mode != "fsa":
+            raise ClusterFileError(
+                f"{self.source}: [recovery] worker_restarts needs [sync] mode 'fsa': under "
+                f"{self.sync.mode!r} a worker's own model and step count would be lost with "
+                f"it (docs/recovery.md)")
         if self.sync.asynchronous:
             clash = [name for name, on in (("[wan] adapt", self.adapt),
                                            ("[wan] multipath", self.multipath),
@@ -182,7 +188,8 @@ class ClusterConfig:
 
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
-         "ssh"),
+         "ssh", "recovery"),
+    "recovery": ("worker_restarts",),
     "scheduler": ("host", "advertise", "port", "stats"),
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
@@ -311,6 +318,12 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
             raise ClusterFileError(str(exc)) from None
     if "ssh" in data:
         kwargs["ssh"] = _parse_ssh(data["ssh"], f"{source} [ssh]")
+    where = f"{source} [recovery]"
+    recovery = _known_fields(data.get("recovery", {}), "recovery", where)
+    if "worker_restarts" in recovery:
+        kwargs["worker_restarts"] = _need(recovery, "worker_restarts", int, where)
+        if not 0 <= kwargs["worker_restarts"] <= 100:
+            raise ClusterFileError(f"{where}: worker_restarts must be in 0..100")
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          scheduler_advertise=sched_advertise, source=source, **kwargs)
 

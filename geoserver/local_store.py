@@ -393,6 +393,14 @@ class KeyStore:
             self.on_update(msg, sender_dc)
 
     # ------------------------------------------------------------ optimizer
+    def on_resume(self, msg: Message) -> None:
+        """A worker restarted into its rank asks how far it had got: the rounds of every key
+        this node had pushed (docs/recovery.md)."""
+        pushed = [[entry.key, entry.next_push.get(msg.sender, entry.applied + 1) - 1]
+                  for entry in self.keys.values() if entry.value is not None]
+        self._reply(msg.sender, Message(Kind.RESUMED, request=msg.request,
+                                        meta={"pushed": pushed}))
+
     def on_set_optimizer(self, msg: Message) -> None:
         spec = msg.meta.get("spec")
         if self.sync.local_steps:

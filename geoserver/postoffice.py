@@ -92,6 +92,7 @@ class Postoffice:
             raise RendezvousError(f"{self.role} in {self.dc}: bad settings from the "
                                   f"scheduler: {exc}") from exc
         self.welcome_policy = msg.meta.get("policy")
+        self.rejoined = bool(msg.meta.get("rejoined", False))   # a worker back in its rank
         self.van.node_id = self.me.id
         return self.me
 

@@ -36,13 +36,13 @@ _REPLIES = {Kind.INIT_DONE, Kind.VALUE, Kind.OPTIMIZER_DONE, Kind.STATES, Kind.E
 ACCEPTS = {
     SCHEDULER: {FROM_NODE: {Kind.HEARTBEAT, Kind.BARRIER, Kind.BYE, Kind.ABORT,
                             Kind.PROBE_REPORT}},
-    SERVER: {FROM_SCHEDULER: _CONTROL,
-             FROM_OWN_WORKER: _REQUESTS,
+    SERVER: {FROM_SCHEDULER: _CONTROL | {Kind.NODE_MOVED},
+             FROM_OWN_WORKER: _REQUESTS | {Kind.RESUME},
              FROM_OTHER_SERVER: {Kind.INIT, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE,
                                  Kind.RELAY, Kind.UPDATE}},
     WORKER: {FROM_SCHEDULER: {Kind.ABORT, Kind.BARRIER_DONE, Kind.HEARTBEAT,
                               Kind.WORKER_LEFT},
-             FROM_OWN_SERVER: _REPLIES},
+             FROM_OWN_SERVER: _REPLIES | {Kind.RESUMED}},
 }
 # which node sends which kind at the scheduler: BARRIER and BYE come from workers only,
 # PROBE_REPORT from servers only

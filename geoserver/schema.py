@@ -294,7 +294,9 @@ SCHEMAS = {
                                      # typed by RuntimeSettings.from_json in the
                                      # Postoffice, whose error names the field and ends
                                      # the registration (a WELCOME is not retried)
-                                     "settings": AnyObj()},
+                                     "settings": AnyObj(),
+                                     # a worker restarted into its rank (docs/recovery.md)
+                                     "rejoined": Bool()},
                                     required=("nodes", "you", "settings")),
                                 max_meta_bytes=MAX_META_BYTES),
     Kind.BARRIER: EMPTY,
@@ -310,6 +312,10 @@ SCHEMAS = {
                                          "who": Str(256)}, required=("rank", "pushes", "who")),
                                     max_meta_bytes=MAX_META_BYTES),
     Kind.SHUTDOWN: EMPTY,
+    Kind.NODE_MOVED: MessageSchema(Obj({"node": NODE}, required=("node",))),
+    Kind.RESUME: EMPTY,
+    Kind.RESUMED: MessageSchema(Obj({"pushed": PUSHES}, required=("pushed",)),
+                                max_meta_bytes=MAX_META_BYTES),
     Kind.INIT: MessageSchema(Obj({"shape": ListOf(Int(), MAX_DIMS),
                                   "dtype": Str(16, KEY_DTYPES), "origin": Str(),
                                   "stype": Str(16, ("row_sparse",))},

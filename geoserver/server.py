@@ -24,7 +24,7 @@ from .local_store import KeyStore, RequestError
 from .esync import StepBalancer
 from .mixed_sync import MixedExchange
 from .probe import LinkProber
-from .nodes import SERVER, WORKER
+from .nodes import SERVER, WORKER, NodeInfo
 from .postoffice import AbortedByScheduler, AbortError, Postoffice
 from .ratelog import RateLimitedLog
 from .round_gate import RoundGate
@@ -37,7 +37,7 @@ log = logging.getLogger("netstorm.server")
 
 MAX_LAYOUTS = 1 << 14      # chunk layouts cached for compression (keys x policy versions)
 WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
-                   Kind.LOAD_STATES}
+                   Kind.LOAD_STATES, Kind.RESUME}
 
 
 class GeoServer:
@@ -162,7 +162,8 @@ class GeoServer:
         handler = {Kind.INIT: self.store.on_init, Kind.PUSH: self.store.on_push,
                    Kind.PULL: self.store.on_pull, Kind.SET_OPTIMIZER: self.store.on_set_optimizer,
                    Kind.SAVE_STATES: self.store.on_save_states,
-                   Kind.LOAD_STATES: self.store.on_load_states}[msg.kind]
+                   Kind.LOAD_STATES: self.store.on_load_states,
+                   Kind.RESUME: self.store.on_resume}[msg.kind]
         try:
             handler(msg)
         except (RequestError, wire.WireError) as exc:
@@ -281,6 +282,21 @@ class GeoServer:
         self.store.worker_left(node.id, {int(k): int(n) for k, n in msg.meta["pushes"]},
                                everyone)
 
+    def _on_node_moved(self, msg: Message) -> None:
+        """A worker of this DC rejoined (a new process in its rank, docs/recovery.md):
+        reach it at its new address; its rounds go on where the lost one stopped."""
+        moved = NodeInfo.from_json(msg.meta["node"])
+        old = self.table.nodes.get(moved.id)
+        if old is None or old.id not in self.local_workers or \
+                (old.rank, old.local_rank) != (moved.rank, moved.local_rank):
+            log.error("%s: ignored NODE_MOVED naming %s: no such worker here", self.dc,
+                      moved.describe())
+            return
+        self.table.nodes[moved.id] = dataclasses.replace(
+            old, address=moved.address, host=moved.host, local_address=moved.local_address)
+        self.po.van.disconnect(moved.id)
+        log.info("%s: %s rejoined at %s", self.dc, old.describe(), moved.address)
+
     def _on_round_open(self, msg: Message) -> None:
         for request in self.gate.open(msg.seq, time.monotonic()):
             self._accept_worker(request)
@@ -328,6 +344,9 @@ class GeoServer:
             return True
         if msg.kind == Kind.ROUND_OPEN and msg.sender == self.scheduler_id:
             self._on_round_open(msg)
+            return True
+        if msg.kind == Kind.NODE_MOVED and msg.sender == self.scheduler_id:
+            self._on_node_moved(msg)
             return True
         if msg.kind == Kind.PROBE_REQUEST and msg.sender == self.scheduler_id:
             self._on_probe_request(msg)

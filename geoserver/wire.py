@@ -66,6 +66,9 @@ class Kind(enum.IntEnum):
     ERROR = 30          # server -> worker: the request was rejected; reason in meta
     UPDATE = 31         # server -> server (sync mode mixed): a DC's sum of one key's round,
                         # passed on along a tree from its origin (meta: origin)
+    NODE_MOVED = 32     # scheduler -> server: a worker of its DC rejoined (meta: its node)
+    RESUME = 33         # rejoined worker -> local server: how far did I get?
+    RESUMED = 34        # local server -> worker: rounds of each key it had pushed
 
 
 class Flag(enum.IntFlag):

@@ -110,6 +110,7 @@ class KeyInfo:
     dtype: np.dtype
     pushes: int = 0
     inits: int = 0
+    received: int = 0       # rounds the server already has from this rank (a rejoined one)
 
 
 class WorkerClient:
@@ -151,6 +152,10 @@ class WorkerClient:
         self._drops = RateLimitedLog(log)
         self._thread = threading.Thread(target=self._io_loop, name="netstorm-io", daemon=True)
         self._thread.start()
+        # a worker restarted into its rank: the rounds of each key its lost process had
+        # pushed; the script goes on after the fewest (docs/recovery.md)
+        self.resumed: dict = self._resume() if self.po.rejoined else {}
+        self.resumed_round = min(self.resumed.values(), default=0)
 
     # ------------------------------------------------------------ plumbing
     def _io_loop(self) -> None:
@@ -312,6 +317,15 @@ class WorkerClient:
         return arrays[0].reshape(info.shape)
 
     # ------------------------------------------------------------ API
+    def _resume(self) -> dict:
+        reply = self._wait(self._submit(Message(Kind.RESUME), f"the rounds this rank had "
+                                        f"pushed, from {self.server.describe()}"),
+                           Kind.RESUMED)
+        pushed = {int(k): int(n) for k, n in reply.meta["pushed"]}
+        log.info("worker rank %d rejoined: its lost process had pushed %s", self.me.rank,
+                 ", ".join(f"key {k} {n} round(s)" for k, n in sorted(pushed.items())))
+        return pushed
+
     def declare(self, key: int, shape, dtype) -> KeyInfo:
         shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
         info = self.keys.get(key)
@@ -328,7 +342,9 @@ class WorkerClient:
         row_sparse (the servers' optimizer then updates only the rows they touch)."""
         info = self.declare(key, value.shape, value.dtype)
         info.inits += 1
-        carry = self.me.rank == 0
+        carry = self.me.rank == 0 and not self.po.rejoined    # never resets a running model
+        if key in self.resumed:
+            info.pushes, info.received = self.resumed_round, self.resumed[key]
         meta = {"shape": list(info.shape), "dtype": info.dtype.str}
         if sparse:
             meta["stype"] = "row_sparse"
@@ -346,6 +362,8 @@ class WorkerClient:
         if grad.shape != info.shape and grad.size != int(np.prod(info.shape)):
             raise KVStoreError(f"key {key}: pushed shape {grad.shape}, key is {info.shape}")
         info.pushes += 1
+        if info.pushes <= info.received:    # the lost process of this rank sent it already
+            return self.start_pull(key) if want_value else None
         flags, (frame,) = Flag.WANT_VALUE if want_value else Flag.NONE, self._frames(info, grad)
         if self._push_codec is not None:
             frame, encoded = self._push_codec.encode(key, 0, frame, info.pushes, frame.size, UP)

@@ -132,6 +132,13 @@ class NetStorm(KVStore):
         return self._client.me.dc
 
     @property
+    def resumed_round(self) -> int:
+        """0, or for a worker restarted into its rank (``[recovery] worker_restarts``), the
+        rounds (steps) its lost process had completed: skip that many batches to go on
+        exactly where it stopped (docs/recovery.md)."""
+        return self._client.resumed_round
+
+    @property
     def sync_mode(self) -> str:
         """The cluster's synchronization mode: fsa, hfa, mixed or esync (docs/sync.md)."""
         return self._client.sync.mode

@@ -25,6 +25,7 @@ from .awareness import Adaptation, Replanner
 from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, planning_topology, \
     random_trees
 from .registration import SCHEDULER_ID, Registration
+from .rejoin import LostWorkers
 from .rounds import RoundTracker
 
 log = logging.getLogger("netstorm.scheduler")
@@ -54,6 +55,7 @@ class Scheduler:
         self.table: NodeTable | None = None
         self.last_seen: dict = {}
         self.finished: set = set()
+        self.lost = LostWorkers(config.worker_restarts, config.timeout_s)
         self.barriers: dict = {}
         # adapt: servers start a round only once it is open, and a re-planned policy starts
         # at the first round not yet open - the very next round, with no lead and no race
@@ -164,11 +166,11 @@ class Scheduler:
                     "trees": [{"root": t.root, "share": round(s, 4), "parent": t.parent}
                               for t, s in zip(policy.trees, policy.shares)]})
 
-    def _welcome(self, nodes, policy) -> None:
+    def _welcome(self, nodes, policy, rejoined: bool = False) -> None:
         now = time.monotonic()
         meta = {"nodes": self.table.to_json(),
                 "policy": None if policy is None else policy.to_json(),
-                "settings": self.settings.to_json()}
+                "settings": self.settings.to_json(), "rejoined": rejoined}
         for node in nodes:
             self.van.connect(node.id, node.address, principal=node.dc)
             self.van.send(node.id, wire.Message(wire.Kind.WELCOME,
@@ -226,7 +228,7 @@ class Scheduler:
         meta = {"step_s": max(self._step_s.values())} if self._step_s else {}
         for node in self.table.nodes.values():
             if node.role != SCHEDULER and node.id not in self.finished and \
-                    self.van.is_connected(node.id):
+                    node.id not in self.lost and self.van.is_connected(node.id):
                 self.van.send(node.id, wire.Message(
                     wire.Kind.HEARTBEAT, meta=meta if node.role == SERVER else {}))
 
@@ -243,6 +245,8 @@ class Scheduler:
                 if time.monotonic() < deadline:
                     continue
                 return None
+            if msg.kind == wire.Kind.REGISTER:     # checked by _on_register
+                return msg
             refusal = roles.refusal(self.table, me, msg)
             if not refusal:
                 return msg
@@ -250,13 +254,56 @@ class Scheduler:
 
     def _check_liveness(self) -> None:
         now = time.monotonic()
-        for node_id, seen in self.last_seen.items():
+        for node_id, seen in list(self.last_seen.items()):
             if node_id in self.finished:
                 continue
             if now - seen > self.config.dead_after_s:
-                raise ClusterAborted(f"{self.table.describe(node_id)} sent nothing for "
-                                     f"{now - seen:.1f}s (dead_after_s="
-                                     f"{self.config.dead_after_s:g}); it is presumed dead")
+                why = (f"sent nothing for {now - seen:.1f}s (dead_after_s="
+                       f"{self.config.dead_after_s:g}); it is presumed dead")
+                if not self._lose(node_id, why):
+                    raise ClusterAborted(f"{self.table.describe(node_id)} {why}")
+        for lost in self.lost.overdue(now):
+            raise ClusterAborted(f"{lost.node.describe()} {lost.why}, and did not rejoin "
+                                 f"within timeout_s = {self.config.timeout_s:g}s")
+
+    def _lose(self, node_id: int, why: str) -> bool:
+        """Await a dead worker's return (``[recovery] worker_restarts``); False if the
+        cluster must abort instead."""
+        node = self.table[node_id]
+        if not self.lost.lose(node, time.monotonic(), why):
+            return False
+        self.last_seen.pop(node_id, None)
+        log.warning("%s %s; waiting up to %gs for it to rejoin (%d restart(s) left)",
+                    node.describe(), why, self.config.timeout_s,
+                    self.lost.remaining(node_id))
+        return True
+
+    def _supersede(self, meta: dict) -> None:
+        """A new process registering in the rank of a worker still taken for alive: its
+        launcher restarted it before the silence gave it away (only a holder of that DC's
+        key can register there)."""
+        for node in self.table.workers():
+            if node.dc == meta.get("dc") and node.local_rank == meta.get("local_index") \
+                    and node.id not in self.lost and node.id not in self.finished:
+                self._lose(node.id, "was replaced by a new process in its rank")
+
+    def _on_register(self, msg: wire.Message) -> None:
+        """A REGISTER while running: a lost worker coming back into its rank, or refused."""
+        problem = roles.register_refusal(msg.meta, msg.origin)
+        if not problem:
+            self._supersede(msg.meta)
+        node, why = self.lost.rejoin(msg.meta) if not problem else (None, problem)
+        if node is None:
+            self._reject(msg, why)
+            return
+        self.table.nodes[node.id] = node
+        self.van.disconnect(node.id)
+        self._welcome([node], self.rounds.policy, rejoined=True)
+        server = self.table.server_of(node.dc)
+        self.van.send(server.id, wire.Message(wire.Kind.NODE_MOVED,
+                                              meta={"node": node.to_json()}))
+        log.info("%s rejoined at %s (pid %s on %s)", node.describe(), node.address,
+                 msg.meta.get("pid"), node.host)
 
     def _on_barrier(self, msg: wire.Message) -> None:
         if msg.seq not in self.barriers and len(self.barriers) >= MAX_EARLY_MESSAGES:
@@ -273,8 +320,10 @@ class Scheduler:
     def _on_bye(self, msg: wire.Message) -> None:
         node = self.table[msg.sender]
         if not msg.meta.get("clean", True):
-            raise ClusterAborted(f"{node.describe()} failed: "
-                                 f"{msg.meta.get('reason', 'no reason given')}")
+            why = f"failed: {msg.meta.get('reason', 'no reason given')}"
+            if self._lose(msg.sender, why):
+                return
+            raise ClusterAborted(f"{node.describe()} {why}")
         self.finished.add(msg.sender)
         pushes = msg.meta.get("pushes", [])
         others = [n for n in self.table.workers() if n.id not in self.finished]
@@ -310,7 +359,9 @@ class Scheduler:
                 self.announce(*random_trees(self.table.dcs, self._rng), lead_rounds=2)
                 next_switch = time.monotonic() + self.switch_every_s
             msg = self._recv(self.config.heartbeat_s)
-            if msg is not None:
+            if msg is not None and msg.kind == wire.Kind.REGISTER:
+                self._on_register(msg)
+            elif msg is not None and msg.sender not in self.lost:
                 self._node_alive(msg.sender)
                 if msg.kind == wire.Kind.HEARTBEAT and "round" in msg.meta:
                     self._on_round_report(msg)

@@ -47,6 +47,7 @@ FIELD_TYPES = {
     "num_update": int, "part": list, "from": str, "to": str, "kind": int, "hops": int,
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
     "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int, "stype": str,
+    "node": dict, "pushed": list, "rejoined": bool,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -54,7 +55,7 @@ DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming
 BASE_META = {
     Kind.REGISTER: {"role": "worker", "dc": "dc0", "address": "tcp://127.0.0.1:9",
                     "local_index": 0, "pid": 1, "host": "fuzz", "local_address": ""},
-    Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None},
+    Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None, "rejoined": False},
     Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": [], "step_s": 0.5},
     Kind.ABORT: {"reason": "fuzz"},
     Kind.BYE: {"clean": True, "reason": "fuzz"},
@@ -76,6 +77,10 @@ BASE_META = {
     Kind.VALUE: {"steps": 2},
     Kind.UPDATE: {"origin": "dc1"},
     Kind.WORKER_LEFT: {"rank": 1, "pushes": [[0, 1]], "who": "fuzz"},
+    Kind.NODE_MOVED: {"node": {"id": 3, "role": "worker", "dc": "dc0",
+                               "address": "tcp://127.0.0.1:9", "rank": 0, "local_rank": 0,
+                               "host": "fuzz", "local_address": ""}},
+    Kind.RESUMED: {"pushed": [[0, 1]]},
 }
 # nested fields worth breaking: where each sits in its kind's base meta, and its JSON type
 NESTED_PATHS = {
@@ -101,7 +106,7 @@ NATURAL_SENDERS = {
     Kind.LOAD_STATES: (3,), Kind.CHUNK_UP: (2,), Kind.CHUNK_DOWN: (2, 1), Kind.POLICY: (0,),
     Kind.PROBE_REQUEST: (0,), Kind.PROBE: (2,), Kind.PROBE_REPORT: (1, 2), Kind.RELAY: (2,),
     Kind.ROUTES: (0,), Kind.ROUND_OPEN: (0,), Kind.ERROR: (1, 0), Kind.WORKER_LEFT: (0,),
-    Kind.UPDATE: (2,),
+    Kind.UPDATE: (2,), Kind.NODE_MOVED: (0,), Kind.RESUME: (3,), Kind.RESUMED: (1,),
 }
 KINDS = {int(k) for k in Kind}
 DATA_KINDS = (Kind.INIT, Kind.PUSH, Kind.VALUE, Kind.STATES, Kind.LOAD_STATES,

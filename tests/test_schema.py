@@ -69,6 +69,11 @@ VALID = {
     Kind.WORKER_LEFT: Message(Kind.WORKER_LEFT, meta={"rank": 1, "pushes": [[0, 8]],
                                                       "who": "worker rank 1"}),
     Kind.ERROR: Message(Kind.ERROR, meta={"reason": "key 3 has not been initialized"}),
+    Kind.NODE_MOVED: Message(Kind.NODE_MOVED, meta={"node": {
+        "id": 4, "role": "worker", "dc": "eu", "address": "tcp://h:5", "rank": 1,
+        "local_rank": 1, "host": "h", "local_address": ""}}),
+    Kind.RESUME: Message(Kind.RESUME, request=3),
+    Kind.RESUMED: Message(Kind.RESUMED, request=3, meta={"pushed": [[0, 12], [1, 11]]}),
 }
 
 
@@ -218,5 +223,5 @@ def test_only_kinds_whose_meta_grows_with_the_cluster_or_model_may_be_large():
     assert set(schema.META_LIMITS) == set(Kind)
     assert large == {Kind.WELCOME, Kind.HEARTBEAT, Kind.ABORT, Kind.BYE, Kind.WORKER_LEFT,
                      Kind.SET_OPTIMIZER, Kind.STATES, Kind.LOAD_STATES, Kind.POLICY,
-                     Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR}
+                     Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR, Kind.RESUMED}
     assert max(schema.META_LIMITS.values()) == wire.MAX_META_BYTES

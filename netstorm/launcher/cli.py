@@ -80,6 +80,9 @@ def parse_args(argv):
                         help="make MXNet's dist_sync / dist_device_sync / dist kvstore names "
                              "create netstorm's store in the workers, so a script written "
                              "for stock MXNet runs unedited (dist_async is refused)")
+    parser.add_argument("--worker-restarts", type=int, default=None,
+                        help="restart a worker that dies up to N times into its rank; the "
+                             "cluster waits for it (fsa only; docs/recovery.md)")
     parser.add_argument("--dc", action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
     parser.add_argument("--host", default=None,
@@ -162,6 +165,8 @@ def main(argv=None) -> int:
         transport["chunk_bytes"] = args.chunk_bytes
     if args.timeout is not None:
         transport["timeout_s"] = args.timeout
+    if args.worker_restarts is not None:
+        transport["worker_restarts"] = args.worker_restarts
     for key in ("adapt", "multipath", "stats"):
         if getattr(args, key) is not None:
             transport[key] = getattr(args, key)

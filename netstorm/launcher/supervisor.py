@@ -54,6 +54,8 @@ class Proc:
     reason_file: str = ""       # where the process leaves why it failed (netstorm's own)
     joined_file: str = ""       # a worker creates it once it joined the cluster ("": unchecked)
     said: str = ""              # a host's (``--ssh``): its launcher's failure, else last line
+    start: tuple = ()           # how it was started (argv, env, wrap): to restart a worker
+    restarts: int = 0           # how often it was restarted
 
     def reason(self) -> tuple:
         """``(why it failed in its own words, first line, or "", whether it failed because
@@ -77,10 +79,12 @@ class Proc:
 class Launcher:
     """Owns the child processes of one cluster; always tears them all down."""
 
-    def __init__(self, out=None, stop_note: str = ""):
+    def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0):
         """``stop_note``: a file where the launcher writes why it stops the cluster before
         it signals the processes (a server passes that on to the scheduler, so the other
-        hosts learn which node failed, not that a bystander was stopped)."""
+        hosts learn which node failed, not that a bystander was stopped).
+        ``worker_restarts``: how often a failed worker is started again into its rank."""
+        self.worker_restarts = worker_restarts
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
         self.out = out or sys.stdout
@@ -115,7 +119,8 @@ class Launcher:
         if stdin_data:
             popen.stdin.write(stdin_data)
             popen.stdin.flush()
-        proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file)
+        proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file,
+                    start=(argv, env, wrap))
         proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
         proc.reader.start()
         self.procs.append(proc)
@@ -177,12 +182,30 @@ class Launcher:
             if code == 0:
                 workers_ok += proc.role == "worker"
                 continue
+            if proc.role == "worker" and proc.restarts < self.worker_restarts and \
+                    not proc.follows(code):
+                pending.add(self._restart(proc, code).name)
+                continue
             if proc.follows(code):
                 followers.append((proc, code))
                 blame_by = blame_by or time.monotonic() + BLAME_GRACE_S
                 continue
             return self._failed(proc, code)
         return self._failed(*_most_direct(followers)) if followers else 0
+
+    def _restart(self, proc: Proc, code: int) -> Proc:
+        """Start a failed worker again, into its rank: the scheduler waits for it
+        (docs/recovery.md). Its reason file is cleared; the dead process is forgotten."""
+        self._emit("launch", f"{proc.name} {_exit_words(code)}; restarting it into its rank "
+                             f"({proc.restarts + 1} of {self.worker_restarts})")
+        with contextlib.suppress(OSError):
+            os.unlink(proc.reason_file)
+        self.procs.remove(proc)
+        argv, env, wrap = proc.start
+        new = self.start(proc.name, proc.role, argv, env, wrap, reason_file=proc.reason_file,
+                         joined_file=proc.joined_file)
+        new.restarts = proc.restarts + 1
+        return new
 
     def _never_joined(self, proc: Proc) -> int:
         """A worker finished "successfully" without ever joining: it trained alone. The
@@ -195,8 +218,7 @@ class Launcher:
         return 1
 
     def _failed(self, proc: Proc, code: int) -> int:
-        what = (f"was killed by {signal.Signals(-code).name}" if code < 0
-                else f"exited with code {code}")
+        what = _exit_words(code)
         reason = proc.reason()[0]
         if reason:
             what += f": {reason}"
@@ -211,6 +233,11 @@ class Launcher:
         """Leave why the cluster stops where its servers look before they are signalled."""
         if self.stop_note:
             write_reason(self.stop_note, reason)
+
+
+def _exit_words(code: int) -> str:
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else \
+        f"exited with code {code}"
 
 
 def wait_for_exits(procs, seconds: float) -> None:
@@ -324,7 +351,8 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     wrap_dc = wrap_dc or (lambda _dc: [])
     part = part or placement.of_dcs(config, dcs, with_scheduler)
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
-        launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE))
+        launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE),
+                            worker_restarts=config.worker_restarts)
         config = with_keys(config, tmp, part == placement.whole(config))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))

@@ -1,0 +1,62 @@
+"""Recovery (docs/recovery.md), live on loopback: a worker killed mid-training is restarted
+into its rank by the launcher and the run ends exactly as an uninterrupted one. Test names
+contain ``recover``."""
+import sys
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+from conftest import WORKERS, launch, worker_cmd
+
+sys.path.insert(0, str(WORKERS))
+from recover_values import OPTIMIZER, SHAPES, gradient  # noqa: E402
+
+pytestmark = pytest.mark.slow
+ROUNDS, WORKER_COUNT = 30, 4
+
+
+def uninterrupted(rounds: int, workers: int) -> dict:
+    """The weights MXNet's own updater reaches on the summed gradients."""
+    updater = mx.optimizer.get_updater(mx.optimizer.create("sgd", **OPTIMIZER))
+    weights = {key: mx.nd.ones(shape) for key, shape in SHAPES.items()}
+    for rnd in range(1, rounds + 1):
+        for key in SHAPES:
+            total = sum(gradient(key, rnd, rank) for rank in range(workers))
+            updater(key, mx.nd.array(total), weights[key])
+    return {key: w.asnumpy() for key, w in weights.items()}
+
+
+@pytest.mark.parametrize("rank, name, node, kill_round", [(3, "dc1/1", 6, 10),
+                                                         (0, "dc0/0", 3, 5)])
+def test_recover_a_killed_worker_into_its_rank_exactly(no_leftovers, rank, name, node,
+                                                       kill_round):
+    """A worker dies (SIGKILL) in a round after pushing key 0, before key 1: the launcher
+    restarts it, it rejoins, skips the rounds it had completed, does not push key 0 of that
+    round again (nor, as rank 0, re-initialize the model), and every worker ends with the
+    weights of an uninterrupted run."""
+    out = no_leftovers / "out"
+    out.mkdir()
+    run = launch(["--dcs", 2, "--workers-per-dc", 2, "--worker-restarts", 1],
+                 worker_cmd("recover_worker.py", ROUNDS, out, rank, kill_round), no_leftovers)
+    assert run.code == 0, run.output[-4000:]
+    assert f"worker {name} was killed by SIGKILL; restarting it into its rank (1 of 1)" \
+        in run.output
+    assert f"worker rank {rank} ({name}, node {node}) rejoined" in run.output
+    assert f"[worker {name}] rank {rank} starts after round {kill_round - 1}" in run.output
+    want = uninterrupted(ROUNDS, WORKER_COUNT)
+    for rank in range(WORKER_COUNT):
+        got = np.load(out / f"rank{rank}.npz")
+        for key in SHAPES:
+            np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"rank {rank}")
+
+
+def test_recover_gives_up_naming_the_worker_once_its_restarts_are_used(no_leftovers):
+    """A worker that dies again after its one restart: the run fails naming it."""
+    run = launch(["--dcs", 2, "--workers-per-dc", 1, "--worker-restarts", 1],
+                 worker_cmd("fault_worker.py", "die-rank1"), no_leftovers)
+    assert run.code != 0
+    assert "worker dc1/0 was killed by SIGKILL; restarting it into its rank (1 of 1)" \
+        in run.output
+    assert "[launch] worker dc1/0 was killed by SIGKILL; stopping the cluster" in run.output, \
+        run.output[-3000:]
