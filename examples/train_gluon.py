@@ -108,12 +108,24 @@ def main(argv=None):
               % (args.kvstore, num_workers, len(x_tr), len(x_sh), len(x_te), n_batches),
               flush=True)
 
-    t_start, iter_times, test_acc = time.time(), [], 0.0
+    # a worker restarted into its rank (launch.py --worker-restarts) goes on where its lost
+    # process stopped: the cluster's current weights first, then skip the steps it had done
+    skip = getattr(kv, "resumed_round", 0)
+    if skip:    # pull the weights now: MXNet 1.9.1's Trainer would at its first step only,
+        net(mx.nd.array(x_sh[:1]))  # after the gradient (on the local weights); first the
+        trainer._optimizer.rescale_grad = 1.0 / args.batch_size     # shapes and the scale
+        trainer._init_kvstore()     # step() would set, then the store and the weights
+        trainer._init_params()
+        print("rank %d resumes after step %d" % (rank, skip), flush=True)
+    t_start, iter_times, test_acc, step = time.time(), [], 0.0, 0
     for epoch in range(1, args.epochs + 1):
         t_epoch, epoch_iters = time.time(), []
         loss_sum, correct, seen = 0.0, 0, 0
         order = shuffle_rng.permutation(len(x_sh))
         for b in range(n_batches):
+            step += 1
+            if step <= skip:
+                continue
             idx = order[b * args.batch_size:(b + 1) * args.batch_size]
             data, label = mx.nd.array(x_sh[idx]), mx.nd.array(y_sh[idx])
             t0 = time.time()
@@ -132,11 +144,12 @@ def main(argv=None):
         test_acc = evaluate(net, x_te, y_te)
         if rank == 0:
             print("epoch %d/%d loss=%.4f train_acc=%.4f test_acc=%.4f iter_ms=%.1f time=%.1fs"
-                  % (epoch, args.epochs, loss_sum / seen, correct / float(seen), test_acc,
-                     np.mean(epoch_iters), time.time() - t_epoch), flush=True)
+                  % (epoch, args.epochs, loss_sum / max(seen, 1), correct / max(seen, 1.0),
+                     test_acc, np.mean(epoch_iters or [0.0]), time.time() - t_epoch),
+                  flush=True)
 
     print("summary rank=%d workers=%d epochs=%d accuracy=%.4f mean_iter_ms=%.2f total_s=%.1f"
-          % (rank, num_workers, args.epochs, test_acc, np.mean(iter_times),
+          % (rank, num_workers, args.epochs, test_acc, np.mean(iter_times or [0.0]),
              time.time() - t_start), flush=True)
     return 0
 

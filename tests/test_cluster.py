@@ -278,3 +278,20 @@ def test_bind_advertise_worker_hosts_and_ssh_parse_and_roundtrip(tmp_path):
 def test_bad_host_fields_are_refused_naming_the_dc(old, new, message):
     with pytest.raises(ClusterFileError, match=re.escape(message)):
         parse_cluster(tomllib.loads(_replace(old, new)), source="c.toml")
+
+
+def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD + "[recovery]\nworker_restarts = 2\n")
+    c = load_cluster(path)
+    assert c.worker_restarts == 2
+    again = tmp_path / "again.toml"
+    again.write_text(to_toml(c))
+    assert load_cluster(again) == c
+    for text, message in [
+            (GOOD + "[recovery]\nworker_restarts = -1\n", "worker_restarts must be in 0..100"),
+            (GOOD + "[recovery]\nworker_restart = 1\n", "did you mean 'worker_restarts'"),
+            (GOOD + '[recovery]\nworker_restarts = 1\n[sync]\nmode = "hfa"\n',
+             "worker_restarts needs [sync] mode 'fsa'")]:
+        with pytest.raises(ClusterFileError, match=re.escape(message)):
+            parse_cluster(tomllib.loads(text), source="c.toml")

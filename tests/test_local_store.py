@@ -206,6 +206,24 @@ def test_a_row_sparse_key_is_updated_lazily():
     assert h.store.keys[0].sparse
 
 
+def test_resume_tells_a_rejoined_worker_the_rounds_its_rank_had_pushed():
+    h = Harness()
+    for key in (0, 1):
+        h.init(W1, key, np.zeros(10, np.float32))
+        h.init(W2, key)
+    for worker in (W1, W2):
+        h.push(worker, 0, 1, np.ones(10, np.float32), want=False)
+    h.complete_round()
+    h.push(W2, 0, 2, np.ones(10, np.float32), want=False)   # W2 is a round ahead on key 0
+    h.replies.clear()
+    h.store.on_resume(Message(Kind.RESUME, sender=W2, request=7))
+    (worker, reply), = h.replies
+    assert worker == W2 and reply.kind == Kind.RESUMED and reply.request == 7
+    assert sorted(reply.meta["pushed"]) == [[0, 2], [1, 0]]
+    h.store.on_resume(Message(Kind.RESUME, sender=W1, request=8))
+    assert sorted(h.replies[-1][1].meta["pushed"]) == [[0, 1], [1, 0]]
+
+
 # ---------------------------------------------------------------- other synchronization modes
 def f32(*values):
     return np.array(values, dtype=np.float32)
