@@ -7,7 +7,8 @@ import sys
 
 from .cli import EXIT_ABORTED, Terminated, read_stop_note, \
     setup_logging, start_node, write_reason
-from .cluster import load_cluster
+from . import checkpoint
+from .cluster import ClusterFileError, load_cluster
 from .heap import return_large_buffers
 from .nodes import SERVER
 from .postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
@@ -37,19 +38,23 @@ def main(argv=None) -> int:
         config = load_cluster(args.cluster)
         dc = config.dc(args.dc)
         credentials = node_credentials(config.security, dc.name, config.source)
-        return config, dc, Van(f"server {dc.name}", dc.host, dc.server_port,
+        try:    # before registering: a bad checkpoint stops the run at once, named
+            resumed = checkpoint.read(config.resume) if config.resume else None
+        except checkpoint.CheckpointError as exc:
+            raise ClusterFileError(f"[recovery] resume: {exc}") from None
+        return config, dc, resumed, Van(f"server {dc.name}", dc.host, dc.server_port,
                                credentials=credentials, local_dir=args.run_dir,
                                advertise=dc.advertise)
-    built, stop = start_node(build, log)
+    built, stop = start_node(build, log, args.reason_file)
     if built is None:
         return 2
-    config, dc, van = built
+    config, dc, resumed, van = built
     postoffice = None
     try:
         postoffice = Postoffice(van, config.scheduler_address, SERVER, dc.name)
         postoffice.register(config.timeout_s)
         log.info("server of %s is node %d at %s", dc.name, postoffice.me.id, van.address)
-        GeoServer(postoffice, check_stop=stop.check).serve()
+        GeoServer(postoffice, check_stop=stop.check, resumed=resumed).serve()
         return 0
     except AbortedByScheduler as exc:
         log.error("server of %s stops: %s", dc.name, exc)

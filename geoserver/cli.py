@@ -26,14 +26,15 @@ def setup_logging(verbose: bool = False) -> None:
 EXIT_ABORTED = 4
 
 
-def start_node(build, log: logging.Logger):
+def start_node(build, log: logging.Logger, reason_file: str = ""):
     """``build()`` reads the cluster file and binds the node's Van: its result, or None
-    after logging why it failed (the entry point then exits 2). Signals are turned into
-    :class:`Terminated` from then on: ``(result, StopSignals)``."""
+    after logging why it failed, also in ``reason_file`` (the entry point then exits 2).
+    Signals are turned into :class:`Terminated` from then on: ``(result, StopSignals)``."""
     try:
         built = build()
     except (ClusterFileError, SecurityError, TransportError) as exc:
         log.error("%s", exc)
+        write_reason(reason_file, str(exc))
         return None, None
     return built, raise_on_signals()
 

@@ -133,6 +133,7 @@ class ClusterConfig:
     sync: SyncConfig = SyncConfig()     # [sync]: how rounds synchronize (docs/sync.md)
     scheduler_advertise: str = ""       # where nodes reach the scheduler ("": its host)
     worker_restarts: int = 0            # [recovery]: restarts of each worker (docs/recovery.md)
+    resume: str = ""                    # [recovery]: checkpoint the servers start from
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     source: str = field(default="<built>", compare=False)
 
@@ -148,11 +149,12 @@ class ClusterConfig:
                     f"{self.source}: {key} = {getattr(self, key):g} is below two heartbeats "
                     f"(heartbeat_s = {self.heartbeat_s:g}): a healthy node would be taken "
                     f"for dead; raise {key} to at least {beats:g} or lower heartbeat_s")
-        if self.worker_restarts and self.sync.mode != "fsa":
-            raise ClusterFileError(
-                f"{self.source}: [recovery] worker_restarts needs [sync] mode 'fsa': under "
-                f"{self.sync.mode!r} a worker's own model and step count would be lost with "
-                f"it (docs/recovery.md)")
+        for name, on in (("worker_restarts", self.worker_restarts), ("resume", self.resume)):
+            if on and self.sync.mode != "fsa":
+                raise ClusterFileError(
+                    f"{self.source}: [recovery] {name} needs [sync] mode 'fsa': under "
+                    f"{self.sync.mode!r} the workers' own models and step counts are not "
+                    f"on the servers (docs/recovery.md)")
         if self.sync.asynchronous:
             clash = [name for name, on in (("[wan] adapt", self.adapt),
                                            ("[wan] multipath", self.multipath),
@@ -189,7 +191,7 @@ class ClusterConfig:
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
          "ssh", "recovery"),
-    "recovery": ("worker_restarts",),
+    "recovery": ("worker_restarts", "resume"),
     "scheduler": ("host", "advertise", "port", "stats"),
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
@@ -324,6 +326,8 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         kwargs["worker_restarts"] = _need(recovery, "worker_restarts", int, where)
         if not 0 <= kwargs["worker_restarts"] <= 100:
             raise ClusterFileError(f"{where}: worker_restarts must be in 0..100")
+    if "resume" in recovery:
+        kwargs["resume"] = _need(recovery, "resume", str, where)
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          scheduler_advertise=sched_advertise, source=source, **kwargs)
 
@@ -438,6 +442,8 @@ def load_cluster(path) -> ClusterConfig:
     if folder and not Path(folder).is_absolute():
         folder = str((Path(path).parent / folder).resolve())
         config = replace(config, security=replace(config.security, secret_keys=folder))
+    if config.resume and not Path(config.resume).is_absolute():
+        config = replace(config, resume=str((Path(path).parent / config.resume).resolve()))
     return config
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import checkpoint
 from .aggregation import ChunkId
 from .compression import payload
 from .optimizer_host import OptimizerHost, OptimizerSpecError
@@ -79,12 +80,15 @@ class _Key:
 class KeyStore:
     def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
                  forward_init, compressed_pushes: bool = False, momentum_corrected=False,
-                 sync: SyncConfig = SyncConfig(), mixed=None):
+                 sync: SyncConfig = SyncConfig(), mixed=None, resumed=None):
         """``compressed_pushes``: local workers may push compressed payloads (compression
         scope "all"); otherwise such a push is refused. ``momentum_corrected``: compression
         applies DGC momentum, so an optimizer with momentum of its own is refused.
-        ``sync``: the cluster's synchronization; ``mixed``: its MixedExchange (mode mixed)."""
+        ``sync``: the cluster's synchronization; ``mixed``: its MixedExchange (mode mixed).
+        ``resumed``: the checkpoint this run starts from: its values replace the keys'
+        initial ones and its optimizer states are loaded (docs/recovery.md)."""
         self.dc = dc
+        self.resumed = resumed
         self.sync = sync
         self.mixed = mixed
         self.momentum_corrected = momentum_corrected
@@ -169,6 +173,14 @@ class KeyStore:
         generation = msg.seq
         if msg.flags & Flag.HAS_VALUE:
             entry.value = entry.base = np.array(self._check_frame(entry, msg), copy=True)
+            try:
+                saved = checkpoint.initial_value(self.resumed, entry.key, entry.shape,
+                                                 entry.dtype)
+            except checkpoint.CheckpointError as exc:
+                raise RequestError(f"[recovery] resume: {exc}") from None
+            if saved is not None and generation == 1:   # not a deliberate re-init later
+                entry.value = entry.base = saved
+                entry.sparse = entry.sparse or entry.key in self.resumed.sparse
             entry.init_gen = max(entry.init_gen, generation)
             if self.mixed is not None:
                 self.mixed.begin(entry.key, entry.value)
@@ -395,11 +407,13 @@ class KeyStore:
     # ------------------------------------------------------------ optimizer
     def on_resume(self, msg: Message) -> None:
         """A worker restarted into its rank asks how far it had got: the rounds of every key
-        this node had pushed (docs/recovery.md)."""
+        this node had pushed; and in a run resumed from a checkpoint, every worker asks the
+        checkpoint's round (``base``), which its rounds continue (docs/recovery.md)."""
         pushed = [[entry.key, entry.next_push.get(msg.sender, entry.applied + 1) - 1]
                   for entry in self.keys.values() if entry.value is not None]
+        base = 0 if self.resumed is None else self.resumed.round
         self._reply(msg.sender, Message(Kind.RESUMED, request=msg.request,
-                                        meta={"pushed": pushed}))
+                                        meta={"pushed": pushed, "base": base}))
 
     def on_set_optimizer(self, msg: Message) -> None:
         spec = msg.meta.get("spec")
@@ -414,8 +428,13 @@ class KeyStore:
             raise RequestError(f"the cluster's compression applies momentum (DGC momentum "
                                f"correction); an optimizer with momentum={momentum} would "
                                f"apply it twice: use momentum=0 in the optimizer")
+        problem = checkpoint.optimizer_problem(self.resumed, spec)
+        if problem:
+            raise RequestError(f"[recovery] resume: {problem}")
         try:
             self.optimizer = OptimizerHost(spec)
+            if self.resumed is not None and self.resumed.optimizer is not None:
+                self.optimizer.load_states(self.resumed.states_meta, self.resumed.state_frames)
         except OptimizerSpecError as exc:
             raise RequestError(str(exc)) from exc
         self._spec = spec

@@ -41,8 +41,9 @@ WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAV
 
 
 class GeoServer:
-    def __init__(self, postoffice: Postoffice, check_stop=lambda: None):
-        """``check_stop``: called once a beat; raises to stop the server (a signal)."""
+    def __init__(self, postoffice: Postoffice, check_stop=lambda: None, resumed=None):
+        """``check_stop``: called once a beat; raises to stop the server (a signal).
+        ``resumed``: the :class:`~netstorm.geoserver.checkpoint.Checkpoint` to start from."""
         self.po = postoffice
         self._check_stop = check_stop
         self.table = postoffice.table
@@ -81,7 +82,7 @@ class GeoServer:
                               compressed_pushes=settings.compression.on
                               and settings.compression.scope == "all",
                               momentum_corrected=settings.compression.momentum > 0,
-                              sync=settings.sync, mixed=self.mixed)
+                              sync=settings.sync, mixed=self.mixed, resumed=resumed)
         self.stats = {"messages": 0, "dropped": 0}
         self._departed: set = set()     # esync: workers (anywhere) that finished
         # round gate (adapt): a worker's push of a round not yet open waits there; asking

@@ -152,6 +152,7 @@ class RuntimeSettings(_Wire):
                                                 # detours: ((a, b, mbps_ab, mbps_ba), ...)
     compression: CompressionConfig = field(default=CompressionConfig())   # cluster-wide
     sync: SyncConfig = field(default=SyncConfig())                     # cluster-wide
+    resume: bool = _setting(False, bool)    # the servers start from a checkpoint
 
     @classmethod
     def from_cluster(cls, config) -> "RuntimeSettings":
@@ -163,7 +164,8 @@ class RuntimeSettings(_Wire):
                    dead_after_s=float(config.dead_after_s), stall_s=float(config.stall_s),
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
-                   compression=config.compression, sync=config.sync)
+                   compression=config.compression, sync=config.sync,
+                   resume=bool(config.resume))
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

@@ -153,9 +153,15 @@ class WorkerClient:
         self._thread = threading.Thread(target=self._io_loop, name="netstorm-io", daemon=True)
         self._thread.start()
         # a worker restarted into its rank: the rounds of each key its lost process had
-        # pushed; the script goes on after the fewest (docs/recovery.md)
-        self.resumed: dict = self._resume() if self.po.rejoined else {}
-        self.resumed_round = min(self.resumed.values(), default=0)
+        # pushed, and the steps done (the fewest of them); in a run resumed from a
+        # checkpoint, those are counted from the checkpoint's round (docs/recovery.md)
+        self.resumed: dict = {}
+        self.resumed_round = self.resume_base = 0
+        if self.po.rejoined or self.po.settings.resume:
+            base, pushed = self._resume()
+            self.resumed = pushed if self.po.rejoined else {}
+            self.resumed_round = base + min(self.resumed.values(), default=0)
+            self.resume_base = base     # the rounds before this run's first
 
     # ------------------------------------------------------------ plumbing
     def _io_loop(self) -> None:
@@ -317,14 +323,15 @@ class WorkerClient:
         return arrays[0].reshape(info.shape)
 
     # ------------------------------------------------------------ API
-    def _resume(self) -> dict:
+    def _resume(self) -> tuple:
         reply = self._wait(self._submit(Message(Kind.RESUME), f"the rounds this rank had "
                                         f"pushed, from {self.server.describe()}"),
                            Kind.RESUMED)
         pushed = {int(k): int(n) for k, n in reply.meta["pushed"]}
-        log.info("worker rank %d rejoined: its lost process had pushed %s", self.me.rank,
-                 ", ".join(f"key {k} {n} round(s)" for k, n in sorted(pushed.items())))
-        return pushed
+        if self.po.rejoined:
+            log.info("worker rank %d rejoined: its lost process had pushed %s", self.me.rank,
+                     ", ".join(f"key {k} {n} round(s)" for k, n in sorted(pushed.items())))
+        return int(reply.meta.get("base", 0)), pushed
 
     def declare(self, key: int, shape, dtype) -> KeyInfo:
         shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
@@ -344,7 +351,7 @@ class WorkerClient:
         info.inits += 1
         carry = self.me.rank == 0 and not self.po.rejoined    # never resets a running model
         if key in self.resumed:
-            info.pushes, info.received = self.resumed_round, self.resumed[key]
+            info.pushes, info.received = min(self.resumed.values()), self.resumed[key]
         meta = {"shape": list(info.shape), "dtype": info.dtype.str}
         if sparse:
             meta["stype"] = "row_sparse"

@@ -22,6 +22,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStore, KVStoreBase
 
+from netstorm.geoserver import checkpoint
 from netstorm.geoserver.cli import read_stop_note
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
@@ -98,7 +99,9 @@ class NetStorm(KVStore):
         self._ids: dict = {}            # str key -> id
         self._int_keys: set = set()
         self._tokens: dict = {}
+        self._sparse: set = set()       # keys initialized row_sparse
         self._updater = None
+        self._spec = None               # the servers' optimizer, as sent
         # hfa / esync: the optimizer runs here, on the worker's own weights
         self._local = LocalSteps(self._client.sync, self._client, self._push_value) \
             if self._client.sync.local_steps else None
@@ -205,6 +208,8 @@ class NetStorm(KVStore):
             kid = self._key_id(k, create=True)
             self._client.init(kid, _dense(vals[0]).asnumpy(),
                               sparse=vals[0].stype == "row_sparse")
+            if vals[0].stype == "row_sparse":
+                self._sparse.add(kid)
             if self._local is not None:     # its weights start from the servers' value
                 start = np.empty(vals[0].size, dtype=vals[0].dtype)
                 self._client.finish_into(kid, self._client.start_pull(kid), start)
@@ -356,8 +361,38 @@ class NetStorm(KVStore):
             self._local.set_optimizer(optimizer)
             self._updater = self._local.updater
             return
-        self._client.set_optimizer(optimizer_spec(optimizer))
+        self._spec = optimizer_spec(optimizer)
+        self._client.set_optimizer(self._spec)
         self._updater = mx.optimizer.get_updater(optimizer)
+
+    def save_checkpoint(self, fname) -> int:
+        """Write every key's value, the servers' optimizer and its states, from this DC's
+        replica, to ``fname`` (one ``.npz``; docs/recovery.md), without stopping the others;
+        ``launch.py --resume fname`` starts a run from it. Call it on one worker between two
+        steps (every key pulled after the same round). Returns that round."""
+        if self._local is not None:
+            raise KVStoreError(f"save_checkpoint: under sync mode {self.sync_mode!r} the "
+                               f"workers' own models are not on the servers; save the "
+                               f"parameters (gluon save_parameters) instead")
+        mx.nd.waitall()
+        client = self._client
+        rounds = {info.pushes for info in client.keys.values()}
+        if len(rounds) > 1:
+            raise KVStoreError(f"save_checkpoint: keys are at different rounds "
+                               f"({min(rounds)}..{max(rounds)}): call it between two steps")
+        values = {}
+        for kid, info in client.keys.items():
+            values[kid] = np.empty(int(np.prod(info.shape)), dtype=info.dtype)
+            client.finish_into(kid, client.start_pull(kid), values[kid])
+            values[kid] = values[kid].reshape(info.shape)
+        meta, frames, spec = None, [], None
+        if self._updater is not None:
+            reply = client.save_states()
+            meta, frames, spec = reply.meta, reply.frames, self._spec
+        done = client.resume_base + (rounds.pop() if rounds else 0)
+        checkpoint.write(fname, checkpoint.Checkpoint(done, values, frozenset(self._sparse),
+                                                      spec, meta, frames))
+        return done
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
         if self._local is not None:
@@ -392,7 +427,8 @@ class NetStorm(KVStore):
         with open(fname, "rb") as f:   # the user's own file, in MXNet's format
             self._updater.set_states(f.read())
         optimizer = self._updater.optimizer
-        self._client.set_optimizer(optimizer_spec(optimizer))
+        self._spec = optimizer_spec(optimizer)
+        self._client.set_optimizer(self._spec)
         meta, frames = states_to_wire(self._updater.states, optimizer._index_update_count,
                                       optimizer.num_update)
         self._client.load_states(meta, frames)

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         return config, Van("scheduler", config.scheduler_host, config.scheduler_port,
                            max_frame_bytes=wire.MAX_META_BYTES, credentials=credentials,
                            advertise=config.scheduler_advertise)
-    built, stop = start_node(build, log)
+    built, stop = start_node(build, log, args.reason_file)
     if built is None:
         return 2
     config, van = built

@@ -47,7 +47,7 @@ FIELD_TYPES = {
     "num_update": int, "part": list, "from": str, "to": str, "kind": int, "hops": int,
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
     "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int, "stype": str,
-    "node": dict, "pushed": list, "rejoined": bool,
+    "node": dict, "pushed": list, "rejoined": bool, "base": int,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -80,7 +80,7 @@ BASE_META = {
     Kind.NODE_MOVED: {"node": {"id": 3, "role": "worker", "dc": "dc0",
                                "address": "tcp://127.0.0.1:9", "rank": 0, "local_rank": 0,
                                "host": "fuzz", "local_address": ""}},
-    Kind.RESUMED: {"pushed": [[0, 1]]},
+    Kind.RESUMED: {"pushed": [[0, 1]], "base": 0},
 }
 # nested fields worth breaking: where each sits in its kind's base meta, and its JSON type
 NESTED_PATHS = {

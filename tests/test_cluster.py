@@ -282,9 +282,9 @@ def test_bad_host_fields_are_refused_naming_the_dc(old, new, message):
 
 def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text(GOOD + "[recovery]\nworker_restarts = 2\n")
+    path.write_text(GOOD + '[recovery]\nworker_restarts = 2\nresume = "ckpt/at12.npz"\n')
     c = load_cluster(path)
-    assert c.worker_restarts == 2
+    assert c.worker_restarts == 2 and c.resume == str(tmp_path / "ckpt" / "at12.npz")
     again = tmp_path / "again.toml"
     again.write_text(to_toml(c))
     assert load_cluster(again) == c

@@ -38,7 +38,8 @@ def test_recover_a_killed_worker_into_its_rank_exactly(no_leftovers, rank, name,
     out = no_leftovers / "out"
     out.mkdir()
     run = launch(["--dcs", 2, "--workers-per-dc", 2, "--worker-restarts", 1],
-                 worker_cmd("recover_worker.py", ROUNDS, out, rank, kill_round), no_leftovers)
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--kill", rank, kill_round),
+                 no_leftovers)
     assert run.code == 0, run.output[-4000:]
     assert f"worker {name} was killed by SIGKILL; restarting it into its rank (1 of 1)" \
         in run.output
@@ -60,3 +61,44 @@ def test_recover_gives_up_naming_the_worker_once_its_restarts_are_used(no_leftov
         in run.output
     assert "[launch] worker dc1/0 was killed by SIGKILL; stopping the cluster" in run.output, \
         run.output[-3000:]
+
+
+def _final_weights(out) -> list:
+    return [np.load(out / f"rank{rank}.npz") for rank in range(WORKER_COUNT)]
+
+
+def test_recover_from_a_checkpoint_written_while_training(no_leftovers):
+    """Rank 0 writes a checkpoint after round 12 and training goes on to 30; a new run
+    started from it (--resume) goes on after round 12: both end with the weights of an
+    uninterrupted run, bit for bit (values, optimizer states and their counts restored)."""
+    want = uninterrupted(ROUNDS, WORKER_COUNT)
+    ckpt = no_leftovers / "at12.npz"
+    runs = {}
+    for name, flags, extra in [("first", [], ["--save-at", 12, ckpt]),
+                               ("resumed", ["--resume", ckpt], [])]:
+        out = no_leftovers / name
+        out.mkdir()
+        runs[name] = run = launch(["--dcs", 2, "--workers-per-dc", 2, *flags],
+                                  worker_cmd("recover_worker.py", ROUNDS, out, *extra),
+                                  no_leftovers)
+        assert run.code == 0, run.output[-4000:]
+        for rank, got in enumerate(_final_weights(out)):
+            for key in SHAPES:
+                np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"{name} {rank}")
+    assert "[worker dc0/0] checkpoint of round 12 written" in runs["first"].output
+    assert all(f"rank {r} starts after round 12" in runs["resumed"].output for r in range(4))
+
+
+def test_recover_refuses_a_corrupted_checkpoint_naming_it(no_leftovers, tmp_path):
+    from netstorm.geoserver import checkpoint
+    path = tmp_path / "c.npz"
+    checkpoint.write(path, checkpoint.Checkpoint(3, {0: np.ones((6, 5), np.float32)}))
+    assert checkpoint.read(path).round == 3
+    data = bytearray(path.read_bytes())
+    at = data.find(np.ones(4, np.float32).tobytes())
+    data[at] ^= 0xFF                                    # one byte of key 0's value
+    path.write_bytes(bytes(data))
+    run = launch(["--dcs", 2, "--resume", path], worker_cmd("recover_worker.py", 3,
+                                                            no_leftovers), no_leftovers)
+    assert run.code != 0
+    assert "[recovery] resume:" in run.output and str(path) in run.output, run.output[-3000:]

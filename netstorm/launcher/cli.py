@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from netstorm.geoserver.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
                                         load_cluster, pseudo_cluster)
@@ -83,6 +84,9 @@ def parse_args(argv):
     parser.add_argument("--worker-restarts", type=int, default=None,
                         help="restart a worker that dies up to N times into its rank; the "
                              "cluster waits for it (fsa only; docs/recovery.md)")
+    parser.add_argument("--resume", default=None,
+                        help="start the servers from a checkpoint written by "
+                             "kv.save_checkpoint (fsa only; docs/recovery.md)")
     parser.add_argument("--dc", action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
     parser.add_argument("--host", default=None,
@@ -167,6 +171,8 @@ def main(argv=None) -> int:
         transport["timeout_s"] = args.timeout
     if args.worker_restarts is not None:
         transport["worker_restarts"] = args.worker_restarts
+    if args.resume is not None:
+        transport["resume"] = str(Path(args.resume).resolve())
     for key in ("adapt", "multipath", "stats"):
         if getattr(args, key) is not None:
             transport[key] = getattr(args, key)

@@ -1,15 +1,15 @@
 """Worker script for tests/test_recovery.py: rounds of known gradients on two keys under an
 SGD optimizer with momentum, restartable (it goes on after ``kv.resumed_round``).
 
-    recover_worker.py ROUNDS OUT_DIR [KILL_RANK KILL_ROUND]
+    recover_worker.py ROUNDS OUT_DIR [--kill RANK ROUND] [--save-at ROUND PATH]
 
-Rank KILL_RANK's first process SIGKILLs itself in round KILL_ROUND, after pushing key 0 and
-before key 1 (a step half sent). Every worker writes its final weights to
-OUT_DIR/rank{R}.npz.
+With --kill, rank RANK's first process SIGKILLs itself in round ROUND, after pushing key 0
+and before key 1 (a step half sent). With --save-at, rank 0 writes a checkpoint after that
+round and goes on. Every worker writes its final weights to OUT_DIR/rank{R}.npz.
 """
+import argparse
 import os
 import signal
-import sys
 import time
 
 import mxnet as mx
@@ -17,8 +17,14 @@ import numpy as np
 
 from recover_values import OPTIMIZER, SHAPES, gradient
 
-rounds, out_dir = int(sys.argv[1]), sys.argv[2]
-kill_rank, kill_round = (int(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) > 4 else (-1, 0)
+parser = argparse.ArgumentParser()
+parser.add_argument("rounds", type=int)
+parser.add_argument("out_dir")
+parser.add_argument("--kill", type=int, nargs=2, default=(-1, 0))
+parser.add_argument("--save-at", nargs=2, default=(0, ""))
+args = parser.parse_args()
+rounds, out_dir, (kill_rank, kill_round) = args.rounds, args.out_dir, args.kill
+save_at, save_to = int(args.save_at[0]), args.save_at[1]
 
 kv = mx.kv.create("netstorm")
 R = kv.rank
@@ -36,6 +42,8 @@ for rnd in range(start + 1, rounds + 1):
             os.kill(os.getpid(), signal.SIGKILL)
         kv.pull(key, out=weights[key])
     weights[1].wait_to_read()
+    if R == 0 and rnd == save_at:
+        print(f"checkpoint of round {kv.save_checkpoint(save_to)} written", flush=True)
 np.savez(os.path.join(out_dir, f"rank{R}.npz"), **{str(k): w.asnumpy() for k, w in
                                                    weights.items()})
 print(f"rank {R} done", flush=True)
