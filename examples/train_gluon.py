@@ -45,6 +45,10 @@ def parse_args(argv=None):
     p.add_argument("--data-dir", default=None, help="directory with MNIST IDX files")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--update-on-kvstore", choices=["auto", "true", "false"], default="auto")
+    p.add_argument("--checkpoint", default=None,
+                   help="netstorm: rank 0 writes the servers' model and optimizer states "
+                        "here every --checkpoint-every steps (resume: launch.py --resume)")
+    p.add_argument("--checkpoint-every", type=int, default=50)
     return p.parse_args(argv)
 
 
@@ -135,6 +139,8 @@ def main(argv=None):
             loss.backward()
             trainer.step(args.batch_size)
             loss_sum += float(loss.sum().asscalar())  # also waits for the step
+            if args.checkpoint and rank == 0 and step % args.checkpoint_every == 0:
+                kv.save_checkpoint(args.checkpoint)   # between two steps, training goes on
             epoch_iters.append((time.time() - t0) * 1000.0)
             correct += int((out.argmax(axis=1).asnumpy() == y_sh[idx]).sum())
             seen += len(idx)
