@@ -1,7 +1,7 @@
 """Recovery (docs/recovery.md), live on loopback: a worker killed mid-training is restarted
 into its rank by the launcher and the run ends exactly as an uninterrupted one. Test names
 contain ``recover``."""
-import sys
+import importlib.util
 
 import mxnet as mx
 import numpy as np
@@ -9,8 +9,10 @@ import pytest
 
 from conftest import WORKERS, launch, worker_cmd
 
-sys.path.insert(0, str(WORKERS))
-from recover_values import OPTIMIZER, SHAPES, gradient  # noqa: E402
+_spec = importlib.util.spec_from_file_location("recover_values", WORKERS / "recover_values.py")
+_values = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_values)       # the worker scripts' own gradients
+OPTIMIZER, SHAPES, gradient = _values.OPTIMIZER, _values.SHAPES, _values.gradient
 
 pytestmark = pytest.mark.slow
 ROUNDS, WORKER_COUNT = 30, 4
