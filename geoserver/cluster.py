@@ -134,6 +134,8 @@ class ClusterConfig:
     scheduler_advertise: str = ""       # where nodes reach the scheduler ("": its host)
     worker_restarts: int = 0            # [recovery]: restarts of each worker (docs/recovery.md)
     resume: str = ""                    # [recovery]: checkpoint the servers start from
+    checkpoint: str = ""                # [recovery]: where kv.save_checkpoint() writes
+    cluster_restarts: int = 0           # [recovery]: whole-cluster restarts from it
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     source: str = field(default="<built>", compare=False)
 
@@ -149,7 +151,11 @@ class ClusterConfig:
                     f"{self.source}: {key} = {getattr(self, key):g} is below two heartbeats "
                     f"(heartbeat_s = {self.heartbeat_s:g}): a healthy node would be taken "
                     f"for dead; raise {key} to at least {beats:g} or lower heartbeat_s")
-        for name, on in (("worker_restarts", self.worker_restarts), ("resume", self.resume)):
+        if self.cluster_restarts and not self.checkpoint:
+            raise ClusterFileError(f"{self.source}: [recovery] cluster_restarts needs "
+                                   f"'checkpoint', the file the run restarts from")
+        for name, on in (("worker_restarts", self.worker_restarts), ("resume", self.resume),
+                         ("checkpoint", self.checkpoint)):
             if on and self.sync.mode != "fsa":
                 raise ClusterFileError(
                     f"{self.source}: [recovery] {name} needs [sync] mode 'fsa': under "
@@ -191,7 +197,7 @@ class ClusterConfig:
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
          "ssh", "recovery"),
-    "recovery": ("worker_restarts", "resume"),
+    "recovery": ("worker_restarts", "resume", "checkpoint", "cluster_restarts"),
     "scheduler": ("host", "advertise", "port", "stats"),
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
@@ -326,8 +332,13 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         kwargs["worker_restarts"] = _need(recovery, "worker_restarts", int, where)
         if not 0 <= kwargs["worker_restarts"] <= 100:
             raise ClusterFileError(f"{where}: worker_restarts must be in 0..100")
-    if "resume" in recovery:
-        kwargs["resume"] = _need(recovery, "resume", str, where)
+    for key in ("resume", "checkpoint"):
+        if key in recovery:
+            kwargs[key] = _need(recovery, key, str, where)
+    if "cluster_restarts" in recovery:
+        kwargs["cluster_restarts"] = _need(recovery, "cluster_restarts", int, where)
+        if not 0 <= kwargs["cluster_restarts"] <= 100:
+            raise ClusterFileError(f"{where}: cluster_restarts must be in 0..100")
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          scheduler_advertise=sched_advertise, source=source, **kwargs)
 
@@ -442,8 +453,10 @@ def load_cluster(path) -> ClusterConfig:
     if folder and not Path(folder).is_absolute():
         folder = str((Path(path).parent / folder).resolve())
         config = replace(config, security=replace(config.security, secret_keys=folder))
-    if config.resume and not Path(config.resume).is_absolute():
-        config = replace(config, resume=str((Path(path).parent / config.resume).resolve()))
+    for key in ("resume", "checkpoint"):     # relative to the cluster file's folder
+        value = getattr(config, key)
+        if value and not Path(value).is_absolute():
+            config = replace(config, **{key: str((Path(path).parent / value).resolve())})
     return config
 
 

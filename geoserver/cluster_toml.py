@@ -54,10 +54,12 @@ def to_toml(config: ClusterConfig) -> str:
     if config.sync.mode != "fsa":
         lines += ["", "[sync]"] + [f"{k} = {_toml_str(v) if isinstance(v, str) else v}"
                                    for k, v in config.sync.to_params().items()]
-    if config.worker_restarts or config.resume:
-        lines += ["", "[recovery]", f"worker_restarts = {config.worker_restarts}"]
-        if config.resume:
-            lines.append(f"resume = {_toml_str(config.resume)}")
+    if config.worker_restarts or config.resume or config.checkpoint:
+        lines += ["", "[recovery]", f"worker_restarts = {config.worker_restarts}",
+                  f"cluster_restarts = {config.cluster_restarts}"]
+        for key in ("resume", "checkpoint"):
+            if getattr(config, key):
+                lines.append(f"{key} = {_toml_str(getattr(config, key))}")
     if config.ssh != SshConfig():
         lines += ["", "[ssh]"] + [f"{k} = {_toml_value(v)}"
                                   for k, v in config.ssh.to_params().items()]

@@ -109,6 +109,11 @@ def _decode(cls, data, what: str) -> dict:
                 raise SettingsError(f"missing field {f.name!r}")
             if f.name == "links":
                 kwargs[f.name] = _links(data[f.name])
+            elif f.name == "checkpoint":
+                value = data[f.name]
+                if not isinstance(value, str) or len(value) > 4096:
+                    raise SettingsError(f"{f.name} must be a path (a string), got {value!r}")
+                kwargs[f.name] = value
             elif f.name in TYPED:
                 try:
                     kwargs[f.name] = TYPED[f.name].from_json(data[f.name])
@@ -153,6 +158,7 @@ class RuntimeSettings(_Wire):
     compression: CompressionConfig = field(default=CompressionConfig())   # cluster-wide
     sync: SyncConfig = field(default=SyncConfig())                     # cluster-wide
     resume: bool = _setting(False, bool)    # the servers start from a checkpoint
+    checkpoint: str = field(default="")    # where kv.save_checkpoint() writes by default
 
     @classmethod
     def from_cluster(cls, config) -> "RuntimeSettings":
@@ -165,7 +171,7 @@ class RuntimeSettings(_Wire):
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
                    compression=config.compression, sync=config.sync,
-                   resume=bool(config.resume))
+                   resume=bool(config.resume), checkpoint=config.checkpoint)
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

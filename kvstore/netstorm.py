@@ -365,11 +365,16 @@ class NetStorm(KVStore):
         self._client.set_optimizer(self._spec)
         self._updater = mx.optimizer.get_updater(optimizer)
 
-    def save_checkpoint(self, fname) -> int:
+    def save_checkpoint(self, fname=None) -> int:
         """Write every key's value, the servers' optimizer and its states, from this DC's
-        replica, to ``fname`` (one ``.npz``; docs/recovery.md), without stopping the others;
-        ``launch.py --resume fname`` starts a run from it. Call it on one worker between two
-        steps (every key pulled after the same round). Returns that round."""
+        replica, to ``fname`` (default: the cluster file's ``[recovery] checkpoint``; one
+        ``.npz``, docs/recovery.md), without stopping the others; ``launch.py --resume
+        fname`` starts a run from it. Call it on one worker between two steps (every key
+        pulled after the same round). Returns that round."""
+        fname = fname or self._client.po.settings.checkpoint
+        if not fname:
+            raise KVStoreError("save_checkpoint: give a file name, or set [recovery] "
+                               "checkpoint in the cluster file")
         if self._local is not None:
             raise KVStoreError(f"save_checkpoint: under sync mode {self.sync_mode!r} the "
                                f"workers' own models are not on the servers; save the "

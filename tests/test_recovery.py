@@ -104,3 +104,52 @@ def test_recover_refuses_a_corrupted_checkpoint_naming_it(no_leftovers, tmp_path
                                                             no_leftovers), no_leftovers)
     assert run.code != 0
     assert "[recovery] resume:" in run.output and str(path) in run.output, run.output[-3000:]
+
+
+def test_recover_from_a_killed_server_by_restarting_the_cluster_from_its_checkpoint(
+        no_leftovers):
+    """dc1's server SIGKILLed after the checkpoint of round 10 was written: the launcher
+    restarts the whole cluster from it, the workers go on after round 10, and every worker
+    ends with the weights of an uninterrupted run, bit for bit."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import psutil
+    ckpt = no_leftovers / "ckpt.npz"
+    out = no_leftovers / "out"
+    out.mkdir()
+    killed = []
+
+    def kill_server_of_dc1():
+        deadline = time.monotonic() + 120
+        while not ckpt.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            cmd = proc.info["cmdline"] or []
+            try:
+                ours = proc.environ().get("TMPDIR") == str(no_leftovers)    # this test's
+            except psutil.Error:
+                continue
+            if ours and "netstorm.geoserver" in cmd and "dc1" in cmd:
+                os.kill(proc.info["pid"], signal.SIGKILL)
+                killed.append(proc.info["pid"])
+
+    killer = threading.Thread(target=kill_server_of_dc1)
+    killer.start()
+    run = launch(["--dcs", 2, "--workers-per-dc", 2, "--checkpoint", ckpt,
+                  "--cluster-restarts", 1],
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--save-every", 10,
+                            "--pause", 0.1), no_leftovers, timeout=240)
+    killer.join()
+    assert killed, run.output[-3000:]
+    assert run.code == 0, run.output[-4000:]
+    assert "[launch] server dc1 was killed by SIGKILL; stopping the cluster" in run.output
+    assert f"[launch] restarting the whole cluster from {ckpt} (round 10; 1 of 1)" \
+        in run.output
+    assert all(f"rank {r} starts after round 10" in run.output for r in range(4))
+    want = uninterrupted(ROUNDS, WORKER_COUNT)
+    for rank, got in enumerate(_final_weights(out)):
+        for key in SHAPES:
+            np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"rank {rank}")

@@ -87,6 +87,11 @@ def parse_args(argv):
     parser.add_argument("--resume", default=None,
                         help="start the servers from a checkpoint written by "
                              "kv.save_checkpoint (fsa only; docs/recovery.md)")
+    parser.add_argument("--checkpoint", default=None,
+                        help="where kv.save_checkpoint() writes by default (fsa only)")
+    parser.add_argument("--cluster-restarts", type=int, default=None,
+                        help="with --checkpoint: restart the whole cluster from it up to N "
+                             "times when a server or the scheduler dies (docs/recovery.md)")
     parser.add_argument("--dc", action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
     parser.add_argument("--host", default=None,
@@ -171,8 +176,11 @@ def main(argv=None) -> int:
         transport["timeout_s"] = args.timeout
     if args.worker_restarts is not None:
         transport["worker_restarts"] = args.worker_restarts
-    if args.resume is not None:
-        transport["resume"] = str(Path(args.resume).resolve())
+    for key in ("resume", "checkpoint"):
+        if getattr(args, key) is not None:
+            transport[key] = str(Path(getattr(args, key)).resolve())
+    if args.cluster_restarts is not None:
+        transport["cluster_restarts"] = args.cluster_restarts
     for key in ("adapt", "multipath", "stats"):
         if getattr(args, key) is not None:
             transport[key] = getattr(args, key)

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from netstorm.geoserver import checkpoint
 from netstorm.geoserver.cli import EXIT_ABORTED, STOP_NOTE, read_reason, write_reason
 from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError
 from netstorm.geoserver.cluster_toml import to_toml
@@ -90,6 +91,7 @@ class Launcher:
         self.out = out or sys.stdout
         self.stop_note = stop_note
         self.failure_followed = False   # the failure reported followed another node's
+        self.failed_role = ""           # the role of the process whose failure is reported
         self._print_lock = threading.Lock()
 
     def _emit(self, prefix: str, line: str) -> None:
@@ -227,6 +229,7 @@ class Launcher:
         self._emit("launch", f"{proc.name} {what}{FAILURE_END}")
         self.note_stop(f"{proc.name} {what}")
         self.failure_followed = bool(proc.follows(code))
+        self.failed_role = proc.role
         return code if code > 0 else 1
 
     def note_stop(self, reason: str) -> None:
@@ -346,10 +349,33 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     processes of that DC. Returns the exit code (``follower_code``, if given, when the
     failure only followed another node's); nothing is left running. ``started(launcher)``
     is called once every process started. A cluster file without keys gets throw-away keys
-    (:func:`with_keys`); :class:`ClusterFileError` if it cannot.
+    (:func:`with_keys`); :class:`ClusterFileError` if it cannot. With ``[recovery]
+    cluster_restarts`` (a whole cluster only), a lost server or scheduler restarts the
+    cluster from its ``checkpoint`` file, if one was written (docs/recovery.md).
     """
     wrap_dc = wrap_dc or (lambda _dc: [])
     part = part or placement.of_dcs(config, dcs, with_scheduler)
+    restarts = config.cluster_restarts if part == placement.whole(config) else 0
+    for attempt in range(1, restarts + 2):
+        code, failed_role = _run_once(config, command, part, wrap_dc, out, python,
+                                      as_dist_sync, started, follower_code)
+        if code == 0 or attempt > restarts or failed_role not in ("server", "scheduler"):
+            return code
+        try:
+            done = checkpoint.read_header(config.checkpoint)["round"]
+        except checkpoint.CheckpointError as exc:
+            print(f"[launch] cannot restart the cluster: {exc}", file=out or sys.stdout,
+                  flush=True)
+            return code
+        print(f"[launch] restarting the whole cluster from {config.checkpoint} (round "
+              f"{done}; {attempt} of {restarts})", file=out or sys.stdout, flush=True)
+        config = replace(config, resume=config.checkpoint)
+    return code
+
+
+def _run_once(config, command, part, wrap_dc, out, python, as_dist_sync, started,
+              follower_code) -> tuple:
+    """One run of :func:`run_cluster`: ``(exit code, role of the process that failed)``."""
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
         launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE),
                             worker_restarts=config.worker_restarts)
@@ -390,7 +416,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
             status = "ok" if code == 0 else f"FAILED (exit {code})"
             launcher._emit("launch", f"{status}: {part.count()}, "
                                      f"{time.monotonic() - began:.1f}s")
-            return code
+            return code, launcher.failed_role
 
 
 def run_pslite_cluster(server_dcs: list, worker_dcs: list, workers_per_dc: int, command: list,

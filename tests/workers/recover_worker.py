@@ -22,6 +22,9 @@ parser.add_argument("rounds", type=int)
 parser.add_argument("out_dir")
 parser.add_argument("--kill", type=int, nargs=2, default=(-1, 0))
 parser.add_argument("--save-at", nargs=2, default=(0, ""))
+parser.add_argument("--save-every", type=int, default=0,
+                    help="rank 0 saves to the cluster's [recovery] checkpoint this often")
+parser.add_argument("--pause", type=float, default=0.0, help="seconds per round")
 args = parser.parse_args()
 rounds, out_dir, (kill_rank, kill_round) = args.rounds, args.out_dir, args.kill
 save_at, save_to = int(args.save_at[0]), args.save_at[1]
@@ -44,6 +47,9 @@ for rnd in range(start + 1, rounds + 1):
     weights[1].wait_to_read()
     if R == 0 and rnd == save_at:
         print(f"checkpoint of round {kv.save_checkpoint(save_to)} written", flush=True)
+    if R == 0 and args.save_every and rnd % args.save_every == 0:
+        print(f"checkpoint of round {kv.save_checkpoint()} written", flush=True)
+    time.sleep(args.pause)
 np.savez(os.path.join(out_dir, f"rank{R}.npz"), **{str(k): w.asnumpy() for k, w in
                                                    weights.items()})
 print(f"rank {R} done", flush=True)
