@@ -112,7 +112,8 @@ class Launcher:
     def start(self, name: str, role: str, argv: list, env: dict, wrap=None,
               reason_file: str = "", joined_file: str = "", stdin_data: bytes = b"") -> Proc:
         """Start ``argv`` (after ``wrap``) as process ``name``; ``stdin_data``, if any, is
-        written to its standard input, which stays open (:meth:`close_input`)."""
+        written to its standard input, which stays open (closing it is how
+        :class:`~netstorm.launcher.ssh.SshLauncher` stops a remote host)."""
         full = (wrap or []) + argv
         popen = subprocess.Popen(full, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT,
