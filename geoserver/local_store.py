@@ -171,16 +171,12 @@ class KeyStore:
         entry = self._entry(msg.key, shape, dtype)
         entry.sparse = entry.sparse or msg.meta.get("stype") == "row_sparse"
         generation = msg.seq
-        if msg.flags & Flag.HAS_VALUE:
+        saved = generation == 1 and self.resumed is not None and \
+            entry.key in self.resumed.values    # a resumed run's first INIT of a saved key
+        if saved and entry.init_gen == 0:
+            self._from_checkpoint(entry)    # in every DC: nothing waits for the WAN
+        elif msg.flags & Flag.HAS_VALUE and not saved:
             entry.value = entry.base = np.array(self._check_frame(entry, msg), copy=True)
-            try:
-                saved = checkpoint.initial_value(self.resumed, entry.key, entry.shape,
-                                                 entry.dtype)
-            except checkpoint.CheckpointError as exc:
-                raise RequestError(f"[recovery] resume: {exc}") from None
-            if saved is not None and generation == 1:   # not a deliberate re-init later
-                entry.value = entry.base = saved
-                entry.sparse = entry.sparse or entry.key in self.resumed.sparse
             entry.init_gen = max(entry.init_gen, generation)
             if self.mixed is not None:
                 self.mixed.begin(entry.key, entry.value)
@@ -190,6 +186,17 @@ class KeyStore:
         if msg.sender in self.workers:
             entry.inits.append((msg.sender, msg.request, generation))
         self._answer_inits(entry)
+
+    def _from_checkpoint(self, entry: _Key) -> None:
+        """A key's value from the checkpoint of a resumed run: every DC's server reads the
+        same file, so no DC waits for rank 0's value to cross the WAN."""
+        try:
+            entry.value = entry.base = checkpoint.initial_value(
+                self.resumed, entry.key, entry.shape, entry.dtype)
+        except checkpoint.CheckpointError as exc:
+            raise RequestError(f"[recovery] resume: {exc}") from None
+        entry.sparse = entry.sparse or entry.key in self.resumed.sparse
+        entry.init_gen = 1
 
     def _answer_inits(self, entry: _Key) -> None:
         ready = [i for i in entry.inits if i[2] <= entry.init_gen]

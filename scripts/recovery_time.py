@@ -69,7 +69,11 @@ def driver(args) -> int:
         if match and not killed and int(match.group(1)) == args.kill_after + 2:
             killed.update(round=int(match.group(1)), t=time.time(),
                           pid=_kill_server(args.kill, str(folder)))
+            lines.append(f"[recovery_time] killed the server of {args.kill} at "
+                         f"t={killed['t']:.3f}\n")
     code = proc.wait()
+    if args.log:
+        Path(args.log).write_text("".join(lines))
     if code != 0 or not killed.get("pid"):
         print("".join(lines[-40:]), file=sys.stderr)
         print(f"recovery_time: run failed (exit {code}) or no server killed", file=sys.stderr)
@@ -126,6 +130,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=30, help="rounds in all")
     p.add_argument("--save-every", type=int, default=10, help="checkpoint period, rounds")
     p.add_argument("--mb", type=float, default=8.0, help="model size, MB (one key)")
+    p.add_argument("--log", default=None, help="write every process's output here")
     args = p.parse_args()
     if args.worker:
         worker(args)

@@ -224,6 +224,26 @@ def test_resume_tells_a_rejoined_worker_the_rounds_its_rank_had_pushed():
     assert sorted(h.replies[-1][1].meta["pushed"]) == [[0, 1], [1, 0]]
 
 
+def test_a_resumed_run_takes_saved_keys_from_the_checkpoint_without_the_wan():
+    """Every DC reads the checkpoint: the first INIT of a saved key, with or without rank
+    0's value, is answered at once with the saved value and nothing is forwarded; a key
+    the checkpoint lacks, or a later re-init, goes the usual way."""
+    from netstorm.geoserver.checkpoint import Checkpoint
+    h = Harness()
+    h.store.resumed = Checkpoint(12, {0: np.full(10, 7, np.float32)})
+    h.init(W2, 0)                                       # not rank 0: no value, no wait
+    assert [m.kind for _, m in h.replies] == [Kind.INIT_DONE]
+    h.init(W1, 0, np.zeros(10, np.float32))             # rank 0's value does not replace it
+    assert np.array_equal(h.store.keys[0].value, np.full(10, 7)) and h.forwarded == []
+    h.init(W1, 1, np.ones(10, np.float32))              # not in the checkpoint
+    assert h.forwarded == [(1, 1)] and np.array_equal(h.store.keys[1].value, np.ones(10))
+    h.init(W1, 0, np.full(10, 3, np.float32), gen=2)    # a deliberate re-init later
+    assert np.array_equal(h.store.keys[0].value, np.full(10, 3))
+    with pytest.raises(RequestError, match=r"\[recovery\] resume: key 5 was saved as \(10,\)"):
+        h.store.resumed.values[5] = np.zeros(10, np.float32)
+        h.init(W1, 5, shape=(5, 2))
+
+
 # ---------------------------------------------------------------- other synchronization modes
 def f32(*values):
     return np.array(values, dtype=np.float32)
