@@ -172,8 +172,13 @@ class ClusterConfig:
                     f"never relayed (docs/sync.md)")
 
     @property
+    def scheduler_reached_at(self) -> str:
+        """Where nodes reach the scheduler (and where it runs, for ``launch.py --ssh``)."""
+        return self.scheduler_advertise or self.scheduler_host
+
+    @property
     def scheduler_address(self) -> str:
-        return f"tcp://{self.scheduler_advertise or self.scheduler_host}:{self.scheduler_port}"
+        return f"tcp://{self.scheduler_reached_at}:{self.scheduler_port}"
 
     @property
     def num_workers(self) -> int:
@@ -328,17 +333,14 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         kwargs["ssh"] = _parse_ssh(data["ssh"], f"{source} [ssh]")
     where = f"{source} [recovery]"
     recovery = _known_fields(data.get("recovery", {}), "recovery", where)
-    if "worker_restarts" in recovery:
-        kwargs["worker_restarts"] = _need(recovery, "worker_restarts", int, where)
-        if not 0 <= kwargs["worker_restarts"] <= 100:
-            raise ClusterFileError(f"{where}: worker_restarts must be in 0..100")
+    for key in ("worker_restarts", "cluster_restarts"):
+        if key in recovery:
+            kwargs[key] = _need(recovery, key, int, where)
+            if not 0 <= kwargs[key] <= 100:
+                raise ClusterFileError(f"{where}: {key} must be in 0..100")
     for key in ("resume", "checkpoint"):
         if key in recovery:
             kwargs[key] = _need(recovery, key, str, where)
-    if "cluster_restarts" in recovery:
-        kwargs["cluster_restarts"] = _need(recovery, "cluster_restarts", int, where)
-        if not 0 <= kwargs["cluster_restarts"] <= 100:
-            raise ClusterFileError(f"{where}: cluster_restarts must be in 0..100")
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=tuple(dcs),
                          scheduler_advertise=sched_advertise, source=source, **kwargs)
 

@@ -49,10 +49,9 @@ def to_toml(config: ClusterConfig) -> str:
         lines.append(f'hub = "{config.hub}"')
     if config.compression.on:
         lines += ["", "[compression]"] + [
-            f"{k} = {_toml_str(v) if isinstance(v, str) else repr(v)}"
-            for k, v in config.compression.to_params().items()]
+            f"{k} = {_toml_value(v)}" for k, v in config.compression.to_params().items()]
     if config.sync.mode != "fsa":
-        lines += ["", "[sync]"] + [f"{k} = {_toml_str(v) if isinstance(v, str) else v}"
+        lines += ["", "[sync]"] + [f"{k} = {_toml_value(v)}"
                                    for k, v in config.sync.to_params().items()]
     if config.worker_restarts or config.resume or config.checkpoint:
         lines += ["", "[recovery]", f"worker_restarts = {config.worker_restarts}",

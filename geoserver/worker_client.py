@@ -156,12 +156,12 @@ class WorkerClient:
         # pushed, and the steps done (the fewest of them); in a run resumed from a
         # checkpoint, those are counted from the checkpoint's round (docs/recovery.md)
         self.resumed: dict = {}
-        self.resumed_round = self.resume_base = 0
+        self.resume_base = 0            # the rounds before this run's first
         if self.po.rejoined or self.po.settings.resume:
-            base, pushed = self._resume()
+            self.resume_base, pushed = self._resume()
             self.resumed = pushed if self.po.rejoined else {}
-            self.resumed_round = base + min(self.resumed.values(), default=0)
-            self.resume_base = base     # the rounds before this run's first
+        self._rounds_done = min(self.resumed.values(), default=0)   # by the lost process
+        self.resumed_round = self.resume_base + self._rounds_done
 
     # ------------------------------------------------------------ plumbing
     def _io_loop(self) -> None:
@@ -351,7 +351,7 @@ class WorkerClient:
         info.inits += 1
         carry = self.me.rank == 0 and not self.po.rejoined    # never resets a running model
         if key in self.resumed:
-            info.pushes, info.received = min(self.resumed.values()), self.resumed[key]
+            info.pushes, info.received = self._rounds_done, self.resumed[key]
         meta = {"shape": list(info.shape), "dtype": info.dtype.str}
         if sparse:
             meta["stype"] = "row_sparse"

@@ -160,7 +160,7 @@ class NetStorm(KVStore):
             if not (isinstance(key, (int, np.integer)) and not isinstance(key, bool)
                     and 0 <= key <= MAX_KEY):
                 raise ValueError(f"netstorm keys are str or int in 0..{MAX_KEY}, got {key!r}")
-            if create and int(key) in self._ids.values():
+            if create and int(key) < len(self._ids):    # str keys hold ids 0..len-1
                 raise ValueError(f"int key {key} is the id of str key "
                                  f"{self._name_of(int(key))!r}: mix the two kinds only with "
                                  f"distinct ids")
@@ -385,10 +385,11 @@ class NetStorm(KVStore):
         if len(rounds) > 1:
             raise KVStoreError(f"save_checkpoint: keys are at different rounds "
                                f"({min(rounds)}..{max(rounds)}): call it between two steps")
+        pulls = {kid: client.start_pull(kid) for kid in client.keys}    # all in flight
         values = {}
         for kid, info in client.keys.items():
             values[kid] = np.empty(int(np.prod(info.shape)), dtype=info.dtype)
-            client.finish_into(kid, client.start_pull(kid), values[kid])
+            client.finish_into(kid, pulls[kid], values[kid])
             values[kid] = values[kid].reshape(info.shape)
         meta, frames, spec = None, [], None
         if self._updater is not None:

@@ -38,11 +38,6 @@ class Part:
         return ", ".join(parts) or "nothing"
 
 
-def scheduler_host(config) -> str:
-    """Where the scheduler runs: the address it is reached at."""
-    return config.scheduler_advertise or config.scheduler_host
-
-
 def whole(config) -> Part:
     """Every process of the cluster. O(workers)."""
     return of_dcs(config, None, True)
@@ -58,7 +53,7 @@ def of_dcs(config, names, scheduler: bool) -> Part:
 
 def on_host(config, host: str) -> Part:
     """Every process the cluster file places on ``host``. O(workers)."""
-    return Part(scheduler_host(config) == host,
+    return Part(config.scheduler_reached_at == host,
                 tuple(dc.name for dc in config.dcs if dc.server_host == host),
                 tuple((dc.name, i) for dc in config.dcs for i in range(dc.workers)
                       if dc.worker_host(i) == host))
@@ -67,7 +62,7 @@ def on_host(config, host: str) -> Part:
 def hosts(config) -> list:
     """Every host the cluster places a process on, once each: the scheduler's first, then
     in the file's order. O(workers)."""
-    found = [scheduler_host(config)]
+    found = [config.scheduler_reached_at]
     for dc in config.dcs:
         found.append(dc.server_host)
         found += [dc.worker_host(i) for i in range(dc.workers)]
