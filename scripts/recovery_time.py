@@ -51,6 +51,7 @@ def driver(args) -> int:
     ckpt = folder / "ckpt.npz"
     cmd = [sys.executable, str(REPO / "scripts" / "launch.py"), "--wan", args.wan,
            "--bandwidth-scale", str(args.bandwidth_scale), "--policy", "fapt",
+           *(["--adapt"] if args.adapt else []),
            "--checkpoint", str(ckpt), "--cluster-restarts", "1", "--timeout", "120", "--",
            sys.executable, str(Path(__file__).resolve()), "--worker", "--rounds",
            str(args.rounds), "--mb", str(args.mb), "--save-every", str(args.save_every)]
@@ -106,7 +107,8 @@ def _report(rounds, killed, args) -> int:
         if r1 == r0 + 1 and t1 - t0 <= 1.1 * median:
             steady = r1 - after_kill[0][0] + 1
             break
-    print(f"\nwan={args.wan} bandwidth_scale={args.bandwidth_scale} model_mb={args.mb} "
+    print(f"\nwan={args.wan} bandwidth_scale={args.bandwidth_scale} adapt={args.adapt} "
+          f"model_mb={args.mb} "
           f"killed=server of {args.kill} at round {killed['round']} (checkpoint "
           f"{args.kill_after})")
     print(f"round time before the fault: median {median:.2f}s over {len(before)} rounds")
@@ -131,6 +133,8 @@ def main() -> int:
     p.add_argument("--save-every", type=int, default=10, help="checkpoint period, rounds")
     p.add_argument("--mb", type=float, default=8.0, help="model size, MB (one key)")
     p.add_argument("--log", default=None, help="write every process's output here")
+    p.add_argument("--adapt", action="store_true",
+                   help="re-plan the trees from measured rates during the run")
     args = p.parse_args()
     if args.worker:
         worker(args)
