@@ -82,6 +82,15 @@ class RoundSet:
             ahead.discard(upto)
         self._upto[(key, chunk)] = upto
 
+    def forget_after(self, rounds: dict) -> None:
+        """Forget the rounds of each key beyond ``rounds[key]``: they happen again (a lost
+        DC's server was replaced, docs/recovery.md). O(chunks known)."""
+        for ident in set(self._upto) | set(self._ahead):
+            last = rounds.get(ident[0])
+            if last is not None:
+                self._upto[ident] = min(self._upto.get(ident, 0), last)
+                self._ahead[ident] = {r for r in self._ahead.get(ident, ()) if r <= last}
+
 
 class TreeExchange:
     def __init__(self, dc: str, policies: PolicyBook, send, deliver,
@@ -100,6 +109,8 @@ class TreeExchange:
         self.rounds_ahead = rounds_ahead
         self.held_bytes = held_bytes
         self.own_round = 0              # the latest round this DC contributed
+        self.floor = 0                  # chunks of older policy versions are stale (a lost
+                                        # DC's rounds in flight, replayed under this one)
         self.held: dict = {}            # neighbour -> bytes kept here for it
         self._drops = RateLimitedLog(log)
         self._holds = RateLimitedLog(log, level=logging.INFO)
@@ -190,7 +201,29 @@ class TreeExchange:
                         cid.key, cid.chunk, source, why)
         return False
 
+    def restart(self, floor: int) -> None:
+        """A lost DC's server is being replaced (docs/recovery.md): every partial sum and
+        every chunk held for an unknown version is dropped, and from now on so is any chunk
+        of a version below ``floor`` (the replay policy's). O(chunks held)."""
+        self.floor = max(self.floor, floor)
+        self._partials.clear()
+        self._waiting = [w for w in self._waiting if w[1][1].version >= self.floor]
+        self.held = {}
+        for _, (source, _, array, _) in self._waiting:
+            self.held[source] = self.held.get(source, 0) + _cost(array)
+
+    def forget_after(self, rounds: dict) -> None:
+        """The rounds of each key beyond ``rounds[key]`` are summed again, under the replay
+        policy."""
+        self._aggregated.forget_after(rounds)
+        self._delivered.forget_after(rounds)
+
     def _known(self, handler, source, cid, array, encoded) -> bool:
+        if cid.version < self.floor:
+            self._drops.log(source, "%s: dropped chunk %s of policy %d from %s: replaced by "
+                            "policy %d after a server was lost", self.dc, cid[:3],
+                            cid.version, source, self.floor)
+            return False
         if cid.version in self.policies:
             return True
         if not self._admit("a chunk of an unknown policy", source, cid, array):

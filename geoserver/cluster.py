@@ -136,6 +136,7 @@ class ClusterConfig:
     resume: str = ""                    # [recovery]: checkpoint the servers start from
     checkpoint: str = ""                # [recovery]: where kv.save_checkpoint() writes
     cluster_restarts: int = 0           # [recovery]: whole-cluster restarts from it
+    server_restarts: int = 0            # [recovery]: replacements of each DC's server
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     source: str = field(default="<built>", compare=False)
 
@@ -154,8 +155,14 @@ class ClusterConfig:
         if self.cluster_restarts and not self.checkpoint:
             raise ClusterFileError(f"{self.source}: [recovery] cluster_restarts needs "
                                    f"'checkpoint', the file the run restarts from")
+        if self.server_restarts and self.compression.on:
+            raise ClusterFileError(
+                f"{self.source}: [recovery] server_restarts cannot run with [compression]: "
+                f"a replayed round would meet error-feedback residuals that already hold "
+                f"part of it (docs/recovery.md)")
         for name, on in (("worker_restarts", self.worker_restarts), ("resume", self.resume),
-                         ("checkpoint", self.checkpoint)):
+                         ("checkpoint", self.checkpoint),
+                         ("server_restarts", self.server_restarts)):
             if on and self.sync.mode != "fsa":
                 raise ClusterFileError(
                     f"{self.source}: [recovery] {name} needs [sync] mode 'fsa': under "
@@ -202,7 +209,8 @@ class ClusterConfig:
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
          "ssh", "recovery"),
-    "recovery": ("worker_restarts", "resume", "checkpoint", "cluster_restarts"),
+    "recovery": ("worker_restarts", "resume", "checkpoint", "cluster_restarts",
+                 "server_restarts"),
     "scheduler": ("host", "advertise", "port", "stats"),
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
@@ -333,7 +341,7 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         kwargs["ssh"] = _parse_ssh(data["ssh"], f"{source} [ssh]")
     where = f"{source} [recovery]"
     recovery = _known_fields(data.get("recovery", {}), "recovery", where)
-    for key in ("worker_restarts", "cluster_restarts"):
+    for key in ("worker_restarts", "cluster_restarts", "server_restarts"):
         if key in recovery:
             kwargs[key] = _need(recovery, key, int, where)
             if not 0 <= kwargs[key] <= 100:

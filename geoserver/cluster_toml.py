@@ -53,9 +53,11 @@ def to_toml(config: ClusterConfig) -> str:
     if config.sync.mode != "fsa":
         lines += ["", "[sync]"] + [f"{k} = {_toml_value(v)}"
                                    for k, v in config.sync.to_params().items()]
-    if config.worker_restarts or config.resume or config.checkpoint:
+    if config.worker_restarts or config.resume or config.checkpoint or \
+            config.server_restarts:
         lines += ["", "[recovery]", f"worker_restarts = {config.worker_restarts}",
-                  f"cluster_restarts = {config.cluster_restarts}"]
+                  f"cluster_restarts = {config.cluster_restarts}",
+                  f"server_restarts = {config.server_restarts}"]
         for key in ("resume", "checkpoint"):
             if getattr(config, key):
                 lines.append(f"{key} = {_toml_str(getattr(config, key))}")

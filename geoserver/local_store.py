@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import checkpoint
+from . import checkpoint, replica
 from .aggregation import ChunkId
 from .compression import payload
 from .optimizer_host import OptimizerHost, OptimizerSpecError
@@ -109,6 +109,8 @@ class KeyStore:
         self.max_round = 0          # the latest WAN round any local worker has pushed for
         self.optimizer: OptimizerHost | None = None
         self._spec = None
+        self.hold_wan = False       # a lost DC's server is being replaced: nothing goes to
+                                    # the WAN until the replay (docs/recovery.md)
         self._drops = RateLimitedLog(log)
 
     # ------------------------------------------------------------ helpers
@@ -287,6 +289,8 @@ class KeyStore:
         """Cut this DC's contribution to round ``rnd_no`` into WAN chunks and hand them to
         the exchange: the sum of its workers' pushes, or under hfa/esync the DC's delta
         since the last WAN round (its local rounds' deltas plus this one's)."""
+        if self.hold_wan:
+            return                  # sent by replay()
         contribution = rnd.local
         if self.sync.local_steps and entry.value is not entry.base:
             contribution = (entry.value - entry.base) + rnd.local
@@ -410,6 +414,55 @@ class KeyStore:
         for msg, sender_dc in early:
             self._early_bytes[sender_dc] -= sum(len(f) for f in msg.frames)
             self.on_update(msg, sender_dc)
+
+    # ------------------------------------------------------------ replicas
+    def report(self) -> list:
+        """``[[key, rounds applied, digest of its value]]``: what a frozen DC offers."""
+        return [[e.key, e.applied, replica.digest(e.value)] for e in self.keys.values()
+                if e.value is not None]
+
+    def replicas(self, keys) -> tuple:
+        """``(meta, frames)`` of a STATE message with this DC's replica of ``keys``."""
+        entries = [self._known(k) for k in keys]
+        reps = [replica.KeyReplica(e.key, e.applied, e.shape, e.dtype, e.sparse, e.value)
+                for e in entries]
+        states = self.optimizer.key_states(keys) if self.optimizer is not None else None
+        return replica.encode(reps, self._spec if self.optimizer else None, states)
+
+    def adopt(self, replicas: list, spec, states_meta, state_frames) -> None:
+        """Take a peer's replica of some keys (checked by :func:`replica.decode`): their
+        values and rounds, and their optimizer states (the optimizer is built from the
+        peer's spec if this server has none yet)."""
+        for rep in replicas:
+            entry = self._entry(rep.key, rep.shape, rep.dtype)
+            entry.value = entry.base = rep.value
+            entry.applied, entry.sparse = rep.round, rep.sparse
+            entry.init_gen = max(entry.init_gen, 1)
+        if spec is None:
+            return
+        try:
+            if self.optimizer is None:
+                self.optimizer, self._spec = OptimizerHost(spec), spec
+            self.optimizer.merge_states(states_meta, state_frames, [r.key for r in replicas])
+        except (OptimizerSpecError, ValueError) as exc:
+            raise replica.ReplicaError(f"cannot take the peer's optimizer: {exc}") from exc
+
+    def replay(self, rounds: dict) -> None:
+        """Every key is at ``rounds[key]`` (its own or a peer's replica): the rounds after it
+        go to the WAN again, under the replay policy, once their pushes are all here; pulls
+        now answerable are answered."""
+        self.hold_wan = False
+        for entry in self.keys.values():
+            entry.applied = rounds.get(entry.key, entry.applied)
+            for rnd_no in sorted(entry.rounds):
+                rnd = entry.rounds[rnd_no]
+                if rnd_no <= entry.applied:
+                    del entry.rounds[rnd_no]
+                    continue
+                rnd.layout, rnd.total, rnd.chunks_done = [], None, 0
+                if rnd.pushed >= self._needed(entry.key, rnd_no):
+                    self._to_wan(entry, rnd_no, rnd)
+            self._answer_pulls(entry)
 
     # ------------------------------------------------------------ optimizer
     def on_resume(self, msg: Message) -> None:

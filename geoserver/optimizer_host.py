@@ -170,6 +170,30 @@ class OptimizerHost:
         opt = self.updater.optimizer
         return states_to_wire(self.updater.states, opt._index_update_count, opt.num_update)
 
+    def key_states(self, keys) -> tuple:
+        """``(states, counts, num_update)`` of ``keys`` only (for a peer's replica)."""
+        opt = self.updater.optimizer
+        return ({k: self.updater.states[k] for k in keys if k in self.updater.states},
+                {k: opt._index_update_count[k] for k in keys
+                 if k in opt._index_update_count}, opt.num_update)
+
+    def merge_states(self, meta: dict, frames, keys) -> None:
+        """Take ``keys``' states and update counts from a peer's replica (the keys it has
+        none for have none here either); the other keys keep theirs."""
+        nd = self._mx.nd
+        states, counts, num_update = states_from_wire(
+            meta, frames, lambda a: nd.array(a, dtype=a.dtype))
+        opt = self.updater.optimizer
+        for key in keys:
+            self.updater.states.pop(key, None)
+            self.updater.states_synced.pop(key, None)
+            opt._index_update_count.pop(key, None)
+        for key, state in states.items():
+            self.updater.states[key] = state
+            self.updater.states_synced[key] = False
+        opt._index_update_count.update(counts)
+        opt.num_update = max(opt.num_update, num_update)
+
     def load_states(self, meta: dict, frames) -> None:
         nd = self._mx.nd
         states, counts, num_update = states_from_wire(

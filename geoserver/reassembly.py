@@ -88,6 +88,16 @@ class Reassembler:
             self._done.popitem(last=False)
         return pending.buffer
 
+    def drop(self, select) -> int:
+        """Forget the incomplete chunks whose ident ``select`` picks; how many. O(pending)."""
+        doomed = [ident for ident in self._pending if select(ident)]
+        for ident in doomed:
+            pending = self._pending.pop(ident)
+            self.held[pending.peer] -= pending.cost
+            if not self.held[pending.peer]:
+                del self.held[pending.peer]
+        return len(doomed)
+
     @property
     def pending(self) -> int:
         return len(self._pending)

@@ -35,18 +35,19 @@ _REPLIES = {Kind.INIT_DONE, Kind.VALUE, Kind.OPTIMIZER_DONE, Kind.STATES, Kind.E
 # receiving role -> relation of the sender -> kinds taken (after the WELCOME)
 ACCEPTS = {
     SCHEDULER: {FROM_NODE: {Kind.HEARTBEAT, Kind.BARRIER, Kind.BYE, Kind.ABORT,
-                            Kind.PROBE_REPORT}},
-    SERVER: {FROM_SCHEDULER: _CONTROL | {Kind.NODE_MOVED},
+                            Kind.PROBE_REPORT, Kind.STATE_REPORT, Kind.RECOVERED}},
+    SERVER: {FROM_SCHEDULER: _CONTROL | {Kind.NODE_MOVED, Kind.RECOVER, Kind.REPLAY},
              FROM_OWN_WORKER: _REQUESTS | {Kind.RESUME},
              FROM_OTHER_SERVER: {Kind.INIT, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE,
-                                 Kind.RELAY, Kind.UPDATE}},
+                                 Kind.RELAY, Kind.UPDATE, Kind.STATE_REQUEST, Kind.STATE}},
     WORKER: {FROM_SCHEDULER: {Kind.ABORT, Kind.BARRIER_DONE, Kind.HEARTBEAT,
-                              Kind.WORKER_LEFT},
+                              Kind.WORKER_LEFT, Kind.NODE_MOVED},
              FROM_OWN_SERVER: _REPLIES | {Kind.RESUMED}},
 }
 # which node sends which kind at the scheduler: BARRIER and BYE come from workers only,
 # PROBE_REPORT from servers only
-_SCHEDULER_FROM_ROLE = {Kind.BARRIER: WORKER, Kind.BYE: WORKER, Kind.PROBE_REPORT: SERVER}
+_SCHEDULER_FROM_ROLE = {Kind.BARRIER: WORKER, Kind.BYE: WORKER, Kind.PROBE_REPORT: SERVER,
+                        Kind.STATE_REPORT: SERVER, Kind.RECOVERED: SERVER}
 
 
 def relation(me: NodeInfo, sender: NodeInfo) -> str:

@@ -281,6 +281,26 @@ def _states(msg: Message) -> None:
         _state(node, f"meta.states[{i}][1]", msg.frames)
 
 
+DIGEST = Str(64)            # SHA-256, hex
+KEY_STATE = Row(Int(0, I64), Int(0, U32), ListOf(Int(), MAX_DIMS), Str(16, KEY_DTYPES), Bool(),
+                DIGEST)      # [key, round, shape, dtype, row_sparse, digest of its value]
+
+
+def _replica(msg: Message) -> None:
+    """A STATE: one frame per key holding its value, then the optimizer states' frames."""
+    keys = msg.meta["keys"]
+    if len(msg.frames) < len(keys):
+        raise SchemaError(f"STATE: {len(keys)} keys but {len(msg.frames)} frames")
+    for i, (key, _, shape, dtype, _, _) in enumerate(keys):
+        need = math.prod(shape) * np.dtype(dtype).itemsize
+        if len(msg.frames[i]) != need:
+            raise SchemaError(f"STATE: key {key}: frame of {len(msg.frames[i])} bytes, its "
+                              f"shape {_show(shape)} of {dtype} needs {need}")
+    states = msg.meta.get("states")
+    for i, (_, node) in enumerate(states["states"] if states else ()):
+        _state(node, f"meta.states.states[{i}][1]", msg.frames[len(keys):])
+
+
 EMPTY = MessageSchema()
 DATA = MessageSchema(frames=(1, 1), dtype="required", flags=Flag.QUEUED)
 
@@ -357,6 +377,25 @@ SCHEMAS = {
     Kind.UPDATE: MessageSchema(Obj({"origin": Str()}, required=("origin",)), frames=(1, 1),
                                dtype="required", flags=Flag.QUEUED),
     Kind.ERROR: MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
+    # replacing a lost DC server from a peer's replica (docs/recovery.md)
+    Kind.RECOVER: MessageSchema(Obj({"dc": Str(), "version": Int(0, U32)},
+                                    required=("dc", "version"))),
+    Kind.STATE_REPORT: MessageSchema(Obj({"keys": ListOf(Row(Int(0, I64), Int(0, U32),
+                                                             DIGEST))}, required=("keys",)),
+                                     max_meta_bytes=MAX_META_BYTES),
+    Kind.REPLAY: MessageSchema(Obj({"policy": POLICY, "opened": Int(0, U32),
+                                   "keys": ListOf(Row(Int(0, I64), Int(0, U32), Str(),
+                                                      DIGEST))},
+                                  required=("policy", "keys")),
+                               max_meta_bytes=MAX_META_BYTES),
+    Kind.STATE_REQUEST: MessageSchema(Obj({"keys": ListOf(Int(0, I64))}, required=("keys",)),
+                                      max_meta_bytes=MAX_META_BYTES),
+    Kind.STATE: MessageSchema(Obj({"keys": ListOf(KEY_STATE), "spec": Nullable(OPTIMIZER_SPEC),
+                                  "states": Nullable(STATES), "states_digest": DIGEST},
+                                 required=("keys",)),
+                              frames=(0, None), dtype="optional", check=_replica,
+                              max_meta_bytes=MAX_META_BYTES),
+    Kind.RECOVERED: EMPTY,
 }
 # for wire.decode, which checks a meta frame's size before parsing it
 META_LIMITS = {kind: schema.max_meta_bytes for kind, schema in SCHEMAS.items()}

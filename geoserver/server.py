@@ -24,6 +24,7 @@ from .local_store import KeyStore, RequestError
 from .esync import StepBalancer
 from .mixed_sync import MixedExchange
 from .probe import LinkProber
+from .recovery import ServerRecovery
 from .nodes import SERVER, WORKER, NodeInfo
 from .postoffice import AbortedByScheduler, AbortError, Postoffice
 from .ratelog import RateLimitedLog
@@ -83,6 +84,10 @@ class GeoServer:
                               and settings.compression.scope == "all",
                               momentum_corrected=settings.compression.momentum > 0,
                               sync=settings.sync, mixed=self.mixed, resumed=resumed)
+        # replacing a lost DC server from a peer's replica (this one, or another DC's)
+        self.recovery = ServerRecovery(self.dc, self.store, self.exchange, self.wan,
+                                       self.policies, postoffice, self.table.dcs,
+                                       replacing=postoffice.rejoined)
         self.stats = {"messages": 0, "dropped": 0}
         self._departed: set = set()     # esync: workers (anywhere) that finished
         # round gate (adapt): a worker's push of a round not yet open waits there; asking
@@ -204,6 +209,11 @@ class GeoServer:
             self.wan.on_message(source, msg)        # whole chunks go on to the exchange
         elif msg.kind == Kind.UPDATE and self.mixed is not None:
             self.store.on_update(msg, source)
+        elif msg.kind == Kind.STATE_REQUEST:
+            self.recovery.on_state_request(source, msg)
+        elif msg.kind == Kind.STATE:
+            self.recovery.on_state(source, msg)
+            self._after_recovery()
         else:
             self._drops.log(source, "%s: ignored %s from server of %s", self.dc,
                             msg.kind.name, source)
@@ -251,7 +261,10 @@ class GeoServer:
 
     def _accept_worker(self, msg: Message) -> None:
         """A local worker's request: held while its round is not open (asking for a new
-        round at once) or no policy is known yet, else handled."""
+        round at once) or no policy is known yet, else handled. The replacement of a lost
+        server keeps them until it recovered (docs/recovery.md)."""
+        if not self.recovery.take(msg):
+            return
         wan_round = self.settings.sync.wan_round(msg.seq)
         if msg.kind == Kind.PUSH and self.balancer is not None:
             self.balancer.on_push(msg.sender, msg.seq, time.monotonic())
@@ -285,9 +298,16 @@ class GeoServer:
 
     def _on_node_moved(self, msg: Message) -> None:
         """A worker of this DC rejoined (a new process in its rank, docs/recovery.md):
-        reach it at its new address; its rounds go on where the lost one stopped."""
+        reach it at its new address; its rounds go on where the lost one stopped. Or
+        another DC's server was replaced: reach the new process."""
         moved = NodeInfo.from_json(msg.meta["node"])
         old = self.table.nodes.get(moved.id)
+        if old is not None and old.role == SERVER and old.dc == moved.dc != self.dc:
+            self.table.nodes[moved.id] = dataclasses.replace(
+                old, address=moved.address, host=moved.host, local_address=moved.local_address)
+            self.wan.moved(old.dc, old.id, self.po)
+            log.info("%s: the server of %s is now at %s", self.dc, old.dc, moved.address)
+            return
         if old is None or old.id not in self.local_workers or \
                 (old.rank, old.local_rank) != (moved.rank, moved.local_rank):
             log.error("%s: ignored NODE_MOVED naming %s: no such worker here", self.dc,
@@ -297,6 +317,18 @@ class GeoServer:
             old, address=moved.address, host=moved.host, local_address=moved.local_address)
         self.po.van.disconnect(moved.id)
         log.info("%s: %s rejoined at %s", self.dc, old.describe(), moved.address)
+
+    def _on_replay(self, msg: Message) -> None:
+        self.recovery.on_replay(msg)
+        for request in self.gate.open(int(msg.meta.get("opened", 0)), time.monotonic()):
+            self._accept_worker(request)
+        self._after_recovery()
+
+    def _after_recovery(self) -> None:
+        """Once recovered, the replacement takes the requests its workers sent meanwhile."""
+        if not self.recovery.active:
+            for request in self.recovery.release():
+                self._accept_worker(request)
 
     def _on_round_open(self, msg: Message) -> None:
         for request in self.gate.open(msg.seq, time.monotonic()):
@@ -348,6 +380,12 @@ class GeoServer:
             return True
         if msg.kind == Kind.NODE_MOVED and msg.sender == self.scheduler_id:
             self._on_node_moved(msg)
+            return True
+        if msg.kind == Kind.RECOVER and msg.sender == self.scheduler_id:
+            self.recovery.on_recover(msg)
+            return True
+        if msg.kind == Kind.REPLAY and msg.sender == self.scheduler_id:
+            self._on_replay(msg)
             return True
         if msg.kind == Kind.PROBE_REQUEST and msg.sender == self.scheduler_id:
             self._on_probe_request(msg)

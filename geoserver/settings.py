@@ -158,6 +158,8 @@ class RuntimeSettings(_Wire):
     compression: CompressionConfig = field(default=CompressionConfig())   # cluster-wide
     sync: SyncConfig = field(default=SyncConfig())                     # cluster-wide
     resume: bool = _setting(False, bool)    # the servers start from a checkpoint
+    server_restarts: int = _setting(0, int, minimum=0)  # a lost DC server is replaced:
+                                            # workers keep their unconfirmed pushes
     checkpoint: str = field(default="")    # where kv.save_checkpoint() writes by default
 
     @classmethod
@@ -171,7 +173,8 @@ class RuntimeSettings(_Wire):
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
                    compression=config.compression, sync=config.sync,
-                   resume=bool(config.resume), checkpoint=config.checkpoint)
+                   resume=bool(config.resume), checkpoint=config.checkpoint,
+                   server_restarts=int(config.server_restarts))
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

@@ -168,6 +168,17 @@ class PolicyBook:
             raise PolicyError(f"no policy covers round {rnd}")
         return best
 
+    def replay(self, policy: Policy) -> None:
+        """Put ``policy`` in force from its start round on, whatever was announced for
+        those rounds before (a lost DC's rounds in flight are replayed under it, see
+        docs/recovery.md): versions starting at or after it are forgotten. O(versions)."""
+        if any(v >= policy.version for v in self.by_version):
+            raise PolicyError(f"replay policy {policy.version} is not newer than every known "
+                              f"version ({max(self.by_version)})")
+        self.by_version = {v: p for v, p in self.by_version.items()
+                           if p.start_round < policy.start_round}
+        self.by_version[policy.version] = policy
+
     def drop_superseded(self, rnd: int) -> None:
         """Forget the versions no round from ``rnd`` on can use: keep the one in force at
         ``rnd`` and those starting later."""

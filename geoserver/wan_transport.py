@@ -302,6 +302,25 @@ class WanTransport:
                 log.info("%s: %d waiting chunks for %s re-split by the new plan", self.dc,
                          len(whole), v)
 
+    def forget_before(self, version: int) -> int:
+        """A lost DC's server is being replaced: chunks of policy versions before
+        ``version`` (rounds replayed under it) are no longer sent, nor reassembled; how
+        many messages were dropped here. O(messages waiting)."""
+        stale = 0
+        for node in self.servers.values():
+            stale += len(self.outbox.take_waiting(node, lambda m: m.policy < version and (
+                m.kind in CHUNK_KINDS or m.kind == Kind.RELAY)))
+        self.reassembly.drop(lambda ident: ident[1].version < version)
+        return stale
+
+    def moved(self, dc: str, node: int, postoffice) -> None:
+        """``dc``'s server is now another process at another address (the table says
+        where): reconnect, and try its direct link again."""
+        postoffice.van.disconnect(node, linger_s=0)
+        postoffice.connect(node, send_hwm=SEND_HWM)
+        self.router.stalled.pop(dc, None)
+        self.outbox.flush(node)
+
     def report(self) -> dict:
         """Heartbeat meta: inbound link estimates and the neighbours given up as stalled."""
         now = self.clock()

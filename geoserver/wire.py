@@ -69,6 +69,13 @@ class Kind(enum.IntEnum):
     NODE_MOVED = 32     # scheduler -> server: a worker of its DC rejoined (meta: its node)
     RESUME = 33         # rejoined worker -> local server: how far did I get?
     RESUMED = 34        # local server -> worker: rounds of each key it had pushed
+    RECOVER = 35        # scheduler -> servers: a DC's server is replaced; freeze and report
+    STATE_REPORT = 36   # server -> scheduler: each key's applied round and value digest
+    REPLAY = 37         # scheduler -> servers: the round each key restarts from, whose
+                        # replica to copy, and the replay policy
+    STATE_REQUEST = 38  # server -> server: send me your replica of these keys
+    STATE = 39          # server -> server: keys' values and optimizer states, with digests
+    RECOVERED = 40      # server -> scheduler: every key at its planned round; replaying
 
 
 class Flag(enum.IntFlag):

@@ -7,6 +7,7 @@ an ABORT from the scheduler fails every pending and future request with its reas
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -20,10 +21,9 @@ from .compression.feedback import UP, ErrorFeedback
 from .nodes import WORKER, NodeInfo
 from .postoffice import Postoffice
 from .ratelog import RateLimitedLog
-from .security import INSECURE_WARNING, SecurityError, worker_credentials
-from .settings import DEFAULT_TIMEOUT_S
 from .van import Van
 from .wire import Flag, Kind, Message
+from .worker_settings import KVStoreError, WorkerSettings
 
 log = logging.getLogger("netstorm.worker")
 
@@ -31,68 +31,11 @@ log = logging.getLogger("netstorm.worker")
 KEPT_STEP_COUNTS = 64   # esync: step counts kept per worker (keys a few rounds apart)
 
 
-class KVStoreError(RuntimeError):
-    """A request failed: rejected by the server, timed out, or the cluster was aborted."""
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """Where a worker finds its cluster; read once from the environment at the plug-in's edge."""
-
-    scheduler: str
-    dc: str
-    host: str = "127.0.0.1"
-    local_index: int = -1
-    timeout_s: float = DEFAULT_TIMEOUT_S    # registration only; then the cluster's
-    key_file: str = ""          # the DC's secret key (CURVE); see security.py
-    scheduler_key: str = ""     # the scheduler's public key (Z85)
-    insecure: str = ""          # "1": the cluster runs without CURVE (curve = false)
-    run_dir: str = ""           # where to put its ipc:// endpoint ("": the temp folder)
-    reason_file: str = ""       # where to leave why it failed (the launcher's)
-    joined_file: str = ""       # created once it joined the cluster (the launcher checks)
-
-    ENV = {"scheduler": "NETSTORM_SCHEDULER", "dc": "NETSTORM_DC", "host": "NETSTORM_HOST",
-           "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S",
-           "key_file": "NETSTORM_KEY_FILE", "scheduler_key": "NETSTORM_SCHEDULER_KEY",
-           "insecure": "NETSTORM_INSECURE", "run_dir": "NETSTORM_RUN_DIR",
-           "reason_file": "NETSTORM_REASON_FILE", "joined_file": "NETSTORM_JOINED_FILE"}
-
-    def credentials(self):
-        """CURVE credentials from the key variables; None with NETSTORM_INSECURE=1."""
-        if self.insecure == "1":
-            log.warning("worker of %s: %s", self.dc, INSECURE_WARNING)
-            return None
-        if not (self.key_file and self.scheduler_key):
-            raise KVStoreError("NETSTORM_KEY_FILE and NETSTORM_SCHEDULER_KEY must name the "
-                               "DC's secret key file and the scheduler's public key (the "
-                               "launcher sets them), or NETSTORM_INSECURE=1 for a cluster "
-                               "whose file sets [security] curve = false")
-        try:
-            return worker_credentials(self.dc, self.key_file, self.scheduler_key)
-        except SecurityError as exc:
-            raise KVStoreError(f"worker of {self.dc}: {exc}") from exc
-
-    @classmethod
-    def from_env(cls, environ) -> "WorkerSettings":
-        missing = [v for k, v in cls.ENV.items() if k in ("scheduler", "dc") and v not in environ]
-        if missing:
-            raise KVStoreError(f"{', '.join(missing)} not set: start workers with "
-                               f"'python scripts/launch.py ... -- CMD' (see README), or set "
-                               f"them to the scheduler address (tcp://host:port) and DC name")
-        kwargs = {}
-        try:
-            for field_name, var in cls.ENV.items():
-                if var in environ:
-                    kind = cls.__dataclass_fields__[field_name].type
-                    kwargs[field_name] = {"int": int, "float": float}.get(kind, str)(
-                        environ[var])
-        except ValueError as exc:
-            raise KVStoreError(f"bad netstorm environment variable: {exc}") from exc
-        return cls(**kwargs)
+KEPT_PUSH_ROUNDS = 8    # with server_restarts: a key's pushes kept at most, newest first
 
 
 class _Pending:
-    __slots__ = ("event", "reply", "what", "needs", "error")
+    __slots__ = ("event", "reply", "what", "needs", "error", "msg")
 
     def __init__(self, what: str, needs=None):
         self.event = threading.Event()
@@ -101,6 +44,7 @@ class _Pending:
         self.needs = needs      # (key, round) it needs every worker's push of; (None, 0):
                                 # every worker (a barrier); None: nothing
         self.error = ""         # why it failed without a reply
+        self.msg = None         # what went to the server (sent again if it is replaced)
 
 
 @dataclass
@@ -150,6 +94,11 @@ class WorkerClient:
         self._steps_known = threading.Condition(self._lock)
         self._next_steps = {0: 1}   # esync: round -> local steps before the next round
         self._drops = RateLimitedLog(log)
+        # a lost DC server can be replaced (docs/recovery.md): pushes are kept until a value
+        # says their round was applied (the replacement may need them again)
+        self._keep_pushes = self.po.settings.server_restarts > 0
+        self._kept: dict = {}           # key -> {round: the PUSH sent}
+        self._moving = None             # request id of the RESUME sent to a replacement
         self._thread = threading.Thread(target=self._io_loop, name="netstorm-io", daemon=True)
         self._thread.start()
         # a worker restarted into its rank: the rounds of each key its lost process had
@@ -207,6 +156,13 @@ class WorkerClient:
             self._worker_left(str(msg.meta["who"]),
                               {int(k): int(n) for k, n in msg.meta["pushes"]})
             return
+        if msg.kind == Kind.NODE_MOVED:
+            self._server_moved(NodeInfo.from_json(msg.meta["node"]))
+            return
+        if msg.kind == Kind.RESUMED and self._moving is not None and \
+                msg.request == self._moving:
+            self._resend({int(k): int(n) for k, n in msg.meta["pushed"]})
+            return
         token = ("barrier", msg.seq) if msg.kind == Kind.BARRIER_DONE else msg.request
         with self._lock:
             pending = self._pending.pop(token, None)
@@ -217,6 +173,49 @@ class WorkerClient:
             return
         pending.reply = msg
         pending.event.set()
+
+    def _server_moved(self, node: NodeInfo) -> None:
+        """This DC's server was replaced (docs/recovery.md): reach the new process and ask
+        it how far this rank got; requests made meanwhile wait for its answer (I/O thread)."""
+        if node.id != self.server.id:
+            self._drops.log(node.id, "worker %d: ignored NODE_MOVED naming %s", self.me.rank,
+                            node.describe())
+            return
+        with self._lock:
+            self.server = self.po.table.nodes[node.id] = dataclasses.replace(
+                self.server, address=node.address, host=node.host,
+                local_address=node.local_address)
+            self.po.van.disconnect(node.id, linger_s=0)
+            self._moving = next(self._ids)
+            self.po.send(node.id, Message(Kind.RESUME, request=self._moving))
+        log.warning("worker rank %d: %s was replaced (now at %s); resuming there",
+                    self.me.rank, self.server.describe(), node.address)
+
+    def _resend(self, pushed: dict) -> None:
+        """The replacement has ``pushed[key]`` rounds of each key from this rank: send it
+        the later pushes kept, in order, then every request still unanswered (I/O thread)."""
+        lacking = ""
+        with self._lock:
+            self._moving = None
+            for key, info in self.keys.items():
+                kept = self._kept.get(key, {})
+                later = range(pushed.get(key, 0) + 1, info.pushes + 1)
+                lacking = lacking or next((f"round {r} of key {key}" for r in later
+                                           if r not in kept), "")
+                for msg in [kept[r] for r in later if r in kept]:
+                    if msg.request not in self._pending:
+                        msg.flags &= ~Flag.WANT_VALUE       # answered by the lost server
+                    self.po.send(self.server.id, msg)
+            again = [p.msg for p in self._pending.values()
+                     if p.msg is not None and p.msg.kind != Kind.PUSH]
+            for msg in again:
+                self.po.send(self.server.id, msg)
+        if lacking:
+            self._fail_all(f"worker rank {self.me.rank}: the replaced server lacks {lacking}, "
+                           f"which this worker no longer keeps", caused_by_other=False)
+            return
+        log.info("worker rank %d: sent the replacement %d requests again", self.me.rank,
+                 len(again))
 
     def _fail_all(self, reason: str, caused_by_other: bool = True) -> None:
         with self._lock:
@@ -287,11 +286,21 @@ class WorkerClient:
             if token is None:
                 token = msg.request = next(self._ids)
             self._pending[token] = pending
-        if to_scheduler:
-            self.po.send_scheduler(msg)
-        else:
-            self.po.send(self.server.id, msg)
+            if to_scheduler:
+                self.po.send_scheduler(msg)
+                return pending
+            pending.msg = msg
+            self._keep(msg)
+            if self._moving is None:        # else sent once the replacement answered
+                self.po.send(self.server.id, msg)
         return pending
+
+    def _keep(self, msg: Message) -> None:
+        """Keep a push until its round's value came (lock held)."""
+        if self._keep_pushes and msg.kind == Kind.PUSH:
+            kept = self._kept.setdefault(msg.key, {})
+            kept[msg.seq] = msg
+            kept.pop(msg.seq - KEPT_PUSH_ROUNDS, None)
 
     def _wait(self, pending: _Pending, expect: Kind) -> Message:
         if not pending.event.wait(self.timeout_s):
@@ -372,6 +381,8 @@ class WorkerClient:
         if info.pushes <= info.received:    # the lost process of this rank sent it already
             return self.start_pull(key) if want_value else None
         flags, (frame,) = Flag.WANT_VALUE if want_value else Flag.NONE, self._frames(info, grad)
+        if self._keep_pushes and want_value:
+            frame = frame.copy()    # the caller reuses its buffer once the value is back
         if self._push_codec is not None:
             frame, encoded = self._push_codec.encode(key, 0, frame, info.pushes, frame.size, UP)
             flags |= Flag.ENCODED if encoded else Flag.NONE
@@ -382,7 +393,9 @@ class WorkerClient:
             return self._submit(msg, what)
         with self._lock:
             self._refuse_if_left(self._needs(msg), f"round {msg.seq} of key {key}")
-        self.po.send(self.server.id, msg)
+            self._keep(msg)
+            if self._moving is None:
+                self.po.send(self.server.id, msg)
         return None
 
     def start_pull(self, key: int):
@@ -398,6 +411,11 @@ class WorkerClient:
         flat array ``target``."""
         reply = self._wait(handle, Kind.VALUE)
         target[:] = self._value(self.keys[key], reply).reshape(-1)
+        if self._keep_pushes:           # rounds before it are in every replica
+            with self._lock:
+                kept = self._kept.get(key, {})
+                for rnd in [r for r in kept if r < reply.seq]:
+                    del kept[rnd]
         steps = reply.meta.get("steps") if reply.meta else None
         if steps is not None:
             with self._steps_known:

@@ -1,16 +1,17 @@
-"""Workers that died and may come back: which are awaited, until when, and whether a
-REGISTER is one of them coming back into its rank (docs/recovery.md).
+"""Workers and servers that died and may come back: which are awaited, until when, and
+whether a REGISTER is one of them coming back (a worker into its rank, a server into its
+DC; docs/recovery.md).
 
-Pure logic, no sockets: the scheduler's loop asks :meth:`LostWorkers.lose` when a worker
-falls silent or fails, :meth:`LostWorkers.overdue` every beat, and
-:meth:`LostWorkers.rejoin` for a REGISTER received while running.
+Pure logic, no sockets: the scheduler's loop asks :meth:`LostNodes.lose` when a node falls
+silent or fails, :meth:`LostNodes.overdue` every beat, and :meth:`LostNodes.rejoin` for a
+REGISTER received while running.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from netstorm.geoserver.nodes import WORKER, NodeInfo
+from netstorm.geoserver.nodes import SERVER, WORKER, NodeInfo
 
 
 @dataclass(frozen=True)
@@ -20,11 +21,13 @@ class Lost:
     why: str
 
 
-class LostWorkers:
-    def __init__(self, restarts: int, timeout_s: float):
+class LostNodes:
+    def __init__(self, restarts: int, timeout_s: float, server_restarts: int = 0):
         """``restarts``: how often each worker may come back (0: never, a death aborts);
-        ``timeout_s``: how long the cluster waits for one."""
+        ``server_restarts``: the same for each DC's server; ``timeout_s``: how long the
+        cluster waits for one."""
         self.restarts, self.timeout_s = restarts, timeout_s
+        self.budget = {WORKER: restarts, SERVER: server_restarts}
         self.lost: dict = {}            # node id -> Lost
         self.used: Counter = Counter()  # node id -> restarts so far
 
@@ -32,9 +35,9 @@ class LostWorkers:
         return node_id in self.lost
 
     def lose(self, node: NodeInfo, now: float, why: str) -> bool:
-        """Await ``node`` (dead: ``why``) if it is a worker with restarts left; False when
-        the cluster must abort instead. O(1)."""
-        if node.role != WORKER or self.used[node.id] >= self.restarts:
+        """Await ``node`` (dead: ``why``) if it is a worker or server with restarts left;
+        False when the cluster must abort instead. O(1)."""
+        if self.used[node.id] >= self.budget.get(node.role, 0):
             return False
         self.used[node.id] += 1
         self.lost[node.id] = Lost(node, now + self.timeout_s, why)
@@ -48,20 +51,22 @@ class LostWorkers:
         """``(node, "")``: the awaited worker a REGISTER's ``meta`` comes back as, at its new
         address (same id, rank and local rank); ``(None, why not)`` otherwise. O(lost)."""
         role, dc, index = meta.get("role"), meta.get("dc"), meta.get("local_index")
-        if role != WORKER:
+        if role not in self.budget:
             return None, f"the cluster is running; a {role} cannot join it now"
         local = meta.get("local_address", "")
         if not isinstance(meta.get("address"), str) or not isinstance(local, str) or \
                 local and not local.startswith("ipc://"):
             return None, "registration carries no valid address"
         for node_id, lost in self.lost.items():
-            if lost.node.dc == dc and lost.node.local_rank == index:
+            if lost.node.role == role and lost.node.dc == dc and \
+                    (role == SERVER or lost.node.local_rank == index):
                 del self.lost[node_id]
                 return replace(lost.node, address=meta["address"],
                                host=str(meta.get("host", "")), local_address=local), ""
-        waiting = ", ".join(f"{l.node.dc}/{l.node.local_rank}" for l in self.lost.values())
-        return None, (f"the cluster is running and no worker {dc}/{index} is awaited "
+        waiting = ", ".join(l.node.describe() for l in self.lost.values())
+        what = f"server of {dc}" if role == SERVER else f"worker {dc}/{index}"
+        return None, (f"the cluster is running and no {what} is awaited "
                       f"(awaited: {waiting or 'none'})")
 
-    def remaining(self, node_id: int) -> int:
-        return self.restarts - self.used[node_id]
+    def remaining(self, node_id: int, role: str = WORKER) -> int:
+        return self.budget.get(role, 0) - self.used[node_id]

@@ -81,6 +81,15 @@ class RoundTracker:
         return max(short, safe_start_round(latest, self.round_seen, now, margin)) \
             + lead_rounds - 1
 
+    def replay_policy(self, start: int) -> Policy:
+        """The next version, with the latest policy's trees, in force from round ``start``
+        whatever was announced for later rounds: the rounds a lost DC's server had in
+        flight are replayed under it (docs/recovery.md)."""
+        self.policy = Policy(self.policy.version + 1, start, self.policy.trees,
+                             self.policy.shares)
+        self.announced.replay(self.policy)
+        return self.policy
+
     def next_policy(self, trees, shares, lead_rounds: int, now: float) -> Policy:
         """The next policy version, with ``trees`` and ``shares``: with the round gate in
         force from the first round not yet open, otherwise from :meth:`rounds_ahead`;

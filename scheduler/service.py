@@ -25,7 +25,8 @@ from .awareness import Adaptation, Replanner
 from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, planning_topology, \
     random_trees
 from .registration import SCHEDULER_ID, Registration
-from .rejoin import LostWorkers
+from .recovery import RecoveryError, ServerReplacement
+from .rejoin import LostNodes
 from .rounds import RoundTracker
 
 log = logging.getLogger("netstorm.scheduler")
@@ -55,7 +56,8 @@ class Scheduler:
         self.table: NodeTable | None = None
         self.last_seen: dict = {}
         self.finished: set = set()
-        self.lost = LostWorkers(config.worker_restarts, config.timeout_s)
+        self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
+        self.replacement: ServerReplacement | None = None   # a lost DC server being replaced
         self.barriers: dict = {}
         # adapt: servers start a round only once it is open, and a re-planned policy starts
         # at the first round not yet open - the very next round, with no lead and no race
@@ -265,26 +267,38 @@ class Scheduler:
         for lost in self.lost.overdue(now):
             raise ClusterAborted(f"{lost.node.describe()} {lost.why}, and did not rejoin "
                                  f"within timeout_s = {self.config.timeout_s:g}s")
+        why = self.replacement.overdue(now) if self.replacement is not None else ""
+        if why:
+            raise ClusterAborted(f"replacing the server of {self.replacement.lost_dc}: {why} "
+                                 f"within timeout_s = {self.config.timeout_s:g}s")
 
     def _lose(self, node_id: int, why: str) -> bool:
-        """Await a dead worker's return (``[recovery] worker_restarts``); False if the
-        cluster must abort instead."""
+        """Await a dead worker's or server's return (``[recovery] worker_restarts``,
+        ``server_restarts``); False if the cluster must abort instead (a second server
+        lost while one is being replaced, too)."""
         node = self.table[node_id]
+        if node.role == SERVER and (self.replacement is not None or any(
+                n.role == SERVER for n in (l.node for l in self.lost.lost.values()))):
+            return False
         if not self.lost.lose(node, time.monotonic(), why):
             return False
         self.last_seen.pop(node_id, None)
         log.warning("%s %s; waiting up to %gs for it to rejoin (%d restart(s) left)",
                     node.describe(), why, self.config.timeout_s,
-                    self.lost.remaining(node_id))
+                    self.lost.remaining(node_id, node.role))
         return True
 
     def _supersede(self, meta: dict) -> None:
         """A new process registering in the rank of a worker still taken for alive: its
         launcher restarted it before the silence gave it away (only a holder of that DC's
         key can register there)."""
-        for node in self.table.workers():
-            if node.dc == meta.get("dc") and node.local_rank == meta.get("local_index") \
-                    and node.id not in self.lost and node.id not in self.finished:
+        for node in self.table.nodes.values():
+            if node.role == meta.get("role") == SERVER and node.dc == meta.get("dc") and \
+                    node.id not in self.lost:
+                self._lose(node.id, "was replaced by a new process")
+            elif node.role == meta.get("role") and node.dc == meta.get("dc") and \
+                    node.local_rank == meta.get("local_index") and \
+                    node.id not in self.lost and node.id not in self.finished:
                 self._lose(node.id, "was replaced by a new process in its rank")
 
     def _on_register(self, msg: wire.Message) -> None:
@@ -296,6 +310,9 @@ class Scheduler:
         if node is None:
             self._reject(msg, why)
             return
+        if node.role == SERVER:
+            self._replace_server(node, msg.meta)
+            return
         self.table.nodes[node.id] = node
         self.van.disconnect(node.id)
         self._welcome([node], self.rounds.policy, rejoined=True)
@@ -304,6 +321,63 @@ class Scheduler:
                                               meta={"node": node.to_json()}))
         log.info("%s rejoined at %s (pid %s on %s)", node.describe(), node.address,
                  msg.meta.get("pid"), node.host)
+
+    def _replace_server(self, node: NodeInfo, meta: dict) -> None:
+        """A new server process for a lost one (docs/recovery.md): it gets the table with no
+        policy yet; every other server and the DC's workers learn its address; the
+        survivors freeze and report, and the replay follows their reports."""
+        self.table.nodes[node.id] = node
+        self.van.disconnect(node.id)
+        self._welcome([node], None, rejoined=True)
+        moved = wire.Message(wire.Kind.NODE_MOVED, meta={"node": node.to_json()})
+        for other in self.table.nodes.values():
+            if other.id != node.id and other.id not in self.finished and (
+                    other.role == SERVER or other.dc == node.dc and other.role != SCHEDULER):
+                self.van.send(other.id, moved)
+        survivors = [n for n in self.table.nodes.values() if n.role == SERVER and n is not node]
+        version = self.rounds.policy.version + 1
+        self.replacement = ServerReplacement(node.dc, {n.dc for n in survivors},
+                                             time.monotonic() + self.config.timeout_s)
+        for other in survivors:
+            self.van.send(other.id, wire.Message(wire.Kind.RECOVER,
+                                                 meta={"dc": node.dc, "version": version}))
+        log.warning("%s rejoined at %s (pid %s on %s): the %d other servers freeze and "
+                    "report their replicas", node.describe(), node.address, meta.get("pid"),
+                    node.host, len(survivors))
+        self.stats({"t": round(time.monotonic(), 3), "event": "replace", "dc": node.dc})
+
+    def _on_state_report(self, msg: wire.Message) -> None:
+        if self.replacement is None:
+            return
+        self.replacement.report(self.table[msg.sender].dc, msg.meta["keys"])
+        if not self.replacement.reported:
+            return
+        try:
+            plan = self.replacement.make_plan()
+        except RecoveryError as exc:
+            raise ClusterAborted(f"replacing the server of {self.replacement.lost_dc}: "
+                                 f"{exc}") from exc
+        policy = self.rounds.replay_policy(self.replacement.start_round)
+        self._broadcast_servers(wire.Kind.REPLAY, {
+            "policy": policy.to_json(), "opened": self.rounds.opened,
+            "keys": [[k, r, source, d] for k, (r, source, d) in sorted(plan.items())]})
+        self._log_policy("replay")
+        log.info("replay policy %d from round %d: %d keys copied from %s", policy.version,
+                 policy.start_round, len(plan),
+                 ", ".join(sorted({source for _, source, _ in plan.values()})) or "nobody")
+
+    def _on_recovered(self, msg: wire.Message) -> None:
+        dc = self.table[msg.sender].dc
+        if self.replacement is None or not self.replacement.back(dc):
+            return
+        took = time.monotonic() - (self.replacement.deadline - self.config.timeout_s)
+        log.warning("the server of %s was replaced in %.1fs; every DC replays from its "
+                    "planned rounds", self.replacement.lost_dc, took)
+        self.stats({"t": round(time.monotonic(), 3), "event": "replaced",
+                    "dc": self.replacement.lost_dc, "seconds": round(took, 3)})
+        self.replacement = None
+        if self.adaptation is not None:
+            self._send_routes()
 
     def _on_barrier(self, msg: wire.Message) -> None:
         if msg.seq not in self.barriers and len(self.barriers) >= MAX_EARLY_MESSAGES:
@@ -355,7 +429,8 @@ class Scheduler:
         workers = {n.id for n in self.table.workers()}
         next_switch = time.monotonic() + self.switch_every_s
         while not workers <= self.finished:
-            if self.switch_every_s and time.monotonic() >= next_switch:
+            if self.switch_every_s and time.monotonic() >= next_switch and \
+                    self.replacement is None:
                 self.announce(*random_trees(self.table.dcs, self._rng), lead_rounds=2)
                 next_switch = time.monotonic() + self.switch_every_s
             msg = self._recv(self.config.heartbeat_s)
@@ -369,6 +444,10 @@ class Scheduler:
                     self._on_barrier(msg)
                 elif msg.kind == wire.Kind.BYE:
                     self._on_bye(msg)
+                elif msg.kind == wire.Kind.STATE_REPORT:
+                    self._on_state_report(msg)
+                elif msg.kind == wire.Kind.RECOVERED:
+                    self._on_recovered(msg)
                 elif msg.kind == wire.Kind.ABORT:
                     raise ClusterAborted(f"{self.table.describe(msg.sender)} aborted: "
                                          f"{msg.meta.get('reason', '?')}")
@@ -379,7 +458,8 @@ class Scheduler:
             self._adapt()
 
     def _adapt(self) -> None:
-        if self.adaptation is None or not self.adaptation.due(time.monotonic()):
+        if self.adaptation is None or self.replacement is not None or \
+                not self.adaptation.due(time.monotonic()):
             return
         plan = self.adaptation.tick(self.rounds.policy, time.monotonic(), self.rounds.latest)
         if plan is not None:

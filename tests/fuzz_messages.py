@@ -47,7 +47,8 @@ FIELD_TYPES = {
     "num_update": int, "part": list, "from": str, "to": str, "kind": int, "hops": int,
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
     "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int, "stype": str,
-    "node": dict, "pushed": list, "rejoined": bool, "base": int,
+    "node": dict, "pushed": list, "rejoined": bool, "base": int, "version": int, "keys": list,
+    "opened": int, "states_digest": str,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -81,6 +82,14 @@ BASE_META = {
                                "address": "tcp://127.0.0.1:9", "rank": 0, "local_rank": 0,
                                "host": "fuzz", "local_address": ""}},
     Kind.RESUMED: {"pushed": [[0, 1]], "base": 0},
+    Kind.RECOVER: {"dc": "dc1", "version": 2},
+    Kind.STATE_REPORT: {"keys": [[0, 3, "ab" * 32]]},
+    Kind.REPLAY: {"policy": {"version": 2, "start_round": 4,
+                             "trees": [{"root": "dc0", "parent": {"dc0": None, "dc1": "dc0"}}],
+                             "shares": [1.0]}, "keys": [[0, 3, "dc1", "ab" * 32]], "opened": 3},
+    Kind.STATE_REQUEST: {"keys": [0]},
+    Kind.STATE: {"keys": [[0, 3, [4], "<f4", False, "ab" * 32]], "spec": None,
+                 "states": None},
 }
 # nested fields worth breaking: where each sits in its kind's base meta, and its JSON type
 NESTED_PATHS = {
@@ -107,10 +116,12 @@ NATURAL_SENDERS = {
     Kind.PROBE_REQUEST: (0,), Kind.PROBE: (2,), Kind.PROBE_REPORT: (1, 2), Kind.RELAY: (2,),
     Kind.ROUTES: (0,), Kind.ROUND_OPEN: (0,), Kind.ERROR: (1, 0), Kind.WORKER_LEFT: (0,),
     Kind.UPDATE: (2,), Kind.NODE_MOVED: (0,), Kind.RESUME: (3,), Kind.RESUMED: (1,),
+    Kind.RECOVER: (0,), Kind.STATE_REPORT: (1, 2), Kind.REPLAY: (0,), Kind.STATE_REQUEST: (2,),
+    Kind.STATE: (2,), Kind.RECOVERED: (1, 2),
 }
 KINDS = {int(k) for k in Kind}
 DATA_KINDS = (Kind.INIT, Kind.PUSH, Kind.VALUE, Kind.STATES, Kind.LOAD_STATES,
-              Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE, Kind.RELAY, Kind.UPDATE)
+              Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE, Kind.RELAY, Kind.UPDATE, Kind.STATE)
 
 # Raw JSON fragments no ``json.dumps`` of a sane value produces.
 RAW = {

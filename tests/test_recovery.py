@@ -106,6 +106,60 @@ def test_recover_refuses_a_corrupted_checkpoint_naming_it(no_leftovers, tmp_path
     assert "[recovery] resume:" in run.output and str(path) in run.output, run.output[-3000:]
 
 
+def _kill_server_when(cue, dc: str, tmpdir, killed: list) -> None:
+    """SIGKILL ``dc``'s server of the run started with TMPDIR ``tmpdir`` once ``cue`` (a
+    file) exists."""
+    import os
+    import signal
+    import time
+
+    import psutil
+    deadline = time.monotonic() + 120
+    while not cue.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        try:
+            ours = proc.environ().get("TMPDIR") == str(tmpdir)      # this test's
+        except psutil.Error:
+            continue
+        if ours and "netstorm.geoserver" in cmd and dc in cmd:
+            os.kill(proc.info["pid"], signal.SIGKILL)
+            killed.append(proc.info["pid"])
+
+
+@pytest.mark.parametrize("dcs, workers_per_dc, policy, kill_at", [
+    (2, 2, "star", 10), (3, 1, "fapt", 7)])
+def test_recover_a_killed_server_from_a_peer_replica_exactly(no_leftovers, dcs,
+                                                              workers_per_dc, policy, kill_at):
+    """dc1's server SIGKILLed mid-training: the launcher starts a new one, which copies a
+    peer DC's replica (checked against the digest its source reported) while the other
+    servers wait; every DC replays the rounds in flight, dc1's workers send the new server
+    the pushes it lacks, and every worker ends with the weights of an uninterrupted run,
+    bit for bit (so every DC's replica is identical)."""
+    import threading
+    cue, out = no_leftovers / "cue", no_leftovers / "out"
+    out.mkdir()
+    killed = []
+    killer = threading.Thread(target=_kill_server_when, args=(cue, "dc1", no_leftovers, killed))
+    killer.start()
+    run = launch(["--dcs", dcs, "--workers-per-dc", workers_per_dc, "--policy", policy,
+                  "--server-restarts", 1],
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", kill_at, cue),
+                 no_leftovers, timeout=240)
+    killer.join()
+    assert killed, run.output[-3000:]
+    assert run.code == 0, run.output[-6000:]
+    assert "[launch] server dc1 was killed by SIGKILL; replacing it from a peer DC's " \
+        "replica (1 of 1)" in run.output
+    assert "the server of dc1 was replaced in" in run.output, run.output[-4000:]
+    want = uninterrupted(ROUNDS, dcs * workers_per_dc)
+    for rank in range(dcs * workers_per_dc):
+        got = np.load(out / f"rank{rank}.npz")
+        for key in SHAPES:
+            np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"rank {rank}")
+
+
 def test_recover_from_a_killed_server_by_restarting_the_cluster_from_its_checkpoint(
         no_leftovers):
     """dc1's server SIGKILLed after the checkpoint of round 10 was written: the launcher

@@ -74,6 +74,17 @@ VALID = {
         "local_rank": 1, "host": "h", "local_address": ""}}),
     Kind.RESUME: Message(Kind.RESUME, request=3),
     Kind.RESUMED: Message(Kind.RESUMED, request=3, meta={"pushed": [[0, 12], [1, 11]]}),
+    Kind.RECOVER: Message(Kind.RECOVER, meta={"dc": "eu", "version": 4}),
+    Kind.STATE_REPORT: Message(Kind.STATE_REPORT, meta={"keys": [[0, 12, "0f" * 32]]}),
+    Kind.REPLAY: Message(Kind.REPLAY, meta={
+        "policy": {"version": 4, "start_round": 12,
+                   "trees": [{"root": "eu", "parent": {"eu": None, "us": "eu"}}]},
+        "keys": [[0, 11, "us", "0f" * 32]], "opened": 12}),
+    Kind.STATE_REQUEST: Message(Kind.STATE_REQUEST, meta={"keys": [0, 1]}),
+    Kind.STATE: Message(Kind.STATE, meta={
+        "keys": [[0, 11, [3], "<f4", False, "0f" * 32]], "spec": None, "states": None},
+        dtype=np.uint8, frames=[np.zeros(12, np.uint8)]),
+    Kind.RECOVERED: Message(Kind.RECOVERED),
 }
 
 
@@ -223,5 +234,6 @@ def test_only_kinds_whose_meta_grows_with_the_cluster_or_model_may_be_large():
     assert set(schema.META_LIMITS) == set(Kind)
     assert large == {Kind.WELCOME, Kind.HEARTBEAT, Kind.ABORT, Kind.BYE, Kind.WORKER_LEFT,
                      Kind.SET_OPTIMIZER, Kind.STATES, Kind.LOAD_STATES, Kind.POLICY,
-                     Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR, Kind.RESUMED}
+                     Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR, Kind.RESUMED,
+                     Kind.STATE_REPORT, Kind.REPLAY, Kind.STATE_REQUEST, Kind.STATE}
     assert max(schema.META_LIMITS.values()) == wire.MAX_META_BYTES

@@ -84,6 +84,10 @@ def parse_args(argv):
     parser.add_argument("--worker-restarts", type=int, default=None,
                         help="restart a worker that dies up to N times into its rank; the "
                              "cluster waits for it (fsa only; docs/recovery.md)")
+    parser.add_argument("--server-restarts", type=int, default=None,
+                        help="replace a DC server that dies up to N times, from a peer DC's "
+                             "replica, without stopping the others (fsa only; "
+                             "docs/recovery.md)")
     parser.add_argument("--resume", default=None,
                         help="start the servers from a checkpoint written by "
                              "kv.save_checkpoint (fsa only; docs/recovery.md)")
@@ -179,8 +183,9 @@ def main(argv=None) -> int:
     for key in ("resume", "checkpoint"):
         if getattr(args, key) is not None:
             transport[key] = str(Path(getattr(args, key)).resolve())
-    if args.cluster_restarts is not None:
-        transport["cluster_restarts"] = args.cluster_restarts
+    for key in ("cluster_restarts", "server_restarts"):
+        if getattr(args, key) is not None:
+            transport[key] = getattr(args, key)
     for key in ("adapt", "multipath", "stats"):
         if getattr(args, key) is not None:
             transport[key] = getattr(args, key)

@@ -80,12 +80,15 @@ class Proc:
 class Launcher:
     """Owns the child processes of one cluster; always tears them all down."""
 
-    def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0):
+    def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0,
+                 server_restarts: int = 0):
         """``stop_note``: a file where the launcher writes why it stops the cluster before
         it signals the processes (a server passes that on to the scheduler, so the other
         hosts learn which node failed, not that a bystander was stopped).
-        ``worker_restarts``: how often a failed worker is started again into its rank."""
-        self.worker_restarts = worker_restarts
+        ``worker_restarts``: how often a failed worker is started again into its rank;
+        ``server_restarts``: how often a failed DC server is started again (it takes a
+        peer DC's replica)."""
+        self.restarts = {"worker": worker_restarts, "server": server_restarts}
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
         self.out = out or sys.stdout
@@ -185,8 +188,7 @@ class Launcher:
             if code == 0:
                 workers_ok += proc.role == "worker"
                 continue
-            if proc.role == "worker" and proc.restarts < self.worker_restarts and \
-                    not proc.follows(code):
+            if proc.restarts < self.restarts.get(proc.role, 0) and not proc.follows(code):
                 pending.add(self._restart(proc, code).name)
                 continue
             if proc.follows(code):
@@ -197,10 +199,13 @@ class Launcher:
         return self._failed(*_most_direct(followers)) if followers else 0
 
     def _restart(self, proc: Proc, code: int) -> Proc:
-        """Start a failed worker again, into its rank: the scheduler waits for it
-        (docs/recovery.md). Its reason file is cleared; the dead process is forgotten."""
-        self._emit("launch", f"{proc.name} {_exit_words(code)}; restarting it into its rank "
-                             f"({proc.restarts + 1} of {self.worker_restarts})")
+        """Start a failed worker again, into its rank, or a failed server, which takes a
+        peer DC's replica: the scheduler waits for it (docs/recovery.md). Its reason file
+        is cleared; the dead process is forgotten."""
+        how = "restarting it into its rank" if proc.role == "worker" else \
+            "replacing it from a peer DC's replica"
+        self._emit("launch", f"{proc.name} {_exit_words(code)}; {how} "
+                             f"({proc.restarts + 1} of {self.restarts[proc.role]})")
         with contextlib.suppress(OSError):
             os.unlink(proc.reason_file)
         self.procs.remove(proc)
@@ -379,7 +384,8 @@ def _run_once(config, command, part, wrap_dc, out, python, as_dist_sync, started
     """One run of :func:`run_cluster`: ``(exit code, role of the process that failed)``."""
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
         launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE),
-                            worker_restarts=config.worker_restarts)
+                            worker_restarts=config.worker_restarts,
+                            server_restarts=config.server_restarts)
         config = with_keys(config, tmp, part == placement.whole(config))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))

@@ -2,6 +2,7 @@
 SGD optimizer with momentum, restartable (it goes on after ``kv.resumed_round``).
 
     recover_worker.py ROUNDS OUT_DIR [--kill RANK ROUND] [--save-at ROUND PATH]
+                      [--mark-at ROUND PATH] [--pause S]
 
 With --kill, rank RANK's first process SIGKILLs itself in round ROUND, after pushing key 0
 and before key 1 (a step half sent). With --save-at, rank 0 writes a checkpoint after that
@@ -25,6 +26,8 @@ parser.add_argument("--save-at", nargs=2, default=(0, ""))
 parser.add_argument("--save-every", type=int, default=0,
                     help="rank 0 saves to the cluster's [recovery] checkpoint this often")
 parser.add_argument("--pause", type=float, default=0.0, help="seconds per round")
+parser.add_argument("--mark-at", nargs=2, default=(0, ""),
+                    help="rank 0 creates PATH once round ROUND is done (a test's cue)")
 args = parser.parse_args()
 rounds, out_dir, (kill_rank, kill_round) = args.rounds, args.out_dir, args.kill
 save_at, save_to = int(args.save_at[0]), args.save_at[1]
@@ -49,6 +52,8 @@ for rnd in range(start + 1, rounds + 1):
         print(f"checkpoint of round {kv.save_checkpoint(save_to)} written", flush=True)
     if R == 0 and args.save_every and rnd % args.save_every == 0:
         print(f"checkpoint of round {kv.save_checkpoint()} written", flush=True)
+    if R == 0 and rnd == int(args.mark_at[0]):
+        open(args.mark_at[1], "w").close()
     time.sleep(args.pause)
 np.savez(os.path.join(out_dir, f"rank{R}.npz"), **{str(k): w.asnumpy() for k, w in
                                                    weights.items()})

@@ -1,0 +1,149 @@
+"""A DC server's part in replacing a lost DC server from a peer's replica (docs/recovery.md).
+
+The scheduler drives it in three steps:
+
+1. ``RECOVER`` (to the surviving servers): freeze. Nothing more goes to the WAN, every
+   partial sum and every queued chunk of the rounds in flight is dropped (they named policy
+   versions older than the replay policy's, which every DC now refuses), and each key's
+   applied round and value digest go to the scheduler (``STATE_REPORT``). Applying stops by
+   itself: a total needs chunks, and none of the old versions is taken any more.
+2. ``REPLAY`` (to every server, the replacement too): for every key, the round it restarts
+   from (the most any surviving DC applied), a DC that holds it there and its digest, and
+   the replay policy, in force from the earliest such round on. A DC behind on a key (and
+   the replacement, on every key) asks that DC for its replica (``STATE_REQUEST``) and
+   checks the ``STATE`` it gets against the planned round and digest
+   (:mod:`netstorm.geoserver.replica`).
+3. Once every key is at its round, the rounds after it go to the WAN again under the replay
+   policy (the local sums of the DC's workers' pushes were kept; the replacement's workers
+   send theirs again after a ``RESUME``), and the scheduler hears ``RECOVERED``.
+
+No round is applied twice or lost: a key's rounds up to its planned round are in every
+replica (a DC behind copies a DC that applied it, whose total included every DC's
+contribution), and every round after it is summed again from the DCs' kept sums, exactly
+once, under one policy version.
+
+The replacement takes no worker request until step 3 is done, and none from a worker that
+has not yet asked where to resume (``RESUME``): an earlier one was sent to the lost process.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from . import replica
+from .postoffice import AbortError
+from .tree import Policy, PolicyError
+from .wire import Kind, Message
+
+log = logging.getLogger("netstorm.server")
+
+
+class ServerRecovery:
+    def __init__(self, dc: str, store, exchange, wan, policies, postoffice, dcs,
+                 replacing: bool):
+        """``replacing``: this process replaces the lost server of ``dc``."""
+        self.dc, self.store, self.exchange, self.wan = dc, store, exchange, wan
+        self.policies, self.po, self.dcs = policies, postoffice, dcs
+        self.replacing = replacing
+        self.active = replacing         # from RECOVER (or start) until every key is back
+        self.rounds: dict = {}          # key -> the round it restarts from
+        self.awaiting: dict = {}        # key -> (round, digest) of replicas still to come
+        self.held: list = []            # replacement: worker requests until recovered
+        self.resumed: set = set()       # replacement: workers that asked where to resume
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------ worker requests
+    def take(self, msg: Message) -> bool:
+        """Whether the server handles a local worker's request now; False: kept (until
+        recovered) or dropped (sent to the lost process)."""
+        if not self.replacing:
+            return True
+        if msg.kind == Kind.RESUME:
+            self.resumed.add(msg.sender)
+        elif msg.sender not in self.resumed:
+            log.info("%s: dropped %s of key %d from node %d, sent before it resumed here",
+                     self.dc, msg.kind.name, msg.key, msg.sender)
+            return False
+        if self.active:
+            self.held.append(msg)
+            return False
+        return True
+
+    # ------------------------------------------------------------ the three steps
+    def on_recover(self, msg: Message) -> None:
+        version = int(msg.meta["version"])
+        log.warning("%s: the server of %s is being replaced: freezing; chunks of policies "
+                    "before %d are dropped", self.dc, msg.meta["dc"], version)
+        self.active, self.started = True, time.monotonic()
+        self.store.hold_wan = True
+        self.exchange.restart(version)
+        dropped = self.wan.forget_before(version)
+        keys = self.store.report()
+        log.info("%s: %d stale chunk messages dropped; reporting %d keys", self.dc, dropped,
+                 len(keys))
+        self.po.send_scheduler(Message(Kind.STATE_REPORT, meta={"keys": keys}))
+
+    def on_replay(self, msg: Message) -> None:
+        try:
+            policy = Policy.from_json(msg.meta["policy"], self.dcs)
+            self.exchange.restart(policy.version)
+            self.policies.replay(policy)
+        except PolicyError as exc:
+            raise AbortError(f"{self.dc}: bad REPLAY from the scheduler: {exc}") from exc
+        self.rounds, asks = {}, {}
+        for key, rnd, source, want in msg.meta["keys"]:
+            self.rounds[key] = rnd
+            entry = self.store.keys.get(key)
+            applied = entry.applied if entry is not None and entry.value is not None else -1
+            if applied > rnd:
+                raise AbortError(f"{self.dc}: REPLAY puts key {key} back at round {rnd}, "
+                                 f"this DC applied {applied}")
+            if applied < rnd:
+                if source not in self.dcs or source == self.dc:
+                    raise AbortError(f"{self.dc}: REPLAY names {source!r} for key {key}")
+                self.awaiting[key] = (rnd, want)
+                asks.setdefault(source, []).append(key)
+        self.exchange.forget_after(self.rounds)
+        self.exchange.policy_added()
+        log.info("%s: replay policy %d from round %d; copying %d keys from %s", self.dc,
+                 policy.version, policy.start_round, len(self.awaiting),
+                 ", ".join(sorted(asks)) or "nobody")
+        for source, keys in sorted(asks.items()):
+            self.wan.send(source, Message(Kind.STATE_REQUEST, meta={"keys": keys}))
+        self._maybe_done()
+
+    def on_state_request(self, source: str, msg: Message) -> None:
+        keys = [int(k) for k in msg.meta["keys"]]
+        unknown = [k for k in keys if k not in self.store.keys]
+        if unknown:
+            log.error("%s: %s asked for keys %s, unknown here", self.dc, source, unknown)
+            return
+        meta, frames = self.store.replicas(keys)
+        self.wan.send(source, Message(Kind.STATE, meta=meta, dtype=frames[0].dtype
+                                      if frames else None, frames=frames))
+
+    def on_state(self, source: str, msg: Message) -> None:
+        expected = {k: self.awaiting[k] for k, *_ in msg.meta["keys"] if k in self.awaiting}
+        try:
+            replicas, spec, states, frames = replica.decode(msg.meta, msg.frames, expected)
+            self.store.adopt(replicas, spec, states, frames)
+        except replica.ReplicaError as exc:
+            raise AbortError(f"{self.dc}: refused the replica from {source}: {exc}") from exc
+        for rep in replicas:
+            del self.awaiting[rep.key]
+        log.info("%s: took %d keys from %s's replica", self.dc, len(replicas), source)
+        self._maybe_done()
+
+    def _maybe_done(self) -> None:
+        if self.awaiting or not self.active:
+            return
+        self.store.replay(self.rounds)
+        self.active = False
+        log.warning("%s: recovered in %.2fs: every key at its round; replaying the rounds "
+                    "after it", self.dc, time.monotonic() - self.started)
+        self.po.send_scheduler(Message(Kind.RECOVERED))
+
+    def release(self) -> list:
+        """The worker requests kept until recovered (once), in arrival order."""
+        held, self.held = self.held, []
+        return held

@@ -1,0 +1,84 @@
+"""Replacing a lost DC server: the scheduler's side (docs/recovery.md).
+
+Pure logic, no sockets, time passed in. :class:`ServerReplacement` follows one replacement:
+the surviving servers' reports (each key's applied round and value digest, frozen), the
+plan made from them (for each key the round every DC restarts from, the most any survivor
+applied, and a survivor that holds it there), and the servers that said they are back.
+
+Why the most any survivor applied is right: a DC applies a key's round only once every
+DC's contribution to it was summed, so that round's total is final, and DCs applying the
+same rounds hold bit-identical replicas. Every later round was not applied by any survivor:
+it is summed again, under the replay policy, from the sums the DCs kept. (The lost server
+may have applied one round more; its workers then push that round again, see
+:mod:`netstorm.geoserver.worker_client`.)
+"""
+from __future__ import annotations
+
+
+class RecoveryError(RuntimeError):
+    """The replacement cannot go on; the text names the DCs and keys."""
+
+
+class ServerReplacement:
+    def __init__(self, lost_dc: str, survivors, deadline: float):
+        """``survivors``: the DCs whose servers report; all must within ``deadline``."""
+        self.lost_dc = lost_dc
+        self.survivors = set(survivors)
+        self.deadline = deadline
+        self.reports: dict = {}         # dc -> {key: (round, digest)}
+        self.recovered: set = set()     # servers (DCs) back, the replacement's included
+        self.plan: dict | None = None   # key -> (round, source dc, digest)
+
+    def report(self, dc: str, keys) -> None:
+        """``dc``'s frozen state: ``[[key, applied round, digest]]``. O(keys)."""
+        if dc in self.survivors and self.plan is None:
+            self.reports[dc] = {int(k): (int(r), str(d)) for k, r, d in keys}
+
+    @property
+    def reported(self) -> bool:
+        return self.plan is None and set(self.reports) == self.survivors
+
+    def make_plan(self) -> dict:
+        """Once every survivor reported: ``{key: (round, source, digest)}``. The source is
+        a survivor at the key's latest round, spread over such survivors so that the
+        copies travel over several links. Raises :class:`RecoveryError` when survivors
+        at the same round of a key hold different values, or know different keys.
+        O(DCs · keys)."""
+        keys = set().union(*(set(r) for r in self.reports.values())) if self.reports else set()
+        plan = {}
+        for i, key in enumerate(sorted(keys)):
+            missing = sorted(dc for dc, r in self.reports.items() if key not in r)
+            if missing:
+                raise RecoveryError(f"key {key} is unknown to the servers of "
+                                    f"{', '.join(missing)}")
+            latest = max(r[key][0] for r in self.reports.values())
+            at = sorted(dc for dc, r in self.reports.items() if r[key][0] == latest)
+            digests = {self.reports[dc][key][1] for dc in at}
+            if len(digests) > 1:
+                raise RecoveryError(f"the replicas of key {key} after round {latest} differ "
+                                    f"between {', '.join(at)}: they are not copied")
+            source = at[i % len(at)]
+            plan[key] = (latest, source, self.reports[source][key][1])
+        self.plan = plan
+        return plan
+
+    @property
+    def start_round(self) -> int:
+        """The first round replayed: the replay policy is in force from it on."""
+        return min((rnd for rnd, _, _ in self.plan.values()), default=0) + 1
+
+    def back(self, dc: str) -> bool:
+        """``dc``'s server said it recovered; True once every server did. O(1)."""
+        if self.plan is not None:
+            self.recovered.add(dc)
+        return self.recovered >= self.survivors | {self.lost_dc}
+
+    def overdue(self, now: float) -> str:
+        """Why the replacement failed, once it took longer than allowed; "" otherwise."""
+        if now <= self.deadline:
+            return ""
+        if self.plan is None:
+            waiting = sorted(self.survivors - set(self.reports))
+            return f"no state report from the servers of {', '.join(waiting)}"
+        waiting = sorted((self.survivors | {self.lost_dc}) - self.recovered)
+        return f"the servers of {', '.join(waiting)} did not recover"
