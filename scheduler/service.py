@@ -25,7 +25,7 @@ from .awareness import Adaptation, Replanner
 from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, planning_topology, \
     random_trees
 from .registration import SCHEDULER_ID, Registration
-from .recovery import RecoveryError, ServerReplacement
+from .replacement import RecoveryError, ServerReplacement
 from .rejoin import LostNodes
 from .rounds import RoundTracker
 

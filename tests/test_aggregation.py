@@ -191,3 +191,26 @@ def test_chunks_waiting_for_a_policy_are_bounded_per_neighbour_and_released_on_r
     ex.policies.add(star_policy(["a", "b", "c"], "a", version=2, start_round=1))
     ex.policy_added()                                # replayed into a partial sum, still b's
     assert not ex._waiting and ex.in_flight == 1 and ex.held == {"b": one}
+
+
+def test_a_restart_drops_partial_sums_and_stale_versions_and_sums_the_rounds_again(caplog):
+    """A lost server (docs/recovery.md): what was in flight is dropped, chunks of older
+    versions are refused from then on, and the rounds forgotten are summed again once."""
+    first = star_policy(["a", "b"], "a")
+    book = PolicyBook(first)
+    got = []
+    ex = TreeExchange("a", book, lambda *m: None, lambda *d: got.append(d))
+    ex.contribute(ChunkId(0, 0, 1, 1, 0), np.ones(2))
+    ex.on_up("b", ChunkId(0, 0, 1, 1, 0), np.ones(2))
+    ex.contribute(ChunkId(0, 0, 2, 1, 0), np.ones(2))      # round 2 in flight
+    assert len(got) == 1 and ex.in_flight == 1
+    ex.restart(2)
+    assert ex.in_flight == 0
+    ex.on_up("b", ChunkId(0, 0, 2, 1, 0), np.ones(2))      # stale: version 1
+    assert "replaced by policy 2" in caplog.text and ex.in_flight == 0
+    book.replay(star_policy(["a", "b"], "a", version=2, start_round=1))
+    ex.forget_after({0: 0})                                  # key 0 is back at round 0
+    for rnd in (1, 2):
+        ex.contribute(ChunkId(0, 0, rnd, 2, 0), np.full(2, rnd))
+        ex.on_up("b", ChunkId(0, 0, rnd, 2, 0), np.full(2, 10 * rnd))
+    assert [(g[2], list(g[3])) for g in got[1:]] == [(1, [11, 11]), (2, [22, 22])]

@@ -283,9 +283,10 @@ def test_bad_host_fields_are_refused_naming_the_dc(old, new, message):
 def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text(GOOD + '[recovery]\nworker_restarts = 2\nresume = "ckpt/at12.npz"\n'
-                    'checkpoint = "ckpt/latest.npz"\ncluster_restarts = 3\n')
+                    'checkpoint = "ckpt/latest.npz"\ncluster_restarts = 3\nserver_restarts = 1\n')
     c = load_cluster(path)
     assert c.worker_restarts == 2 and c.resume == str(tmp_path / "ckpt" / "at12.npz")
+    assert c.server_restarts == 1
     assert c.checkpoint == str(tmp_path / "ckpt" / "latest.npz") and c.cluster_restarts == 3
     again = tmp_path / "again.toml"
     again.write_text(to_toml(c))
@@ -298,6 +299,10 @@ def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
             (GOOD + "[recovery]\ncluster_restarts = 1\n",
              "cluster_restarts needs 'checkpoint'"),
             (GOOD + '[recovery]\ncheckpoint = "c.npz"\ncluster_restarts = 101\n',
-             "cluster_restarts must be in 0..100")]:
+             "cluster_restarts must be in 0..100"),
+            (GOOD + '[recovery]\nserver_restarts = 1\n[sync]\nmode = "esync"\n',
+             "server_restarts needs [sync] mode 'fsa'"),
+            (GOOD + '[recovery]\nserver_restarts = 1\n[compression]\ntype = "fp16"\n',
+             "server_restarts cannot run with [compression]")]:
         with pytest.raises(ClusterFileError, match=re.escape(message)):
             parse_cluster(tomllib.loads(text), source="c.toml")

@@ -75,3 +75,13 @@ def test_the_round_rate_counts_only_recent_reports():
         rounds.report(1, 1 + i, 0.1 * i)
     # 100 s later the old reports say nothing about the rate: the round after next
     assert rounds.rounds_ahead(1, now=102.0) == 21 + 2
+
+
+def test_a_replay_policy_keeps_the_trees_and_overrides_what_was_announced_after_it():
+    rounds = tracker(True)
+    rounds.open(6)
+    later = rounds.next_policy(OTHER, (1.0,), lead_rounds=1, now=0.0)     # from round 7
+    replay = rounds.replay_policy(5)
+    assert (replay.version, replay.start_round, replay.trees) == (3, 5, later.trees)
+    assert rounds.announced.for_round(9) is replay and rounds.policy is replay
+    assert rounds.next_policy(OTHER, (1.0,), lead_rounds=1, now=0.0).start_round == 7

@@ -103,3 +103,14 @@ def test_children_from_spreads_from_any_dc_over_tree_links_once():
     assert tree.children_from("dc0", "dc3") == []
     with pytest.raises(PolicyError):
         tree.children_from("mars", "dc0")
+
+
+def test_a_replay_policy_is_in_force_from_its_start_whatever_was_announced_later():
+    from netstorm.geoserver.tree import PolicyBook
+    book = PolicyBook(Policy(1, 0, TWO))
+    book.add(Policy(2, 9, TWO[:1]))                 # announced, not yet in force
+    book.replay(Policy(3, 7, TWO[1:]))              # a lost server: rounds from 7 replayed
+    assert sorted(book.by_version) == [1, 3]
+    assert [book.for_round(r).version for r in (6, 7, 9, 50)] == [1, 3, 3, 3]
+    with pytest.raises(PolicyError, match="not newer than every known version"):
+        book.replay(Policy(2, 8, TWO))
