@@ -44,6 +44,7 @@ class Postoffice:
         self.me: NodeInfo | None = None
         self.settings: RuntimeSettings | None = None   # from the WELCOME, validated
         self.welcome_policy = None      # the first policy as sent (None: after a measurement)
+        self.rejoined = False           # a worker back in its rank, a server replacing one
         # messages that beat the WELCOME here (a peer may get its WELCOME first and send
         # at once); the node handles them as soon as it knows the table. At most
         # MAX_EARLY_MESSAGES, with at most MAX_HELD_BYTES_PER_PEER of frames in all
@@ -92,7 +93,7 @@ class Postoffice:
             raise RendezvousError(f"{self.role} in {self.dc}: bad settings from the "
                                   f"scheduler: {exc}") from exc
         self.welcome_policy = msg.meta.get("policy")
-        self.rejoined = bool(msg.meta.get("rejoined", False))   # a worker back in its rank
+        self.rejoined = bool(msg.meta.get("rejoined", False))
         self.van.node_id = self.me.id
         return self.me
 

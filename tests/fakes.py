@@ -117,9 +117,10 @@ class FakePostoffice:
     to the scheduler in ``to_scheduler``, to other servers (through its WAN transport's
     send queue) in ``van.sent``, which takes everything."""
 
-    def __init__(self, table, me: int, settings, policy):
+    def __init__(self, table, me: int, settings, policy, rejoined: bool = False):
         self.table, self.me, self.settings = table, table[me], settings
-        self.welcome_policy = policy.to_json()
+        self.welcome_policy = None if policy is None else policy.to_json()
+        self.rejoined = rejoined
         self.van = FakeVan()
         self.sent, self.to_scheduler = [], []
 

@@ -17,14 +17,16 @@ from netstorm.scheduler.policy import star_policy
 EU_SERVER, US_SERVER, EU_WORKER = 1, 2, 3
 
 
-def eu_server(round_gate: bool) -> GeoServer:
+def eu_server(round_gate: bool, replacing: bool = False) -> GeoServer:
     table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
                        NodeInfo(EU_SERVER, "server", "eu", "tcp://127.0.0.1:2"),
                        NodeInfo(US_SERVER, "server", "us", "tcp://127.0.0.1:3"),
                        NodeInfo(EU_WORKER, "worker", "eu", "tcp://127.0.0.1:4", 0, 0),
                        NodeInfo(4, "worker", "us", "tcp://127.0.0.1:5", 1, 0)])
     settings = RuntimeSettings(round_gate=round_gate, timeout_s=10.0)
-    return GeoServer(FakePostoffice(table, EU_SERVER, settings, star_policy(["eu", "us"], "eu")))
+    return GeoServer(FakePostoffice(table, EU_SERVER, settings,
+                                    None if replacing else star_policy(["eu", "us"], "eu"),
+                                    rejoined=replacing))
 
 
 def replies(server, kind):
@@ -88,3 +90,36 @@ def test_a_gated_push_too_far_ahead_is_refused_not_held_and_not_asked_for():
     assert server.gate.held == 0 and server.gate.requested == 0
     server.handle(push_message(EU_WORKER, 0, 1, np.ones(4, np.float32)))
     assert server.gate.held == 1 and server.gate.requested == 1
+
+
+def test_a_replacement_server_takes_a_peer_replica_before_any_worker_request():
+    """docs/recovery.md: the new server of a DC drops what a worker sent before asking where
+    to resume (it was meant for the lost process), keeps the rest until it holds every key
+    at its planned round, copied from the peer the plan names and checked against the
+    digest; then it answers and replays under the replay policy."""
+    from netstorm.geoserver.replica import KeyReplica, digest, encode
+    server = eu_server(round_gate=False, replacing=True)
+    value = np.arange(4, dtype=np.float32)
+    server.handle(push_message(EU_WORKER, 0, 4, np.ones(4, np.float32), request=5))
+    server.handle(Message(Kind.RESUME, sender=EU_WORKER, request=9))
+    assert server.po.sent == [] and server.recovery.held
+    replay = star_policy(["eu", "us"], "eu", version=2, start_round=4).to_json()
+    server.handle(Message(Kind.REPLAY, sender=0, meta={
+        "policy": replay, "keys": [[0, 3, "us", digest(value)]], "opened": 3}))
+    assert server.recovery.awaiting == {0: (3, digest(value))}
+    assert server.po.van.sent == [(US_SERVER, 0)]           # the STATE_REQUEST
+    meta, frames = encode([KeyReplica(0, 3, (4,), np.dtype(np.float32), False, value)],
+                          None, None)
+    server.handle(Message(Kind.STATE, sender=US_SERVER, meta=meta, dtype=np.uint8,
+                          frames=frames))
+    (resumed,) = replies(server, Kind.RESUMED)
+    assert resumed.request == 9 and resumed.meta["pushed"] == [[0, 3]]
+    assert [m.kind for m in server.po.to_scheduler if m.kind != Kind.HEARTBEAT] == \
+        [Kind.RECOVERED]
+    server.handle(push_message(EU_WORKER, 0, 4, np.ones(4, np.float32), request=6))
+    assert server.exchange.in_flight == 1                  # round 4 waits for us's part
+    up = np.full(4, 2, np.float32)
+    server.handle(Message(Kind.CHUNK_UP, sender=US_SERVER, key=0, chunk=0, seq=4, policy=2,
+                          tree=0, dtype=np.float32, frames=[up]))
+    (total,) = replies(server, Kind.VALUE)
+    assert total.request == 6 and total.seq == 4 and np.array_equal(total.arrays()[0], [3] * 4)
