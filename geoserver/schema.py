@@ -389,12 +389,12 @@ SCHEMAS = {
                                   required=("policy", "keys")),
                                max_meta_bytes=MAX_META_BYTES),
     Kind.STATE_REQUEST: MessageSchema(Obj({"keys": ListOf(Int(0, I64))}, required=("keys",)),
-                                      max_meta_bytes=MAX_META_BYTES),
+                                      flags=Flag.QUEUED, max_meta_bytes=MAX_META_BYTES),
     Kind.STATE: MessageSchema(Obj({"keys": ListOf(KEY_STATE), "spec": Nullable(OPTIMIZER_SPEC),
                                   "states": Nullable(STATES), "states_digest": DIGEST},
                                  required=("keys",)),
                               frames=(0, None), dtype="optional", check=_replica,
-                              max_meta_bytes=MAX_META_BYTES),
+                              flags=Flag.QUEUED, max_meta_bytes=MAX_META_BYTES),
     Kind.RECOVERED: EMPTY,
 }
 # for wire.decode, which checks a meta frame's size before parsing it

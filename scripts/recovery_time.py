@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """How long a lost DC server costs: a run on the emulated WAN whose server is SIGKILLed
-mid-training, restarted from its latest checkpoint (docs/recovery.md), timed per round.
+mid-training, timed per round: replaced from a peer DC's replica (``--replace``:
+``--server-restarts 1``), or the whole cluster restarted from its latest checkpoint
+(docs/recovery.md).
 
-    sudo python scripts/recovery_time.py --wan paper9 --bandwidth-scale 0.5 --kill dc3
+    sudo python scripts/recovery_time.py --wan paper9 --bandwidth-scale 0.5 --kill dc3 \
+        --adapt --replace
 
 starts ``launch.py --wan ... --policy fapt --checkpoint C --cluster-restarts 1`` with this
 script as every worker (``--worker``: one dense float32 key of ``--mb`` MB, SGD with
@@ -41,7 +44,7 @@ def worker(args) -> None:
         out.wait_to_read()
         if kv.rank == 0:
             print(f"round {rnd} t={time.time():.3f}", flush=True)
-            if rnd % args.save_every == 0:
+            if args.save_every and rnd % args.save_every == 0:
                 kv.save_checkpoint()
                 print(f"checkpoint of round {rnd} written", flush=True)
 
@@ -52,9 +55,11 @@ def driver(args) -> int:
     cmd = [sys.executable, str(REPO / "scripts" / "launch.py"), "--wan", args.wan,
            "--bandwidth-scale", str(args.bandwidth_scale), "--policy", "fapt",
            *(["--adapt"] if args.adapt else []),
-           "--checkpoint", str(ckpt), "--cluster-restarts", "1", "--timeout", "120", "--",
+           *(["--server-restarts", "1"] if args.replace else
+             ["--checkpoint", str(ckpt), "--cluster-restarts", "1"]), "--timeout", "120", "--",
            sys.executable, str(Path(__file__).resolve()), "--worker", "--rounds",
-           str(args.rounds), "--mb", str(args.mb), "--save-every", str(args.save_every)]
+           str(args.rounds), "--mb", str(args.mb), "--save-every",
+           str(0 if args.replace else args.save_every)]
     env = dict(os.environ, TMPDIR=str(folder))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                             text=True, start_new_session=True)
@@ -65,7 +70,8 @@ def driver(args) -> int:
         if match:
             rounds.append((int(match.group(1)), float(match.group(2))))
             print(line, end="", flush=True)
-        elif "[launch]" in line and ("restarting" in line or "killed" in line):
+        elif "[launch]" in line and ("restarting" in line or "killed" in line) or \
+                "was replaced in" in line:
             print(line, end="", flush=True)
         if match and not killed and int(match.group(1)) == args.kill_after + 2:
             killed.update(round=int(match.group(1)), t=time.time(),
@@ -101,20 +107,25 @@ def _report(rounds, killed, args) -> int:
               if r1 == r0 + 1 and t1 <= killed["t"]][-8:]
     median = sorted(before)[len(before) // 2]
     after_kill = [(r, t) for r, t in rounds if t > killed["t"]]
-    back = next((t for r, t in after_kill if r >= killed["round"]), None)
+    back = next((t for r, t in after_kill if r >= killed["round"] + args.replace), None)
     steady = None
     for (r0, t0), (r1, t1) in zip(after_kill, after_kill[1:]):
         if r1 == r0 + 1 and t1 - t0 <= 1.1 * median:
             steady = r1 - after_kill[0][0] + 1
             break
+    how = "replaced from a peer's replica" if args.replace else \
+        f"cluster restarted from the checkpoint of round {args.kill_after}"
     print(f"\nwan={args.wan} bandwidth_scale={args.bandwidth_scale} adapt={args.adapt} "
-          f"model_mb={args.mb} "
-          f"killed=server of {args.kill} at round {killed['round']} (checkpoint "
-          f"{args.kill_after})")
+          f"model_mb={args.mb} killed=server of {args.kill} after round {killed['round']} "
+          f"({how})")
     print(f"round time before the fault: median {median:.2f}s over {len(before)} rounds")
-    print(f"back at round {killed['round']} after {back - killed['t']:.1f}s "
-          f"(restart from the checkpoint + {killed['round'] - args.kill_after} rounds "
-          f"recomputed)" if back else "never back at that round")
+    if args.replace:
+        print(f"round {killed['round'] + 1} done {back - killed['t']:.1f}s after the kill"
+              if back else "no round done after the kill")
+    else:
+        print(f"back at round {killed['round']} after {back - killed['t']:.1f}s "
+              f"(restart from the checkpoint + {killed['round'] - args.kill_after} rounds "
+              f"recomputed)" if back else "never back at that round")
     print(f"rounds after the restart until one is within 10% of that median: {steady}"
           if steady else "no round after the restart within 10% of the median")
     return 0
@@ -128,13 +139,17 @@ def main() -> int:
                    help="multiply every link rate (0.5: network-bound on 2 cores)")
     p.add_argument("--kill", default="dc3", help="the DC whose server is killed")
     p.add_argument("--kill-after", type=int, default=10,
-                   help="the checkpoint round; the kill comes two rounds later")
+                   help="the checkpoint round; the kill comes two rounds later (with "
+                        "--replace: after round KILL_AFTER + 2 too)")
     p.add_argument("--rounds", type=int, default=30, help="rounds in all")
     p.add_argument("--save-every", type=int, default=10, help="checkpoint period, rounds")
     p.add_argument("--mb", type=float, default=8.0, help="model size, MB (one key)")
     p.add_argument("--log", default=None, help="write every process's output here")
     p.add_argument("--adapt", action="store_true",
                    help="re-plan the trees from measured rates during the run")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the lost server from a peer DC's replica (--server-restarts "
+                        "1) instead of restarting the cluster from a checkpoint")
     args = p.parse_args()
     if args.worker:
         worker(args)

@@ -83,7 +83,7 @@ VALID = {
     Kind.STATE_REQUEST: Message(Kind.STATE_REQUEST, meta={"keys": [0, 1]}),
     Kind.STATE: Message(Kind.STATE, meta={
         "keys": [[0, 11, [3], "<f4", False, "0f" * 32]], "spec": None, "states": None},
-        dtype=np.uint8, frames=[np.zeros(12, np.uint8)]),
+        dtype=np.uint8, frames=[np.zeros(12, np.uint8)], flags=Flag.QUEUED),   # it may wait
     Kind.RECOVERED: Message(Kind.RECOVERED),
 }
 
