@@ -91,7 +91,7 @@ class ServerRecovery:
         except PolicyError as exc:
             raise AbortError(f"{self.dc}: bad REPLAY from the scheduler: {exc}") from exc
         self.rounds, asks = {}, {}
-        for key, rnd, source, want in msg.meta["keys"]:
+        for key, rnd, holders, want in msg.meta["keys"]:
             self.rounds[key] = rnd
             entry = self.store.keys.get(key)
             applied = entry.applied if entry is not None and entry.value is not None else -1
@@ -99,8 +99,7 @@ class ServerRecovery:
                 raise AbortError(f"{self.dc}: REPLAY puts key {key} back at round {rnd}, "
                                  f"this DC applied {applied}")
             if applied < rnd:
-                if source not in self.dcs or source == self.dc:
-                    raise AbortError(f"{self.dc}: REPLAY names {source!r} for key {key}")
+                source = self._source(holders, asks)
                 self.awaiting[key] = (rnd, want)
                 asks.setdefault(source, []).append(key)
         self.exchange.forget_after(self.rounds)
@@ -111,6 +110,17 @@ class ServerRecovery:
         for source, keys in sorted(asks.items()):
             self.wan.send(source, Message(Kind.STATE_REQUEST, meta={"keys": keys}))
         self._maybe_done()
+
+    def _source(self, holders, asks: dict) -> str:
+        """The holder to copy a key from: the fastest known link into this DC for the keys
+        it already sends here (rate / (1 + keys); a holder without a direct link counts
+        as rate 0), so copies travel over several links. O(holders)."""
+        holders = [h for h in holders if h in self.dcs and h != self.dc]
+        if not holders:
+            raise AbortError(f"{self.dc}: REPLAY names no other DC to copy from")
+        rates = self.wan.router.rates
+        return max(holders, key=lambda h: ((rates.get((h, self.dc), 0.0) + 1e-9)
+                                           / (1 + len(asks.get(h, ()))), h))
 
     def on_state_request(self, source: str, msg: Message) -> None:
         keys = [int(k) for k in msg.meta["keys"]]

@@ -14,7 +14,9 @@ settings come typed from the scheduler's WELCOME (:mod:`netstorm.geoserver.setti
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
+import threading
 import time
 
 from . import wire
@@ -88,6 +90,9 @@ class GeoServer:
         self.recovery = ServerRecovery(self.dc, self.store, self.exchange, self.wan,
                                        self.policies, postoffice, self.table.dcs,
                                        replacing=postoffice.rejoined)
+        if postoffice.rejoined:     # the replica it copies may bring an optimizer: MXNet's
+            threading.Thread(target=importlib.import_module, args=("mxnet",), daemon=True,
+                             name="import-mxnet").start()       # import overlaps the copy
         self.stats = {"messages": 0, "dropped": 0}
         self._departed: set = set()     # esync: workers (anywhere) that finished
         # round gate (adapt): a worker's push of a round not yet open waits there; asking

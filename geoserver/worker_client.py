@@ -206,8 +206,10 @@ class WorkerClient:
                     if msg.request not in self._pending:
                         msg.flags &= ~Flag.WANT_VALUE       # answered by the lost server
                     self.po.send(self.server.id, msg)
-            again = [p.msg for p in self._pending.values()
-                     if p.msg is not None and p.msg.kind != Kind.PUSH]
+            again = [p.msg if p.msg.kind != Kind.PUSH else    # its round is there already:
+                     Message(Kind.PULL, key=p.msg.key, seq=p.msg.seq, request=p.msg.request)
+                     for p in self._pending.values() if p.msg is not None and
+                     (p.msg.kind != Kind.PUSH or p.msg.seq <= pushed.get(p.msg.key, 0))]
             for msg in again:
                 self.po.send(self.server.id, msg)
         if lacking:

@@ -39,26 +39,25 @@ class ServerReplacement:
         return self.plan is None and set(self.reports) == self.survivors
 
     def make_plan(self) -> dict:
-        """Once every survivor reported: ``{key: (round, source, digest)}``. The source is
-        a survivor at the key's latest round, spread over such survivors so that the
-        copies travel over several links. Raises :class:`RecoveryError` when survivors
-        at the same round of a key hold different values, or know different keys.
-        O(DCs · keys)."""
+        """Once every survivor reported: ``{key: (round, holders, digest)}``: the key's
+        latest round any survivor applied, the survivors that applied it (sorted; a DC
+        copying the key picks one, see :mod:`netstorm.geoserver.recovery`) and its digest.
+        Raises :class:`RecoveryError` when holders of a key hold different values, or
+        survivors know different keys. O(DCs · keys)."""
         keys = set().union(*(set(r) for r in self.reports.values())) if self.reports else set()
         plan = {}
-        for i, key in enumerate(sorted(keys)):
+        for key in sorted(keys):
             missing = sorted(dc for dc, r in self.reports.items() if key not in r)
             if missing:
                 raise RecoveryError(f"key {key} is unknown to the servers of "
                                     f"{', '.join(missing)}")
             latest = max(r[key][0] for r in self.reports.values())
-            at = sorted(dc for dc, r in self.reports.items() if r[key][0] == latest)
+            at = tuple(sorted(dc for dc, r in self.reports.items() if r[key][0] == latest))
             digests = {self.reports[dc][key][1] for dc in at}
             if len(digests) > 1:
                 raise RecoveryError(f"the replicas of key {key} after round {latest} differ "
                                     f"between {', '.join(at)}: they are not copied")
-            source = at[i % len(at)]
-            plan[key] = (latest, source, self.reports[source][key][1])
+            plan[key] = (latest, at, digests.pop())
         self.plan = plan
         return plan
 

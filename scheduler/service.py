@@ -360,11 +360,10 @@ class Scheduler:
         policy = self.rounds.replay_policy(self.replacement.start_round)
         self._broadcast_servers(wire.Kind.REPLAY, {
             "policy": policy.to_json(), "opened": self.rounds.opened,
-            "keys": [[k, r, source, d] for k, (r, source, d) in sorted(plan.items())]})
+            "keys": [[k, r, list(holders), d] for k, (r, holders, d) in sorted(plan.items())]})
         self._log_policy("replay")
-        log.info("replay policy %d from round %d: %d keys copied from %s", policy.version,
-                 policy.start_round, len(plan),
-                 ", ".join(sorted({source for _, source, _ in plan.values()})) or "nobody")
+        log.info("replay policy %d from round %d for %d keys", policy.version,
+                 policy.start_round, len(plan))
 
     def _on_recovered(self, msg: wire.Message) -> None:
         dc = self.table[msg.sender].dc

@@ -86,7 +86,7 @@ BASE_META = {
     Kind.STATE_REPORT: {"keys": [[0, 3, "ab" * 32]]},
     Kind.REPLAY: {"policy": {"version": 2, "start_round": 4,
                              "trees": [{"root": "dc0", "parent": {"dc0": None, "dc1": "dc0"}}],
-                             "shares": [1.0]}, "keys": [[0, 3, "dc1", "ab" * 32]], "opened": 3},
+                             "shares": [1.0]}, "keys": [[0, 3, ["dc1"], "ab" * 32]], "opened": 3},
     Kind.STATE_REQUEST: {"keys": [0]},
     Kind.STATE: {"keys": [[0, 3, [4], "<f4", False, "ab" * 32]], "spec": None,
                  "states": None},

@@ -4,6 +4,7 @@ server killed mid-training is restarted and the run ends exactly as an uninterru
 Test names contain ``recover``."""
 import importlib.util
 import random
+from types import SimpleNamespace
 
 import mxnet as mx
 import numpy as np
@@ -47,8 +48,9 @@ SPEC = optimizer_spec(mx.optimizer.create("sgd", **OPTIMIZER))
 class _Wan:
     """A DC's sends, onto the shared simulated network."""
 
-    def __init__(self, net, dc):
+    def __init__(self, net, dc, rates=None):
         self.net, self.dc = net, dc
+        self.router = SimpleNamespace(rates=rates or {})
 
     def send(self, dc, msg):
         self.net.append((dc, self.dc, msg))
@@ -151,7 +153,7 @@ def _replace(dcs, net, lost, rng):
     trees = dcs[survivors[0]].policies.for_round(replacement.start_round).trees
     replay = Message(Kind.REPLAY, meta={
         "policy": Policy(latest + 1, replacement.start_round, trees).to_json(),
-        "keys": [[k, r, src, d] for k, (r, src, d) in sorted(plan.items())]})
+        "keys": [[k, r, list(holders), d] for k, (r, holders, d) in sorted(plan.items())]})
     for d in DCS:
         dcs[d].recovery.on_replay(replay)
     return old, plan
@@ -200,7 +202,21 @@ def test_recover_a_lost_server_in_process_from_a_peer_replica_exactly(seed):
             assert dcs[d].values[key][0] == 14
             np.testing.assert_array_equal(dcs[d].values[key][1].reshape(SHAPES[key]),
                                           want[key])
-    assert {src for _, src, _ in plan.values()} <= {"a", "c"}
+    assert all(set(holders) <= {"a", "c"} for _, holders, _ in plan.values())
+
+
+def test_recover_copies_each_key_over_the_fastest_link_into_the_copying_dc():
+    """rate / (1 + keys already asked of it): 100; 55; 50; 33 > 30 > 27.5."""
+    net: list = []
+    wan = _Wan(net, "b", rates={("a", "b"): 30.0, ("c", "b"): 100.0, ("d", "b"): 55.0,
+                                ("b", "a"): 999.0})
+    recovery = ServerRecovery("b", None, None, wan, None, _Po(), ("a", "b", "c", "d"), True)
+    asks: dict = {}
+    for _ in range(4):
+        asks.setdefault(recovery._source(["a", "b", "c", "d"], asks), []).append(0)
+    assert {dc: len(keys) for dc, keys in asks.items()} == {"c": 3, "d": 1}
+    with pytest.raises(AbortError, match="names no other DC"):
+        recovery._source(["b", "zz"], asks)
 
 
 def test_recover_refuses_a_replica_that_fails_its_digest():
@@ -332,10 +348,10 @@ def _kill_server_when(cue, dc: str, tmpdir, killed: list) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dcs, workers_per_dc, policy, kill_at", [
-    (2, 2, "star", 10), (3, 1, "fapt", 7)])
-def test_recover_a_killed_server_from_a_peer_replica_exactly(no_leftovers, dcs,
-                                                              workers_per_dc, policy, kill_at):
+@pytest.mark.parametrize("dcs, workers_per_dc, policy, kill_at, how", [
+    (2, 2, "star", 10, []), (3, 1, "fapt", 7, ["--pushpull"])])
+def test_recover_a_killed_server_from_a_peer_replica_exactly(no_leftovers, dcs, workers_per_dc,
+                                                              policy, kill_at, how):
     """dc1's server SIGKILLed mid-training: the launcher starts a new one, which copies a
     peer DC's replica (checked against the digest its source reported) while the other
     servers wait; every DC replays the rounds in flight, dc1's workers send the new server
@@ -349,7 +365,8 @@ def test_recover_a_killed_server_from_a_peer_replica_exactly(no_leftovers, dcs,
     killer.start()
     run = launch(["--dcs", dcs, "--workers-per-dc", workers_per_dc, "--policy", policy,
                   "--server-restarts", 1],
-                 worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", kill_at, cue),
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", kill_at, cue,
+                            *how),
                  no_leftovers, timeout=240)
     killer.join()
     assert killed, run.output[-3000:]

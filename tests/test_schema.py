@@ -79,7 +79,7 @@ VALID = {
     Kind.REPLAY: Message(Kind.REPLAY, meta={
         "policy": {"version": 4, "start_round": 12,
                    "trees": [{"root": "eu", "parent": {"eu": None, "us": "eu"}}]},
-        "keys": [[0, 11, "us", "0f" * 32]], "opened": 12}),
+        "keys": [[0, 11, ["us", "ap"], "0f" * 32]], "opened": 12}),
     Kind.STATE_REQUEST: Message(Kind.STATE_REQUEST, meta={"keys": [0, 1]}),
     Kind.STATE: Message(Kind.STATE, meta={
         "keys": [[0, 11, [3], "<f4", False, "0f" * 32]], "spec": None, "states": None},

@@ -2,7 +2,7 @@
 SGD optimizer with momentum, restartable (it goes on after ``kv.resumed_round``).
 
     recover_worker.py ROUNDS OUT_DIR [--kill RANK ROUND] [--save-at ROUND PATH]
-                      [--mark-at ROUND PATH] [--pause S]
+                      [--mark-at ROUND PATH] [--pause S] [--pushpull]
 
 With --kill, rank RANK's first process SIGKILLs itself in round ROUND, after pushing key 0
 and before key 1 (a step half sent). With --save-at, rank 0 writes a checkpoint after that
@@ -26,6 +26,7 @@ parser.add_argument("--save-at", nargs=2, default=(0, ""))
 parser.add_argument("--save-every", type=int, default=0,
                     help="rank 0 saves to the cluster's [recovery] checkpoint this often")
 parser.add_argument("--pause", type=float, default=0.0, help="seconds per round")
+parser.add_argument("--pushpull", action="store_true", help="kv.pushpull, not push + pull")
 parser.add_argument("--mark-at", nargs=2, default=(0, ""),
                     help="rank 0 creates PATH once round ROUND is done (a test's cue)")
 args = parser.parse_args()
@@ -42,6 +43,9 @@ print(f"rank {R} starts after round {start}", flush=True)
 weights = {key: mx.nd.zeros(shape) for key, shape in SHAPES.items()}
 for rnd in range(start + 1, rounds + 1):
     for key in SHAPES:
+        if args.pushpull:
+            kv.pushpull(key, mx.nd.array(gradient(key, rnd, R)), out=weights[key])
+            continue
         kv.push(key, mx.nd.array(gradient(key, rnd, R)))
         if R == kill_rank and rnd == kill_round and start == 0 and key == 0:
             time.sleep(0.5)                 # the push leaves, then the process dies
