@@ -56,6 +56,15 @@ class LinkRates:
         self.rates[(src, dst)] = Estimate(STALLED_MBPS, now, stalled=True)
         return True
 
+    def forget(self, dc: str, now: float) -> None:
+        """``dc``'s server was replaced: what was measured of its links while it was down
+        says nothing about them. They are back at their declared rates, and only
+        measurements made after ``now`` count. O(links)."""
+        base = self.base.rates()
+        for (a, b) in self.rates:
+            if dc in (a, b):
+                self.rates[(a, b)] = Estimate(base[(a, b)], now)
+
     def stalled(self) -> list:
         return sorted(d for d, e in self.rates.items() if e.stalled)
 
@@ -184,6 +193,13 @@ class Adaptation:
                        {"current_s": round(decision.current_s, 4),
                         "best_s": round(decision.best_s, 4)})})
         return decision.plan if decision is not None and decision.switch else None
+
+    def forget(self, dc: str, now: float) -> None:
+        """``dc``'s server was replaced: its links' estimates are reset
+        (:meth:`LinkRates.forget`) and the next :meth:`routes` is sent whatever it holds
+        (the new server has none yet)."""
+        self.rates.forget(dc, now)
+        self._relays = None
 
     def routes(self, policy) -> dict | None:
         """With multipath: the ROUTES meta for ``policy`` under the current rates, when it

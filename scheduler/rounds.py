@@ -82,11 +82,12 @@ class RoundTracker:
             + lead_rounds - 1
 
     def replay_policy(self, start: int) -> Policy:
-        """The next version, with the latest policy's trees, in force from round ``start``
-        whatever was announced for later rounds: the rounds a lost DC's server had in
-        flight are replayed under it (docs/recovery.md)."""
-        self.policy = Policy(self.policy.version + 1, start, self.policy.trees,
-                             self.policy.shares)
+        """The next version, in force from round ``start`` whatever was announced for later
+        rounds, with the trees of the policy in force at ``start`` (a later one may have
+        been planned from what the lost DC's silence looked like): the rounds a lost DC's
+        server had in flight are replayed under it (docs/recovery.md)."""
+        then = self.announced.for_round(start)
+        self.policy = Policy(self.policy.version + 1, start, then.trees, then.shares)
         self.announced.replay(self.policy)
         return self.policy
 

@@ -336,6 +336,8 @@ class Scheduler:
                 self.van.send(other.id, moved)
         survivors = [n for n in self.table.nodes.values() if n.role == SERVER and n is not node]
         version = self.rounds.policy.version + 1
+        if self.adaptation is not None:     # its links looked dead while it was
+            self.adaptation.forget(node.dc, time.monotonic())
         self.replacement = ServerReplacement(node.dc, {n.dc for n in survivors},
                                              time.monotonic() + self.config.timeout_s)
         for other in survivors:

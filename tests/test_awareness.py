@@ -34,6 +34,20 @@ def test_a_stalled_link_is_left_out_while_the_rest_stays_connected():
     assert rates.stalled() == [("dc6", "dc9")]
 
 
+def test_a_replaced_dcs_links_are_back_at_their_declared_rates_until_measured_again():
+    paper9 = load_topology("paper9")
+    rates = LinkRates(paper9)
+    rates.observe_stall("dc1", "dc3", now=1.0)
+    rates.observe("dc3", "dc4", 2.0, age_s=0.0, now=1.0)
+    rates.observe("dc4", "dc5", 7.0, age_s=0.0, now=1.0)
+    rates.forget("dc3", now=5.0)
+    topo = rates.topology()
+    assert rates.stalled() == [] and topo.rate("dc3", "dc4") == paper9.rate("dc3", "dc4")
+    assert topo.rate("dc4", "dc5") == 7.0                  # other links keep their estimates
+    assert not rates.observe("dc1", "dc3", 3.0, age_s=2.0, now=6.0)    # made while it was down
+    assert rates.observe("dc1", "dc3", 30.0, age_s=0.5, now=6.0)
+
+
 def test_replanning_needs_the_threshold_and_the_dwell_time():
     topo = load_topology("paper9")
     policy = compute_policy(topo, B, CHUNK).policy

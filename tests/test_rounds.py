@@ -79,9 +79,10 @@ def test_the_round_rate_counts_only_recent_reports():
 
 def test_a_replay_policy_keeps_the_trees_and_overrides_what_was_announced_after_it():
     rounds = tracker(True)
+    first = rounds.policy
     rounds.open(6)
     later = rounds.next_policy(OTHER, (1.0,), lead_rounds=1, now=0.0)     # from round 7
-    replay = rounds.replay_policy(5)
-    assert (replay.version, replay.start_round, replay.trees) == (3, 5, later.trees)
+    replay = rounds.replay_policy(5)              # with the trees in force at round 5
+    assert (replay.version, replay.start_round, replay.trees) == (3, 5, first.trees)
     assert rounds.announced.for_round(9) is replay and rounds.policy is replay
     assert rounds.next_policy(OTHER, (1.0,), lead_rounds=1, now=0.0).start_round == 7
