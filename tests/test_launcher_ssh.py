@@ -157,7 +157,8 @@ def test_ssh_launch_tears_every_host_down_when_a_remote_worker_is_killed(ssh_hos
     assert run.code != 0
     assert ("[launch] host 127.0.0.3 exited with code 1: worker b/1 was killed by SIGKILL; "
             "stopping the cluster") in run.output, run.output[-3000:]
-    assert "the launching host stops this one: host 127.0.0.3" in run.output
+    assert "the launching host stops this one: host 127.0.0.3" in run.output, \
+        run.output[-3000:]
     assert not _no_sessions_left(ssh_hosts)
 
 

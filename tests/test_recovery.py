@@ -387,32 +387,12 @@ def test_recover_from_a_killed_server_by_restarting_the_cluster_from_its_checkpo
     """dc1's server SIGKILLed after the checkpoint of round 10 was written: the launcher
     restarts the whole cluster from it, the workers go on after round 10, and every worker
     ends with the weights of an uninterrupted run, bit for bit."""
-    import os
-    import signal
     import threading
-    import time
-
-    import psutil
     ckpt = no_leftovers / "ckpt.npz"
     out = no_leftovers / "out"
     out.mkdir()
     killed = []
-
-    def kill_server_of_dc1():
-        deadline = time.monotonic() + 120
-        while not ckpt.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            cmd = proc.info["cmdline"] or []
-            try:
-                ours = proc.environ().get("TMPDIR") == str(no_leftovers)    # this test's
-            except psutil.Error:
-                continue
-            if ours and "netstorm.geoserver" in cmd and "dc1" in cmd:
-                os.kill(proc.info["pid"], signal.SIGKILL)
-                killed.append(proc.info["pid"])
-
-    killer = threading.Thread(target=kill_server_of_dc1)
+    killer = threading.Thread(target=_kill_server_when, args=(ckpt, "dc1", no_leftovers, killed))
     killer.start()
     run = launch(["--dcs", 2, "--workers-per-dc", 2, "--checkpoint", ckpt,
                   "--cluster-restarts", 1],

@@ -123,8 +123,11 @@ class Launcher:
                                  stdin=subprocess.PIPE if stdin_data else subprocess.DEVNULL,
                                  start_new_session=True, cwd=os.getcwd())
         if stdin_data:
-            popen.stdin.write(stdin_data)
-            popen.stdin.flush()
+            try:
+                popen.stdin.write(stdin_data)
+                popen.stdin.flush()
+            except BrokenPipeError:     # it exited at once (ssh: host unreachable); its
+                pass                    # exit code and output tell why
         proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file,
                     start=(argv, env, wrap))
         proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
