@@ -18,6 +18,15 @@ does). Each window enters the mean as the median of itself and the two windows b
 (when those are recent): a single slow window (the sending server busy elsewhere for a
 moment, on a loaded host) does not move the estimate, a real change does one window later.
 
+A receiver that pauses (descheduled, or busy with an optimizer step on a loaded host)
+finds on its return what the link delivered meanwhile waiting in its socket buffers, and
+reads it back to back: intervals of microseconds that no link produced. So no message
+counts as faster than ``max_rise`` times the link's rate as known (the current estimate,
+else the rate the scheduler planned with): its interval is stretched to what it would take
+at that rate. A drained burst then reads as at most ``max_rise`` times the link, and the
+median of three windows keeps one such window out of the estimate; a real rise is followed
+by ``max_rise`` per window.
+
 A link that carries little (never backlogged) yields no samples, except from the small
 probe bursts a server sends over links idle for a while
 (:meth:`netstorm.geoserver.wan_transport.WanTransport.probe_idle`). A link that stops moving
@@ -29,6 +38,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+MAX_RISE = 2.0      # no message counts as faster than this times its link's known rate
 
 
 @dataclass
@@ -45,12 +56,18 @@ class _Link:
 class LinkMonitor:
     """Inbound rate estimates of one DC's WAN links, keyed by the sending DC."""
 
-    def __init__(self, window_s: float = 0.5, tau_s: float = 1.5, min_bytes: int = 256 * 1024):
-        if not (window_s > 0 and tau_s > 0):
-            raise ValueError(f"window_s and tau_s must be > 0, got {window_s}, {tau_s}")
+    def __init__(self, window_s: float = 0.5, tau_s: float = 1.5, min_bytes: int = 256 * 1024,
+                 known: dict | None = None, max_rise: float = MAX_RISE):
+        """``known``: ``{source: Mbit/s}`` the scheduler planned with (the reference before
+        a link's first estimate)."""
+        if not (window_s > 0 and tau_s > 0 and max_rise > 1):
+            raise ValueError(f"window_s and tau_s must be > 0 and max_rise > 1, got "
+                             f"{window_s}, {tau_s}, {max_rise}")
         self.window_s = window_s
         self.tau_s = tau_s
         self.min_bytes = min_bytes
+        self.known = dict(known or {})
+        self.max_rise = max_rise
         self._links: dict = {}
 
     def on_arrival(self, source: str, nbytes: int, queued: bool, now: float) -> None:
@@ -65,7 +82,9 @@ class LinkMonitor:
             link.window_bytes, link.window_s = 0, 0.0
             return
         link.window_bytes += nbytes
-        link.window_s += now - previous
+        reference = link.mbps or self.known.get(source)
+        least = 8 * nbytes / (self.max_rise * reference * 1e6) if reference else 0.0
+        link.window_s += max(now - previous, least)     # no faster than max_rise x known
         if link.window_s >= self.window_s:
             self._sample(link, now)
 

@@ -58,7 +58,8 @@ class WanTransport:
         self.stall_s = stall_s
         self.outbox = SendQueue(postoffice.van, clock, keep_recent=RECENT)
         self.router = Router(dc, rates)
-        self.monitor = LinkMonitor()
+        self.monitor = LinkMonitor(known={a: mbps for (a, b), mbps in rates.items()
+                                          if b == dc})
         # a chunk is at most chunk_bytes (>= 1 element); parts claim at most that many
         self.reassembly = Reassembler(max_elements=max(1, chunk_bytes))
         self._probed: dict = {}          # neighbour -> when its link was last probed

@@ -42,6 +42,16 @@ def test_errors_count_each_fresh_measurement_once_against_the_rate_then():
     assert [e[4] for e in errors] == pytest.approx([0.05, 0.2])
 
 
+def test_the_summary_gives_the_largest_over_estimate(tmp_path):
+    import json
+    path = tmp_path / "stats.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [
+        rates(1005.0, 1, 150.0, 0.5), rates(1025.0, 3, 40.0, 1.0)]))
+    summary = ba.summary(path, Runner())
+    assert summary["awareness_max_overestimate"] == 1.5      # 150 on a link set to 100
+    assert summary["awareness_median_rel_error"] == pytest.approx(0.35)
+
+
 def test_reactions_give_rounds_from_the_change_to_the_next_policy():
     records = [rates(1019.0, 4, 100.0, 0.1), rates(1021.0, 5, 100.0, 0.1),
                {"t": 1024.0, "event": "policy", "reason": "re-planned", "start_round": 7},
@@ -52,6 +62,7 @@ def test_reactions_give_rounds_from_the_change_to_the_next_policy():
                      {"t_s": 40.0, "round": 5, "new_policy_round": None, "iterations": None}]
     summary = ba.summary("/nonexistent", Runner())
     assert summary["awareness_median_rel_error"] is None and summary["estimates"] == 0
+    assert summary["awareness_max_overestimate"] is None
 
 
 def test_round_costs_judge_the_policy_in_force_at_the_rates_set_mid_round():

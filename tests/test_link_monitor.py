@@ -107,3 +107,60 @@ def test_a_link_measured_only_by_sparse_probes_follows_a_change_at_the_next_prob
         monitor.on_arrival("a", 100, queued=False, now=t + 0.01)      # the run ends
     mbps, _ = monitor.estimates(t + 0.01)["a"]
     assert mbps == pytest.approx(33.0, rel=0.05)
+
+
+@pytest.mark.parametrize("known", [None, 100.0])
+@pytest.mark.parametrize("then_idle", [False, True])
+def test_a_receiver_that_paused_and_drains_its_buffers_does_not_read_a_fast_link(known,
+                                                                                 then_idle):
+    """A 100 Mbit/s link; the receiver pauses 3 s (the link goes on filling its socket
+    buffers), then reads what waited back to back in 10 ms, and either goes on at the
+    link's pace or finds the link idle (the next message not QUEUED). Without the bound
+    the drained bytes read as 1,400 or 30,000 Mbit/s in one window, which the median of
+    three windows keeps out; with it they are spread over windows at twice the link's
+    rate: no estimate exceeds 2x, and it is back within 5% a few seconds later."""
+    monitor = LinkMonitor(known=None if known is None else {"a": known})
+    rate, size, seen = 100.0, 256 * 1024, []
+    t = feed(monitor, "a", rate, n=200, size=size)          # ~4.2 s busy: estimate made
+    seen.append(monitor.estimates(t)["a"][0])
+    drained = int(3.0 * rate * 1e6 / 8 / size)
+    for i in range(drained):                                # all read within 10 ms
+        monitor.on_arrival("a", size, queued=True, now=t + 3.0 + 0.01 * i / drained)
+        seen.append(monitor.estimates(t + 3.01)["a"][0])
+    t += 3.01
+    if then_idle:
+        monitor.on_arrival("a", size, queued=False, now=t + 0.001)
+        seen.append(monitor.estimates(t + 0.001)["a"][0])
+        t = feed(monitor, "a", rate, n=300, size=size, start=t + 2.0)
+    else:
+        t = feed(monitor, "a", rate, n=300, size=size, start=t, first_queued=True)
+    seen.append(monitor.estimates(t)["a"][0])
+    assert max(seen) <= 2 * rate, seen
+    assert abs(seen[-1] - rate) / rate < 0.05
+
+
+def test_a_probe_burst_read_at_once_after_a_pause_reads_at_most_twice_the_link():
+    """A link measured only by probe bursts (16 pieces of 64 KiB every 5 s, 84 ms at
+    100 Mbit/s). Once the receiver was paused while a burst arrived and reads it in 1 ms:
+    unbounded, that burst alone would read as ~8,400 Mbit/s and replace the estimate (no
+    recent windows to take a median of); bounded by twice the known rate it cannot."""
+    piece, rate = 64 * 1024, 100.0
+    for known in (None, {"a": 80.0}):
+        monitor, t, seen = LinkMonitor(known=known), 0.0, []
+        for burst in range(8):
+            t = feed(monitor, "a", rate, n=16, size=piece, start=t + 5.0)
+            monitor.on_arrival("a", 100, queued=False, now=t + 0.5)     # ends the burst
+            seen.append(monitor.estimates(t + 0.5)["a"][0])
+        t += 5.0
+        for i in range(16):                                     # read back to back
+            monitor.on_arrival("a", piece, queued=i > 0, now=t + 0.001 * i / 16)
+        monitor.on_arrival("a", 100, queued=False, now=t + 0.5)
+        seen.append(monitor.estimates(t + 0.5)["a"][0])
+        assert abs(seen[-2] - rate) / rate < 0.03 and seen[-1] <= 2 * rate, seen
+
+
+def test_a_real_rise_is_followed_at_most_twofold_per_window():
+    monitor = LinkMonitor(tau_s=1.5)
+    t = feed(monitor, "a", 20.0, n=40)
+    t = feed(monitor, "a", 200.0, n=400, start=t, first_queued=True)
+    assert abs(monitor.estimates(t)["a"][0] - 200.0) / 200.0 < 0.02

@@ -7,7 +7,8 @@ effect. Both use this machine's monotonic clock.
 
 * :func:`estimate_errors`: |estimate - true| / true for every fresh estimate (measured at
   most ``max_age_s`` before the record, i.e. a link that carried traffic), against the rate
-  the emulator had set when it was measured; each measurement counted once.
+  the emulator had set when it was measured; each measurement counted once. The summary
+  gives their median and the largest estimate / true (``awareness_max_overestimate``).
 * :func:`reactions`: for every rate change, the round in progress when it took effect and
   the first round of the next re-planned policy, if one was announced before the next change.
 * :func:`round_costs`: for every round, the measured time beside the time model's prediction
@@ -135,6 +136,9 @@ def summary(stats_path, runner) -> dict:
     react = reactions(records, runner)
     reacted = [r["iterations"] for r in react if r["iterations"] is not None]
     return {"awareness_median_rel_error": (round(float(np.median([e[4] for e in errors])), 4)
+                                           if errors else None),
+            # the worst an estimate overstated its link (a receiver draining its buffers)
+            "awareness_max_overestimate": (round(max(e[2] / e[3] for e in errors), 3)
                                            if errors else None),
             "estimates": len(errors),
             "policy_switches": sum(1 for r in records if r.get("event") == "policy"

@@ -41,7 +41,9 @@ def table(result: dict) -> str:
         if aware:
             lines.append(f"{name} awareness: median estimate error "
                          f"{aware['awareness_median_rel_error']} over {aware['estimates']} "
-                         f"estimates; {aware['policy_switches']} policy switches; iterations "
+                         f"estimates (largest over-estimate "
+                         f"{aware.get('awareness_max_overestimate')}x); "
+                         f"{aware['policy_switches']} policy switches; iterations "
                          f"to react per rate change: "
                          f"{[x['iterations'] for x in aware['reactions']]}")
         costs = r.get("round_costs")
