@@ -19,6 +19,7 @@ not a benchmark of several.
 import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,6 +80,7 @@ def driver(args) -> int:
             lines.append(f"[recovery_time] killed the server of {args.kill} at "
                          f"t={killed['t']:.3f}\n")
     code = proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)       # the run's checkpoint and sockets
     if args.log:
         Path(args.log).write_text("".join(lines))
     if code != 0 or not killed.get("pid"):
