@@ -41,8 +41,9 @@ class Checkpoint:
     state_frames: list = field(default_factory=list)
 
 
-def _digest(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array).view(np.uint8).tobytes()).hexdigest()
+def digest(array) -> str:
+    """SHA-256 (hex) of an array's bytes, as checkpoints and replicas carry it. O(bytes)."""
+    return hashlib.sha256(np.ascontiguousarray(array).view(np.uint8).reshape(-1)).hexdigest()
 
 
 def write(path, checkpoint: Checkpoint) -> None:
@@ -56,7 +57,7 @@ def write(path, checkpoint: Checkpoint) -> None:
               "sparse": sorted(int(k) for k in checkpoint.sparse),
               "optimizer": checkpoint.optimizer, "states": checkpoint.states_meta,
               "state_frames": len(checkpoint.state_frames),
-              "sha256": {name: _digest(a) for name, a in arrays.items()}}
+              "sha256": {name: digest(a) for name, a in arrays.items()}}
     arrays[HEADER] = np.frombuffer(json.dumps(header).encode(), np.uint8)
     path = Path(path)
     partial = path.with_name(path.name + ".partial")
@@ -90,8 +91,8 @@ def read(path) -> Checkpoint:
             arrays = {name: data[name] for name in header["sha256"]}
         values = {int(k): arrays[f"value_{k}"] for k in header["keys"]}
         frames = [arrays[f"state_{i}"] for i in range(int(header["state_frames"]))]
-        for name, digest in header["sha256"].items():
-            if _digest(arrays[name]) != digest:
+        for name, expected in header["sha256"].items():
+            if digest(arrays[name]) != expected:
                 raise CheckpointError(f"{path}: array {name!r} does not match its checksum "
                                       f"(corrupted file); refusing it")
         return Checkpoint(int(header["round"]), values, frozenset(header["sparse"]),

@@ -5,7 +5,7 @@ never from arithmetic on well-known numbers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SCHEDULER = "scheduler"
 SERVER = "server"
@@ -30,6 +30,12 @@ class NodeInfo:
         if self.role == SERVER:
             return f"server of {self.dc} (node {self.id})"
         return f"scheduler (node {self.id})"
+
+    def moved_to(self, where: "NodeInfo") -> "NodeInfo":
+        """This node (id, role, DC, ranks) reached where ``where`` says: a process that
+        took its place (docs/recovery.md)."""
+        return replace(self, address=where.address, host=where.host,
+                       local_address=where.local_address)
 
     def to_json(self) -> dict:
         return {"id": self.id, "role": self.role, "dc": self.dc, "address": self.address,

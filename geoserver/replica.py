@@ -17,16 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .checkpoint import digest
 from .optimizer_host import states_to_wire
 
 
 class ReplicaError(ValueError):
     """A replica that cannot be adopted: the text names the key and what differs."""
-
-
-def digest(array) -> str:
-    """SHA-256 (hex) of an array's bytes. O(bytes)."""
-    return hashlib.sha256(np.ascontiguousarray(array).view(np.uint8).reshape(-1)).hexdigest()
 
 
 def _frames_digest(frames) -> str:
@@ -74,7 +70,7 @@ def decode(meta: dict, frames, expected: dict) -> tuple:
         if rnd != want_round:
             raise ReplicaError(f"key {key} is at round {rnd}, the plan says {want_round}")
         raw = np.frombuffer(frames[i], dtype=np.uint8)
-        got = hashlib.sha256(raw).hexdigest()
+        got = digest(raw)
         if got != want_digest:
             raise ReplicaError(f"key {key} (round {rnd}) fails its checksum: SHA-256 "
                                f"{got[:16]}..., the source reported {want_digest[:16]}...")

@@ -308,8 +308,7 @@ class GeoServer:
         moved = NodeInfo.from_json(msg.meta["node"])
         old = self.table.nodes.get(moved.id)
         if old is not None and old.role == SERVER and old.dc == moved.dc != self.dc:
-            self.table.nodes[moved.id] = dataclasses.replace(
-                old, address=moved.address, host=moved.host, local_address=moved.local_address)
+            self.table.nodes[moved.id] = old.moved_to(moved)
             self.wan.moved(old.dc, old.id, self.po)
             log.info("%s: the server of %s is now at %s", self.dc, old.dc, moved.address)
             return
@@ -318,8 +317,7 @@ class GeoServer:
             log.error("%s: ignored NODE_MOVED naming %s: no such worker here", self.dc,
                       moved.describe())
             return
-        self.table.nodes[moved.id] = dataclasses.replace(
-            old, address=moved.address, host=moved.host, local_address=moved.local_address)
+        self.table.nodes[moved.id] = old.moved_to(moved)
         self.po.van.disconnect(moved.id)
         log.info("%s: %s rejoined at %s", self.dc, old.describe(), moved.address)
 

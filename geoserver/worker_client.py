@@ -7,7 +7,6 @@ an ABORT from the scheduler fails every pending and future request with its reas
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import threading
@@ -182,9 +181,7 @@ class WorkerClient:
                             node.describe())
             return
         with self._lock:
-            self.server = self.po.table.nodes[node.id] = dataclasses.replace(
-                self.server, address=node.address, host=node.host,
-                local_address=node.local_address)
+            self.server = self.po.table.nodes[node.id] = self.server.moved_to(node)
             self.po.van.disconnect(node.id, linger_s=0)
             self._moving = next(self._ids)
             self.po.send(node.id, Message(Kind.RESUME, request=self._moving))
