@@ -433,8 +433,9 @@ class KeyStore:
         """Take a peer's replica of some keys (checked by :func:`replica.decode`): their
         values and rounds, and their optimizer states (the optimizer is built from the
         peer's spec if this server has none yet)."""
-        for rep in replicas:
-            entry = self._entry(rep.key, rep.shape, rep.dtype)
+        # every key's shape and dtype checked before any is taken
+        entries = [self._entry(rep.key, rep.shape, rep.dtype) for rep in replicas]
+        for entry, rep in zip(entries, replicas):
             entry.value = entry.base = rep.value
             entry.applied, entry.sparse = rep.round, rep.sparse
             entry.init_gen = max(entry.init_gen, 1)

@@ -31,6 +31,7 @@ import logging
 import time
 
 from . import replica
+from .local_store import RequestError
 from .postoffice import AbortError
 from .tree import Policy, PolicyError
 from .wire import Kind, Message
@@ -123,12 +124,11 @@ class ServerRecovery:
                                            / (1 + len(asks.get(h, ()))), h))
 
     def on_state_request(self, source: str, msg: Message) -> None:
-        keys = [int(k) for k in msg.meta["keys"]]
-        unknown = [k for k in keys if k not in self.store.keys]
-        if unknown:
-            log.error("%s: %s asked for keys %s, unknown here", self.dc, source, unknown)
+        try:
+            meta, frames = self.store.replicas([int(k) for k in msg.meta["keys"]])
+        except RequestError as exc:         # a key not here (or not initialized)
+            log.error("%s: cannot send %s the replica it asked for: %s", self.dc, source, exc)
             return
-        meta, frames = self.store.replicas(keys)
         self.wan.send(source, Message(Kind.STATE, meta=meta, dtype=frames[0].dtype
                                       if frames else None, frames=frames))
 
@@ -137,7 +137,7 @@ class ServerRecovery:
         try:
             replicas, spec, states, frames = replica.decode(msg.meta, msg.frames, expected)
             self.store.adopt(replicas, spec, states, frames)
-        except replica.ReplicaError as exc:
+        except (replica.ReplicaError, RequestError) as exc:    # RequestError: a key known here
             raise AbortError(f"{self.dc}: refused the replica from {source}: {exc}") from exc
         for rep in replicas:
             del self.awaiting[rep.key]

@@ -244,6 +244,33 @@ def test_recover_refuses_a_replica_that_fails_its_digest():
     assert dcs["b"].recovery.awaiting and not dcs["b"].store.keys
 
 
+def test_recover_refuses_a_peer_request_or_replica_that_does_not_fit(caplog):
+    """A STATE_REQUEST for a key not here is answered with nothing (logged), and a STATE
+    whose key has another shape here is refused naming its source, before anything of it
+    is taken; neither stops the server with anything but that error."""
+    from netstorm.geoserver.replica import KeyReplica, digest, encode
+    net: list = []
+    rng = random.Random(5)
+    policy = Policy(1, 1, (random_trees(DCS, rng)[0][0],))
+    dcs = {d: _Dc(d, i, net, policy) for i, d in enumerate(DCS)}
+    for dc in dcs.values():
+        dc.start()
+    dcs["a"].take("b", Message(Kind.STATE_REQUEST, meta={"keys": [0, 77]}))
+    assert net == [] and "cannot send b the replica it asked for" in caplog.text
+    value = np.zeros(4, np.float32)                 # key 0 is (6, 5) here
+    meta, frames = encode([KeyReplica(1, 0, SHAPES[1], np.dtype(np.float32), False,
+                                      np.zeros(SHAPES[1], np.float32).reshape(-1)),
+                           KeyReplica(0, 0, (4,), np.dtype(np.float32), False, value)],
+                          None, None)
+    dcs["a"].recovery.awaiting = {0: (0, digest(value)),
+                                  1: (0, digest(np.zeros(SHAPES[1], np.float32)))}
+    before = dcs["a"].store.keys[1].value.copy()
+    with pytest.raises(AbortError, match="refused the replica from c: key 0 was initialized "
+                                         "as"):
+        dcs["a"].take("c", Message(Kind.STATE, meta=meta, frames=frames))
+    np.testing.assert_array_equal(dcs["a"].store.keys[1].value, before)   # nothing taken
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("rank, name, node, kill_round", [(3, "dc1/1", 6, 10),
                                                          (0, "dc0/0", 3, 5)])
