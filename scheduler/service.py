@@ -289,16 +289,17 @@ class Scheduler:
         return True
 
     def _supersede(self, meta: dict) -> None:
-        """A new process registering in the rank of a worker still taken for alive: its
-        launcher restarted it before the silence gave it away (only a holder of that DC's
-        key can register there)."""
+        """A new process registering in the place of a worker (its rank) or a server (its
+        DC) still taken for alive: its launcher restarted it before the silence gave it
+        away (only a holder of that DC's key can register there)."""
+        role, dc = meta.get("role"), meta.get("dc")
         for node in self.table.nodes.values():
-            if node.role == meta.get("role") == SERVER and node.dc == meta.get("dc") and \
-                    node.id not in self.lost:
+            if node.role != role or node.dc != dc or node.id in self.lost or \
+                    node.id in self.finished:
+                continue
+            if role == SERVER:
                 self._lose(node.id, "was replaced by a new process")
-            elif node.role == meta.get("role") and node.dc == meta.get("dc") and \
-                    node.local_rank == meta.get("local_index") and \
-                    node.id not in self.lost and node.id not in self.finished:
+            elif node.local_rank == meta.get("local_index"):
                 self._lose(node.id, "was replaced by a new process in its rank")
 
     def _on_register(self, msg: wire.Message) -> None:
