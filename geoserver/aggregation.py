@@ -1,5 +1,9 @@
 """Aggregate-forward along a policy's trees: the WAN data path of one global server.
 
+Partial sums climb a tree's aggregation edges (``Tree.parent``) to its root; the total
+descends its broadcast edges (``Tree.down_parent``: the same edges for a shared tree, a
+tree of its own for a split one).
+
 Pure logic: :class:`TreeExchange` never touches a socket. It is told about the DC's own sum
 of a chunk and about chunks arriving from neighbours, and answers through two callbacks:
 ``send(dc, kind, chunk_id, array, encoded)`` and ``deliver(key, chunk, rnd, total)``, where
@@ -171,7 +175,7 @@ class TreeExchange:
             log.warning("%s: dropped duplicate total of chunk %s", self.dc, cid[:3])
             return
         self._delivered.add(cid[:3])
-        for child in tree.children(self.dc):
+        for child in tree.down_children(self.dc):
             self._send(child, Kind.CHUNK_DOWN, cid, wire, encoded)
         self._deliver(cid.key, cid.chunk, cid.rnd, total)
 
@@ -253,9 +257,9 @@ class TreeExchange:
         if not self._known(self.on_down, source, cid, array, encoded):
             return
         tree = self._tree(cid)
-        if tree.parent.get(self.dc) != source:
+        if tree.down_parent.get(self.dc) != source:
             self._drops.log(source, "%s: dropped CHUNK_DOWN of key %d chunk %d from %s, which "
-                            "is not the parent here in the tree rooted at %s", self.dc,
+                            "is not the broadcast parent here in the tree rooted at %s", self.dc,
                             cid.key, cid.chunk, source, tree.root)
             return
         self._finish(tree, cid, array, encoded, self.codec.decode(cid, array, encoded))

@@ -208,7 +208,8 @@ class MessageSchema:
 
 # ---------------------------------------------------------------- shared parts
 POLICY = Obj({"version": Int(0, U32), "start_round": Int(),
-              "trees": ListOf(Obj({"root": Str(), "parent": DictOf(Nullable(Str()))},
+              "trees": ListOf(Obj({"root": Str(), "parent": DictOf(Nullable(Str())),
+                                   "down": DictOf(Nullable(Str()))},
                                   required=("root", "parent")), max_len=255),
               "shares": ListOf(Num(0.0, 1.0), max_len=255)},
              required=("version", "start_round", "trees"))

@@ -3,7 +3,9 @@
 The scheduler computes a :class:`Policy` (see ``netstorm.scheduler.policy``) and sends it as
 JSON; the global servers only follow it. A tree aggregates towards ``root``: every DC forwards
 the sum of its own contribution and its children's partial sums to ``parent[dc]``; the root
-completes the sum and sends the same bytes back down the tree.
+completes the sum and sends the same bytes back down, along the same tree (a *shared* tree)
+or along a tree of its own (a *split* tree: ``down[dc]`` is the DC that passes ``dc`` the
+total), so that each direction of a link can be planned against its own rate.
 """
 from __future__ import annotations
 
@@ -16,13 +18,51 @@ class PolicyError(ValueError):
     """A policy that is not a set of spanning trees over the cluster's DCs."""
 
 
+def _check_spanning(parent: dict, root: str, dcs: set, what: str) -> None:
+    if set(parent) != dcs:
+        raise PolicyError(f"{what} tree rooted at {root!r} spans {sorted(parent)}, "
+                          f"cluster has {sorted(dcs)}")
+    if parent.get(root, "x") is not None:
+        raise PolicyError(f"root {root!r} must have no {what} parent")
+    for dc in dcs:
+        seen, node = set(), dc
+        while node is not None:
+            if node in seen or node not in dcs:
+                raise PolicyError(f"DC {dc!r} does not reach root {root!r} in the {what} tree")
+            seen.add(node)
+            node = parent[node]
+
+
 @dataclass(frozen=True)
 class Tree:
+    """``parent``: the aggregation tree, dc -> the DC it sends its partial sum to (None at
+    the root). ``down``: the broadcast tree, dc -> the DC it receives the total from (None
+    at the root); omitted (None) when the total descends ``parent``'s edges."""
     root: str
-    parent: dict  # dc -> parent dc (None for the root)
+    parent: dict
+    down: dict = None
+
+    def __post_init__(self):
+        if self.down is not None and self.down == self.parent:
+            object.__setattr__(self, "down", None)        # one way to say "shared"
+
+    @property
+    def split(self) -> bool:
+        """Whether the total descends a tree of its own."""
+        return self.down is not None
+
+    @property
+    def down_parent(self) -> dict:
+        """dc -> the DC it receives the total from (None at the root)."""
+        return self.parent if self.down is None else self.down
 
     def children(self, dc: str) -> list:
+        """The DCs that send ``dc`` their partial sums. O(n)."""
         return sorted(c for c, p in self.parent.items() if p == dc)
+
+    def down_children(self, dc: str) -> list:
+        """The DCs ``dc`` passes the total to. O(n)."""
+        return sorted(c for c, p in self.down_parent.items() if p == dc)
 
     def children_from(self, origin: str, dc: str) -> list:
         """``dc``'s children when the tree's links, taken undirected, carry something from
@@ -46,20 +86,20 @@ class Tree:
         return sorted(n for n in neighbours[dc] if towards_origin.get(n) == dc)
 
     def validate(self, dcs) -> None:
-        """Raise :class:`PolicyError` unless this is a spanning tree of ``dcs`` rooted at root."""
+        """Raise :class:`PolicyError` unless ``parent`` (and ``down``, if given) is a
+        spanning tree of ``dcs`` rooted at root. O(n^2) at worst."""
         dcs = set(dcs)
-        if set(self.parent) != dcs:
-            raise PolicyError(f"tree rooted at {self.root!r} spans {sorted(self.parent)}, "
-                              f"cluster has {sorted(dcs)}")
-        if self.parent.get(self.root, "x") is not None:
-            raise PolicyError(f"root {self.root!r} must have no parent")
-        for dc in dcs:
-            seen, node = set(), dc
-            while node is not None:
-                if node in seen or node not in dcs:
-                    raise PolicyError(f"DC {dc!r} does not reach root {self.root!r}")
-                seen.add(node)
-                node = self.parent[node]
+        _check_spanning(self.parent, self.root, dcs, "aggregation")
+        if self.down is not None:
+            _check_spanning(self.down, self.root, dcs, "broadcast")
+
+    def to_json(self) -> dict:
+        out = {"root": self.root, "parent": self.parent}
+        return out if self.down is None else {**out, "down": self.down}
+
+
+def _names(parent: dict) -> dict:
+    return {str(k): (None if v is None else str(v)) for k, v in parent.items()}
 
 
 @dataclass(frozen=True)
@@ -119,15 +159,14 @@ class Policy:
 
     def to_json(self) -> dict:
         return {"version": self.version, "start_round": self.start_round,
-                "trees": [{"root": t.root, "parent": t.parent} for t in self.trees],
+                "trees": [t.to_json() for t in self.trees],
                 "shares": list(self.shares)}
 
     @classmethod
     def from_json(cls, data: dict, dcs) -> "Policy":
         try:
-            trees = tuple(Tree(root=str(t["root"]),
-                               parent={str(k): (None if v is None else str(v))
-                                       for k, v in t["parent"].items()})
+            trees = tuple(Tree(root=str(t["root"]), parent=_names(t["parent"]),
+                               down=None if t.get("down") is None else _names(t["down"]))
                           for t in data["trees"])
             policy = cls(version=int(data["version"]), start_round=int(data["start_round"]),
                          trees=trees, shares=tuple(float(x) for x in data.get("shares", ())))

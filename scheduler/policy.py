@@ -64,13 +64,26 @@ def initial_policy(config, measured: dict | None = None):
                           chunk_bytes=config.chunk_bytes, version=1, start_round=0)
     policy = Policy(version=1, start_round=0, trees=plan.policy.trees,
                     shares=tuple(plan.shares))
-    roots = ", ".join(f"{t.root} {100 * s:.0f}%" for t, s in zip(policy.trees, policy.shares))
+    roots = ", ".join(f"{t.root}{' split' if t.split else ''} {100 * s:.0f}%"
+                      for t, s in zip(policy.trees, policy.shares))
     return policy, (f"fapt: {len(policy.trees)} trees ({roots}); predicted "
                     f"{plan.predicted_s:.2f}s per {NOMINAL_MODEL_BYTES / 1e6:.0f} MB")
 
 
-def random_trees(dcs, rng, max_trees: int = 3):
-    """Random spanning trees and shares over ``dcs`` (for testing policy switches).
+def _random_parent(root: str, dcs: list, rng) -> dict:
+    """A random spanning tree of ``dcs`` rooted at ``root``, as dc -> parent. O(n)."""
+    order = [dc for dc in dcs if dc != root]
+    rng.shuffle(order)
+    order = [root] + order
+    parent = {root: None}
+    for i, dc in enumerate(order[1:], 1):
+        parent[dc] = order[rng.randrange(i)]
+    return parent
+
+
+def random_trees(dcs, rng, max_trees: int = 3, split: bool = False):
+    """Random spanning trees and shares over ``dcs`` (for testing policy switches); with
+    ``split``, about half the trees broadcast along a random tree of their own.
     O(trees · len(dcs))."""
     dcs = list(dcs)
     trees = []
@@ -80,7 +93,8 @@ def random_trees(dcs, rng, max_trees: int = 3):
         parent = {order[0]: None}
         for i, dc in enumerate(order[1:], 1):
             parent[dc] = order[rng.randrange(i)]
-        trees.append(Tree(order[0], parent))
+        down = _random_parent(order[0], dcs, rng) if split and rng.random() < 0.5 else None
+        trees.append(Tree(order[0], parent, down))
     weights = [rng.random() + 0.1 for _ in trees]
     shares = [w / sum(weights) for w in weights]
     shares[-1] = 1.0 - sum(shares[:-1])

@@ -165,7 +165,7 @@ class Scheduler:
         self.stats({"t": round(time.monotonic(), 3), "event": "policy", "reason": reason,
                     "version": policy.version, "start_round": policy.start_round,
                     "round": self.rounds.latest, "predicted_s": predicted_s,
-                    "trees": [{"root": t.root, "share": round(s, 4), "parent": t.parent}
+                    "trees": [{**t.to_json(), "share": round(s, 4)}
                               for t, s in zip(policy.trees, policy.shares)]})
 
     def _welcome(self, nodes, policy, rejoined: bool = False) -> None:
@@ -433,7 +433,8 @@ class Scheduler:
         while not workers <= self.finished:
             if self.switch_every_s and time.monotonic() >= next_switch and \
                     self.replacement is None:
-                self.announce(*random_trees(self.table.dcs, self._rng), lead_rounds=2)
+                self.announce(*random_trees(self.table.dcs, self._rng, split=True),
+                              lead_rounds=2)
                 next_switch = time.monotonic() + self.switch_every_s
             msg = self._recv(self.config.heartbeat_s)
             if msg is not None and msg.kind == wire.Kind.REGISTER:

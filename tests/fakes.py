@@ -77,9 +77,11 @@ class Net:
         return [link for link, q in self.buffers.items() if q and link not in self.blocked]
 
 
-def random_policy(dcs, rng, max_trees: int, version: int = 1, start_round: int = 0) -> Policy:
-    """Random spanning trees over ``dcs`` with random shares."""
-    trees, shares = random_trees(list(dcs), rng, max_trees=max_trees)
+def random_policy(dcs, rng, max_trees: int, version: int = 1, start_round: int = 0,
+                  split: bool = False) -> Policy:
+    """Random spanning trees over ``dcs`` with random shares; with ``split``, about half of
+    them broadcast along a random tree of their own."""
+    trees, shares = random_trees(list(dcs), rng, max_trees=max_trees, split=split)
     return Policy(version, start_round, tuple(trees), tuple(shares))
 
 

@@ -452,6 +452,9 @@ class _Builder:
         trees = [[{"root": "dc0", "parent": {"dc0": None}}],
                  [{"root": "dc0", "parent": {"dc0": "dc1", "dc1": "dc0"}}],
                  [{"root": "dc9", "parent": {"dc9": None, "dc0": "dc9", "dc1": "dc9"}}],
+                 [{"root": "dc0", "parent": {"dc0": None, "dc1": "dc0"},
+                   "down": {"dc0": "dc1", "dc1": "dc0"}}],
+                 [{"root": "dc0", "parent": {"dc0": None, "dc1": "dc0"}, "down": {"dc0": None}}],
                  [], [{"root": "dc0", "parent": {"dc0": None, "dc1": "dc0"}}] * 256]
         for tree in trees:
             policy = _set(BASE_META[Kind.POLICY], ("policy", "trees"), tree)

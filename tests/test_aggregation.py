@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from netstorm.geoserver.aggregation import ENTRY_BYTES, ChunkId, TreeExchange
-from netstorm.geoserver.tree import Policy, PolicyBook
+from netstorm.geoserver.tree import Policy, PolicyBook, Tree
 from netstorm.geoserver.wire import Kind
 from netstorm.scheduler.policy import random_trees, star_policy
 
@@ -14,8 +14,9 @@ def cid(key, chunk, rnd, policy):
     return ChunkId(key, chunk, rnd, policy.version, (key + chunk) % len(policy.trees))
 
 
-def simulate(policy, dcs, contributions, rng):
-    """Run one exchange per DC; return what each DC got delivered and the message count."""
+def simulate(policy, dcs, contributions, rng, edges=None):
+    """Run one exchange per DC; return what each DC got delivered and the message count
+    (``edges`` collects (source, target, kind) of every message)."""
     inbox, delivered = [], {dc: {} for dc in dcs}
 
     def make(dc):
@@ -36,6 +37,8 @@ def simulate(policy, dcs, contributions, rng):
     while inbox:
         source, target, kind, chunk_id, arr = inbox.pop(rng.randrange(len(inbox)))
         sent += 1
+        if edges is not None:
+            edges.append((source, target, kind))
         handler = ex[target].on_up if kind == Kind.CHUNK_UP else ex[target].on_down
         handler(source, chunk_id, arr)
     assert all(e.in_flight == 0 for e in ex.values())
@@ -44,9 +47,10 @@ def simulate(policy, dcs, contributions, rng):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_random_trees_give_every_dc_the_bit_identical_exact_sum(seed):
+    """Odd seeds mix shared trees with split ones (the total descends a tree of its own)."""
     rng = random.Random(seed)
     dcs = [f"dc{i}" for i in range(rng.randint(1, 7))]
-    trees, _ = random_trees(dcs, rng)
+    trees, _ = random_trees(dcs, rng, split=seed % 2 == 1)
     policy = Policy(1, 0, tuple(trees))
     np_rng = np.random.RandomState(seed)
     idents = [(k, c, r) for k in range(3) for c in range(2) for r in (1, 2)]
@@ -58,8 +62,31 @@ def test_random_trees_give_every_dc_the_bit_identical_exact_sum(seed):
         for dc in dcs:
             assert np.array_equal(delivered[dc][ident], want)
             assert delivered[dc][ident].tobytes() == delivered[dcs[0]][ident].tobytes()
-    # each chunk crosses every tree edge exactly twice (up and down)
+    # each chunk crosses every aggregation edge once up and every broadcast edge once down
     assert sent == len(idents) * 2 * (len(dcs) - 1)
+
+
+def test_a_split_tree_sends_partial_sums_up_one_tree_and_the_total_down_the_other():
+    """Aggregation a -> b -> c (root c), broadcast c -> a -> b: each edge carries exactly
+    the message its direction is planned for, and a total from the aggregation parent is
+    refused (it is not the broadcast parent)."""
+    tree = Tree("c", {"a": "b", "b": "c", "c": None}, down={"a": "c", "b": "a", "c": None})
+    policy = Policy(1, 0, (tree,))
+    contributions = {(dc, (0, 0, 1)): np.full(4, i + 1, np.float32)
+                     for i, dc in enumerate("abc")}
+    edges = []
+    delivered, sent = simulate(policy, "abc", contributions, random.Random(0), edges)
+    assert sorted(edges) == [("a", "b", Kind.CHUNK_UP), ("a", "b", Kind.CHUNK_DOWN),
+                             ("b", "c", Kind.CHUNK_UP), ("c", "a", Kind.CHUNK_DOWN)]
+    assert all(np.array_equal(delivered[dc][(0, 0, 1)], np.full(4, 6.0)) for dc in "abc")
+    done = []
+    ex = TreeExchange("b", PolicyBook(policy), lambda *a: None,
+                      lambda *a: done.append(a))
+    ex.contribute(ChunkId(0, 0, 1, 1, 0), np.ones(4, np.float32))
+    ex.on_down("c", ChunkId(0, 0, 1, 1, 0), np.ones(4, np.float32))
+    assert not done
+    ex.on_down("a", ChunkId(0, 0, 1, 1, 0), np.ones(4, np.float32))
+    assert len(done) == 1
 
 
 def test_inputs_are_never_modified():
@@ -81,7 +108,7 @@ def test_messages_from_wrong_neighbours_are_dropped(caplog):
     ex.on_up("c", c, np.ones(2))        # c is not b's child
     ex.on_down("c", c, np.ones(2))      # c is not b's parent
     assert not sent and not got
-    assert "not a child" in caplog.text and "not the parent" in caplog.text
+    assert "not a child" in caplog.text and "not the broadcast parent" in caplog.text
     ex.contribute(c, np.ones(2))
     ex.contribute(c, np.ones(2))        # duplicate own contribution
     assert len(sent) == 1 and "duplicate" in caplog.text

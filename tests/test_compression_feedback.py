@@ -31,8 +31,8 @@ def run(config, seed: int, rounds: int = 10):
     np_rng = np.random.RandomState(seed)
     dcs = [f"dc{i}" for i in range(rng.randint(2, 6))]
     starts = sorted({0, *(rng.randint(2, rounds) for _ in range(3))})
-    policies = [random_policy(dcs, rng, 3, version=v + 1, start_round=start)
-                for v, start in enumerate(starts)]
+    policies = [random_policy(dcs, rng, 3, version=v + 1, start_round=start,
+                              split=seed % 2 == 1) for v, start in enumerate(starts)]
     inbox, applied, sent = [], {dc: {} for dc in dcs}, []
 
     def locate_in(book):

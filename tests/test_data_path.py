@@ -60,12 +60,13 @@ class World:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_random_policies_switched_every_round_give_exact_sums(seed):
+    """Shared and split trees mixed (odd seeds), a new policy every round."""
     rng = random.Random(seed)
     nprng = np.random.RandomState(seed)
     dcs = [f"dc{i}" for i in range(rng.randint(2, 6))]
     rounds = 4
-    policies = [random_policy(dcs, rng, max_trees=4, version=r + 1, start_round=r + 1)
-                for r in range(rounds)]
+    policies = [random_policy(dcs, rng, max_trees=4, version=r + 1, start_round=r + 1,
+                              split=seed % 2 == 1) for r in range(rounds)]
     world = World(rng, dcs, rng.randint(1, 3), policies, chunk_bytes=rng.choice([64, 256]))
     sizes = {key: rng.choice([1, 7, 40, 300, 1000]) for key in range(4)}
     for key, size in sizes.items():

@@ -3,6 +3,7 @@ import pytest
 
 from netstorm.scheduler.planning import (compute_policy, link_loads, pipeline_fill_s,
                                          predict_iteration_s)
+from netstorm.geoserver.tree import Tree
 from planning_cases import BUILTIN, MIB, B, topo, tree
 
 
@@ -45,3 +46,17 @@ def test_small_prediction_equals_the_hand_optimum():
     assert sorted(plan.shares) == pytest.approx([1 / 3] * 3, abs=1e-9)
     for t in plan.policy.trees:
         assert len(t.children(t.root)) == 2
+
+
+def test_a_split_tree_loads_each_direction_of_its_own_trees_and_fills_along_them():
+    """Aggregation y -> x <- z, broadcast x -> z -> y: the loads land on y->x, z->x, x->z
+    and z->y only; the fill is the slowest path up plus the slowest path down."""
+    tri = topo("xyz", ("x", "y", 10, 20), ("x", "z", 40, 80), ("y", "z", 25, 50))
+    t = Tree("x", {"x": None, "y": "x", "z": "x"}, down={"x": None, "z": "x", "y": "z"})
+    loads = link_loads([(t, 1.0)], tri, B)
+    used = {d for d, s in loads.items() if s > 0}
+    assert used == {("y", "x"), ("z", "x"), ("x", "z"), ("z", "y")}
+    assert loads[("z", "y")] == pytest.approx(8 * B / 50e6)
+    up = max(1 / 20, 1 / 80)                          # y -> x, z -> x
+    down = 1 / 40 + 1 / 50                            # x -> z -> y
+    assert pipeline_fill_s([(t, 1.0)], tri, B, MIB) == pytest.approx(8 * MIB / 1e6 * (up + down))

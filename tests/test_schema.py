@@ -78,7 +78,8 @@ VALID = {
     Kind.STATE_REPORT: Message(Kind.STATE_REPORT, meta={"keys": [[0, 12, "0f" * 32]]}),
     Kind.REPLAY: Message(Kind.REPLAY, meta={
         "policy": {"version": 4, "start_round": 12,
-                   "trees": [{"root": "eu", "parent": {"eu": None, "us": "eu"}}]},
+                   "trees": [{"root": "eu", "parent": {"eu": None, "us": "eu"},
+                              "down": {"eu": None, "us": "eu"}}]},
         "keys": [[0, 11, ["us", "ap"], "0f" * 32]], "opened": 12}),
     Kind.STATE_REQUEST: Message(Kind.STATE_REQUEST, meta={"keys": [0, 1]}),
     Kind.STATE: Message(Kind.STATE, meta={
@@ -155,6 +156,7 @@ def _drop(name):
     (Kind.PROBE_REPORT, _set(["rates", "us"], None), r"meta.rates\['us'\] must be a finite"),
     (Kind.WELCOME, _set(["nodes", 1, "id"], "1"), r"meta.nodes\[1\].id must be an integer"),
     (Kind.WELCOME, _set(["policy", "trees", 0, "parent"], []), r"parent must be an object"),
+    (Kind.WELCOME, _set(["policy", "trees", 0, "down"], {"us": 3}), r"down\['us'\] must be"),
     (Kind.WELCOME, _set(["settings"], [1]), r"WELCOME: meta.settings must be an object"),
     (Kind.PROBE_REQUEST, _set(["timeout_s"], "1"), r"PROBE_REQUEST: meta: ProbeRequest: "
                                                    r"timeout_s must be a number"),

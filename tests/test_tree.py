@@ -13,13 +13,35 @@ def test_children_and_valid_tree():
 
 @pytest.mark.parametrize("parent,message", [
     ({"a": None, "b": "a", "c": "a"}, "spans"),                   # d missing
-    ({"a": "b", "b": "a", "c": "a", "d": "a"}, "must have no parent"),
+    ({"a": "b", "b": "a", "c": "a", "d": "a"}, "must have no aggregation parent"),
     ({"a": None, "b": "c", "c": "b", "d": "a"}, "does not reach root"),   # cycle
     ({"a": None, "b": "x", "c": "a", "d": "a"}, "does not reach root"),   # unknown parent
 ])
 def test_invalid_trees_are_rejected(parent, message):
     with pytest.raises(PolicyError, match=message):
         Tree("a", parent).validate(DCS)
+
+
+def test_a_split_tree_broadcasts_along_its_own_tree_and_is_validated_like_one():
+    t = Tree("a", {"a": None, "b": "a", "c": "b", "d": "b"},
+             down={"a": None, "d": "a", "c": "d", "b": "c"})
+    t.validate(DCS)
+    assert t.split and t.children("b") == ["c", "d"] and t.down_children("b") == []
+    assert t.down_children("a") == ["d"] and t.down_parent["b"] == "c"
+    shared = Tree("a", {"a": None, "b": "a", "c": "a", "d": "a"})
+    assert not shared.split and shared.down_children("a") == ["b", "c", "d"]
+    same = Tree("a", dict(shared.parent), down=dict(shared.parent))
+    assert same == shared and not same.split and "down" not in same.to_json()
+    with pytest.raises(PolicyError, match="does not reach root 'a' in the broadcast tree"):
+        Tree("a", shared.parent, down={"a": None, "b": "c", "c": "b", "d": "a"}).validate(DCS)
+    with pytest.raises(PolicyError, match="broadcast tree rooted at 'a' spans"):
+        Tree("a", shared.parent, down={"a": None, "b": "a"}).validate(DCS)
+    p = Policy(2, 0, (t, shared), shares=(0.4, 0.6))
+    assert Policy.from_json(p.to_json(), DCS) == p
+    bad = p.to_json()
+    bad["trees"][0]["down"] = {"a": "b", "b": None, "c": "a", "d": "a"}
+    with pytest.raises(PolicyError, match="no broadcast parent"):
+        Policy.from_json(bad, DCS)
 
 
 def test_policy_json_roundtrip_and_validation():

@@ -85,8 +85,8 @@ def check(world, expected, rnd):
 def test_random_relay_plans_give_exact_sums_everywhere(seed):
     rng, nprng = random.Random(seed), np.random.RandomState(seed)
     n = rng.randint(3, 6)
-    world = World(rng, n, random_policy([f"dc{i}" for i in range(n)], rng, max_trees=3),
-                  chunk_bytes=1 << 16)
+    world = World(rng, n, random_policy([f"dc{i}" for i in range(n)], rng, max_trees=3,
+                                        split=seed % 2 == 1), chunk_bytes=1 << 16)
     world.random_plans()
     expected = contribute(world, nprng, chunks=6, size=rng.randint(1, 3000), rnd=1)
     while world.step():

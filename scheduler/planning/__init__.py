@@ -2,7 +2,8 @@
 
 A policy is a set of spanning trees T_1..T_k over the DCs; tree t carries a share s_t of the
 model (sum 1). Tree edges must be declared links usable both ways: aggregation runs
-child -> parent, the broadcast parent -> child (``netstorm.geoserver.aggregation``).
+child -> parent, the broadcast parent -> child (``netstorm.geoserver.aggregation``), along
+the same edges (a shared tree) or along a broadcast tree of its own (a split tree).
 :func:`compute_policy` runs every construction below and keeps the policy with the least
 predicted iteration time. Every function takes a
 :class:`~netstorm.scheduler.topology.Topology` or a ``networkx.DiGraph`` whose edges carry
@@ -25,6 +26,8 @@ One job per module (this package imports them; use the names below):
   :func:`fapt_policy`;
 * :mod:`.shallow`: least-depth trees: :func:`shallow_tree`;
 * :mod:`.single_trees`: the best single tree: :func:`best_star`, :func:`best_single_tree`;
+* :mod:`.arborescence`: least-cost in- and out-arborescences (Chu-Liu/Edmonds);
+* :mod:`.split_trees`: split trees by column generation: :func:`split_packing`;
 * :mod:`.compute`: :func:`compute_policy`, which picks the method.
 
 Benchmark helpers (random meshes, planning time) are in ``netstorm.bench.planning``.
@@ -39,12 +42,14 @@ from .shallow import shallow_tree
 from .shares import optimal_shares
 from .simplex import LPError, LPResult, solve_lp
 from .single_trees import best_single_tree, best_star
+from .split_trees import SPLIT_MAX_DCS, split_packing
 from .time_model import (DEFAULT_CHUNK_BYTES, NOMINAL_MODEL_BYTES, PolicyPlan, link_loads,
                          pipeline_fill_s, predict_iteration_s)
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES", "HEAVIEST_START_MAX_DCS", "LPError", "LPResult", "MAX_CUT_DCS",
     "MAX_MIXED_COLUMNS", "MAX_POLICY_TREES", "NOMINAL_MODEL_BYTES", "Packing", "PolicyPlan",
+    "SPLIT_MAX_DCS", "split_packing",
     "best_root", "best_single_tree", "best_star", "compute_policy", "cut_lower_bound",
     "cut_lower_bound_s", "fapt_policy", "fapt_score", "fapt_tree", "link_loads",
     "optimal_shares", "pack_trees", "pack_trees_detail", "pipeline_fill_s",

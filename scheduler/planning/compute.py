@@ -12,15 +12,17 @@ import numpy as np
 from netstorm.geoserver.tree import Policy
 
 from .fapt import fapt_all, fapt_candidates
-from .network import Net, as_net, edge_key, parent_array, to_tree, tree_cap
+from .network import MAX_POLICY_TREES, Net, as_net, edge_key, parent_array, to_tree, tree_cap
 from .packing import pack_trees_detail
 from .shallow import shallow_parent
 from .shares import capped_shares, solve_shares
 from .simplex import LPError
 from .single_trees import best_single, single_candidates
+from .split_trees import SPLIT_MAX_DCS, split_pool
 from .time_model import DEFAULT_CHUNK_BYTES, PolicyPlan, by_direction, fill_hops, predict
 
 MAX_MIXED_COLUMNS = 64             # compute_policy's "mixed" LP only up to this many trees
+SWEEP_STEPS = 6                    # fill thresholds _fill_sweep tries
 
 
 def _distinct(parents: list) -> list:
@@ -64,6 +66,23 @@ def _trim_fill(net: Net, parents: list, shares: list, model_bytes, chunk_bytes):
     return parents, shares, predicted, busy
 
 
+def _fill_sweep(net: Net, pool: list, max_trees: int, model_bytes, chunk_bytes):
+    """The LP shares the busiest link only, so a large pool buys a low busiest link with
+    deep trees: for :data:`SWEEP_STEPS` thresholds F (quantiles of the pool's fills), the
+    trees whose fill is at most F get LP shares (capped at ``max_trees``) and are trimmed
+    (:func:`_trim_fill`); the best prediction wins. Returns (trees, shares, predicted,
+    busy). O(SWEEP_STEPS·(LP + trim))."""
+    hops = np.array([fill_hops(net, t) for t in pool])
+    best = None
+    for limit in np.unique(np.quantile(hops, np.linspace(0, 1, SWEEP_STEPS))):
+        chosen = [t for t, h in zip(pool, hops) if h <= limit * (1 + 1e-12)]
+        trees, shares = capped_shares(net, chosen, max_trees)
+        found = _trim_fill(net, trees, shares, model_bytes, chunk_bytes)
+        if best is None or found[2] < best[2] * (1 - 1e-12):
+            best = found
+    return best
+
+
 def compute_policy(topology, model_bytes: float, chunk_bytes: float = DEFAULT_CHUNK_BYTES,
                    version: int = 1, start_round: int = 0, max_trees: int = None,
                    epsilon: float = 0.05) -> PolicyPlan:
@@ -78,14 +97,18 @@ def compute_policy(topology, model_bytes: float, chunk_bytes: float = DEFAULT_CH
     * ``shallow``: one :func:`shallow_tree` per root with LP shares (a sharded star on a
       full mesh: least pipeline fill);
     * ``mixed``: packing and shallow trees in one LP (only while they are at most
-      :data:`MAX_MIXED_COLUMNS` distinct trees; its LP grows about cubically).
+      :data:`MAX_MIXED_COLUMNS` distinct trees; its LP grows about cubically);
+    * ``split``: up to :data:`~.split_trees.SPLIT_MAX_DCS` DCs, split and shared trees
+      (:func:`~.split_trees.split_pool`: column generation from the packing and shallow
+      trees), then a sweep over fill thresholds (:func:`_fill_sweep`).
 
     The LP minimises the busiest link only, so every multi-tree candidate is then trimmed:
     its tree with the largest fill leaves (shares re-solved) while that lowers the
     prediction. At most ``max_trees`` (default n, at most 255) trees. ``topology``: a
     Topology or DiGraph. Returns a :class:`PolicyPlan`; its policy carries the shares,
     heaviest tree first. Cost: pack_trees + O(n^3) for the FAPT and shallow trees + a few
-    LPs; about 0.5 s CPU for 64 DCs (see docs/policy.md).
+    LPs (+ the split trees' column generation up to 12 DCs, about 0.3 s there); about
+    0.5 s CPU for 64 DCs (see docs/policy.md).
     """
     net = as_net(topology)
     max_trees = tree_cap(net, max_trees)
@@ -104,6 +127,9 @@ def compute_policy(topology, model_bytes: float, chunk_bytes: float = DEFAULT_CH
     scored = {}
     for name, (parents, shares) in options.items():
         scored[name] = _trim_fill(net, list(parents), list(shares), model_bytes, chunk_bytes)
+    if len(net.dcs) <= SPLIT_MAX_DCS:
+        pool = split_pool(net, union, MAX_POLICY_TREES)
+        scored["split"] = _fill_sweep(net, pool, max_trees, model_bytes, chunk_bytes)
     order = list(scored)
     method = min(order, key=lambda name: (scored[name][2] * (1 + 1e-12 * order.index(name))))
     parents, shares, predicted, busy = scored[method]

@@ -3,13 +3,16 @@ parent arrays, minimum spanning trees.
 
 A link is usable iff both its directions exist with a rate > 0 (a tree edge carries the
 partial sums up and the total down). DC order (for ties) is the topology's ``dcs`` or the
-graph's node order. n = DCs, m = undirected usable links; a tree is a parent array of n
-positions, -1 at the root.
+graph's node order. n = DCs, m = undirected usable links. A shared tree is a parent array
+of n positions, -1 at the root (each DC's neighbour towards the root: partial sums go up
+its edges, the total comes down the same edges); a split tree is a :class:`Split` of two
+such arrays with the same root (the total descends its own tree).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import networkx as nx
 import numpy as np
@@ -28,6 +31,29 @@ class Net:
     cap: np.ndarray            # n x n Mbit/s of usable directions (both ways exist), else 0
     edges: tuple               # usable undirected links (i, j), i < j
     graph: nx.DiGraph          # every declared direction, for link_loads' keys
+
+
+class Split(NamedTuple):
+    """A split tree: ``up[v]`` is the DC v sends its partial sum to (an in-arborescence
+    into the root), ``down[v]`` the DC v receives the total from (an out-arborescence from
+    the same root); -1 at the root."""
+    up: np.ndarray
+    down: np.ndarray
+
+
+def up_of(tree) -> np.ndarray:
+    """The aggregation parent array of a planning tree (array or :class:`Split`). O(1)."""
+    return tree.up if isinstance(tree, Split) else tree
+
+
+def down_of(tree) -> np.ndarray:
+    """The broadcast parent array of a planning tree (array or :class:`Split`). O(1)."""
+    return tree.down if isinstance(tree, Split) else tree
+
+
+def split_or_shared(up: np.ndarray, down: np.ndarray):
+    """``up`` itself when both trees have the same edges, else ``Split(up, down)``. O(n)."""
+    return up if np.array_equal(up, down) else Split(up, down)
 
 
 def as_net(topology_or_graph) -> Net:
@@ -66,29 +92,38 @@ def as_net(topology_or_graph) -> Net:
     return Net(dcs, index, cap, edges, graph)
 
 
-def parent_array(net: Net, tree: Tree) -> np.ndarray:
-    """A Tree as a parent array (-1 at the root); checks it spans the DCs over usable links.
-    O(n)."""
+def _array(net: Net, root: str, parent: dict) -> np.ndarray:
+    out = np.full(len(net.dcs), -1, dtype=np.int64)
+    for dc, up in parent.items():
+        if up is not None:
+            i, j = net.index[dc], net.index[up]
+            if net.cap[i, j] <= 0:
+                raise ValueError(f"tree rooted at {root!r} uses {dc}-{up}, which is not "
+                                 f"a link usable both ways")
+            out[i] = j
+    return out
+
+
+def parent_array(net: Net, tree: Tree):
+    """A Tree as a parent array (-1 at the root), or a :class:`Split` of two for a split
+    tree; checks it spans the DCs over usable links. O(n)."""
     try:
         tree.validate(net.dcs)
     except PolicyError as exc:
         raise ValueError(str(exc)) from exc
-    parent = np.full(len(net.dcs), -1, dtype=np.int64)
-    for dc, up in tree.parent.items():
-        if up is not None:
-            i, j = net.index[dc], net.index[up]
-            if net.cap[i, j] <= 0:
-                raise ValueError(f"tree rooted at {tree.root!r} uses {dc}-{up}, which is not "
-                                 f"a link usable both ways")
-            parent[i] = j
-    return parent
+    up = _array(net, tree.root, tree.parent)
+    return up if tree.down is None else Split(up, _array(net, tree.root, tree.down))
 
 
-def to_tree(net: Net, parent: np.ndarray) -> Tree:
-    """A parent array as a Tree of DC names. O(n)."""
-    return Tree(root=net.dcs[int(np.flatnonzero(parent < 0)[0])],
-                parent={net.dcs[i]: (None if p < 0 else net.dcs[int(p)])
-                        for i, p in enumerate(parent)})
+def _names(net: Net, parent: np.ndarray) -> dict:
+    return {net.dcs[i]: (None if p < 0 else net.dcs[int(p)]) for i, p in enumerate(parent)}
+
+
+def to_tree(net: Net, tree) -> Tree:
+    """A parent array (or a :class:`Split`) as a Tree of DC names. O(n)."""
+    up = up_of(tree)
+    return Tree(root=net.dcs[int(np.flatnonzero(up < 0)[0])], parent=_names(net, up),
+                down=_names(net, tree.down) if isinstance(tree, Split) else None)
 
 
 def dc_index(net: Net, dc: str) -> int:
@@ -98,9 +133,12 @@ def dc_index(net: Net, dc: str) -> int:
     return net.index[dc]
 
 
-def edge_key(parent: np.ndarray) -> tuple:
-    """The tree's undirected edge set, independent of its root. O(n log n)."""
-    return tuple(sorted((min(i, int(p)), max(i, int(p))) for i, p in enumerate(parent) if p >= 0))
+def edge_key(tree) -> tuple:
+    """A shared tree's undirected edge set, independent of its root; for a split tree its
+    two parent arrays (directed, rooted). O(n log n)."""
+    if isinstance(tree, Split):
+        return ("split", tree.up.tobytes(), tree.down.tobytes())
+    return tuple(sorted((min(i, int(p)), max(i, int(p))) for i, p in enumerate(tree) if p >= 0))
 
 
 def tree_cap(net: Net, max_trees) -> int:

@@ -105,8 +105,10 @@ def _price_tree(net: Net, rows: np.ndarray, duals: np.ndarray):
     return parent, float(cost[child, parent[child]].sum())
 
 
-def _polish(net: Net, parents: list, max_trees: int, rounds: int, solved=None):
-    """Column generation with swaps. The LP's duals u price every spanning tree by one MST;
+def polish(net: Net, parents: list, max_trees: int, rounds: int, solved=None,
+           price=_price_tree):
+    """Column generation with swaps. The LP's duals u price every spanning tree by one MST
+    (``price(net, rows, duals) -> (tree, price)``: :mod:`.split_trees` prices split trees);
     a tree priced below 1 improves the LP, so it joins; while more than ``max_trees`` trees
     have a share the lightest leaves (the LP is edited and re-solved warm, not rebuilt).
     Stops when no tree prices below 1 (the shares are then optimal over ALL spanning trees),
@@ -122,7 +124,7 @@ def _polish(net: Net, parents: list, max_trees: int, rounds: int, solved=None):
         for done in range(1, rounds + 1):
             if lp is None:
                 break
-            new, value = _price_tree(net, rows, lp.duals())
+            new, value = price(net, rows, lp.duals())
             z_lower = max(z_lower, value * z)
             if value >= 1 - 1e-9 or edge_key(new) in tried:
                 break
@@ -192,7 +194,7 @@ def pack_trees_detail(graph, epsilon: float = 0.05, max_trees: int = None,
         candidates.append(("gk-heaviest", heaviest))
     starts = {name: (parents, solve_shares(net, parents)) for name, parents in candidates}
     start = min(starts, key=lambda name: starts[name][1][1])
-    parents, shares, z, z_cg, rounds = _polish(net, starts[start][0], max_trees, polish_rounds,
+    parents, shares, z, z_cg, rounds = polish(net, starts[start][0], max_trees, polish_rounds,
                                                solved=starts[start][1])
     pairs = _merge(net, parents, shares)
     return Packing(trees=[to_tree(net, p) for p, _ in pairs], shares=[s for _, s in pairs],

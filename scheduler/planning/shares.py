@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .network import Net, as_net, parent_array
+from .network import Net, as_net, down_of, parent_array, up_of
 from .simplex import LPError, Tableau, solve_lp
 
 SHARE_FLOOR = 1e-12                # LP shares below this are zeroed (then renormalised)
@@ -22,17 +22,17 @@ def directions(net: Net) -> np.ndarray:
     return np.flatnonzero(net.cap.reshape(-1) > 0)
 
 
-def column(net: Net, parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """One tree's LP column over ``rows``: c_min/c_d on the directions it uses, else 0.
-    O(n + rows)."""
-    n = len(parent)
-    child = np.flatnonzero(parent >= 0)
-    up = parent[child]
-    used = np.concatenate([child * n + up, up * n + child])
+def column(net: Net, tree, rows: np.ndarray) -> np.ndarray:
+    """One tree's LP column over ``rows``: c_min/c_d on each direction it uses (twice on a
+    direction a split tree uses both up and down), else 0. O(n + rows)."""
+    up, down = up_of(tree), down_of(tree)
+    n = len(up)
+    child = np.flatnonzero(up >= 0)
+    bottom = np.flatnonzero(down >= 0)
+    used = np.concatenate([child * n + up[child], down[bottom] * n + bottom])
     col = np.zeros(rows.size)
-    pos = np.searchsorted(rows, used)
     flat = net.cap.reshape(-1)
-    col[pos] = flat[rows].min() / flat[used]
+    np.add.at(col, np.searchsorted(rows, used), flat[rows].min() / flat[used])
     return col
 
 

@@ -1,7 +1,8 @@
 """The time model: predicted seconds of one all-reduce under a set of trees with shares.
 
-For a model of B bytes, tree t puts s_t·B bytes on each of its edges once up (child ->
-parent) and once down (parent -> child). Chunks stream, so one iteration is predicted as ::
+For a model of B bytes, tree t puts s_t·B bytes on each of its aggregation edges once up
+(child -> parent) and on each of its broadcast edges once down (parent -> child; the same
+edges for a shared tree). Chunks stream, so one iteration is predicted as ::
 
     T = max over directed links e of 8·B·Σ_{t uses e} s_t / (1e6·c_e)      (busiest link)
       + max over trees t (s_t > 0) of fill_t                                 (pipeline fill)
@@ -11,17 +12,17 @@ parent) and once down (parent -> child). Chunks stream, so one iteration is pred
     chunk_t = min(chunk, s_t·B)
 
 ``fill_t`` is the time one chunk needs to climb tree t's slowest leaf-to-root path and come
-back down its slowest root-to-leaf path, store-and-forward: the part of an iteration during
+back down its (broadcast tree's) slowest root-to-leaf path, store-and-forward: the part of an iteration during
 which the bottleneck link cannot be busy yet. It is at most depth × (chunk time on the
 slowest hop). It is not small: 1 MiB at 10-100 Mbit/s is 0.08-0.8 s per hop, so deep trees
 pay seconds (it dominates at 64 DCs); and a tree whose share is a single chunk does not
 pipeline at all, where adding the two terms over-counts. Propagation delay is not modelled
 (topologies carry no latency). The first term is never below
 :func:`~netstorm.scheduler.planning.cut_bound.cut_lower_bound`: every spanning tree crosses
-every cut, so all B bytes cross it in each direction. Because each tree edge carries the
-same bytes up and down, a tree edge is only as good as its slower direction: on very
-asymmetric links no tree policy gets near the cut bound (separate reduce and broadcast
-trees would be needed).
+every cut, so all B bytes cross it in each direction. Because each shared tree edge carries
+the same bytes up and down, it is only as good as its slower direction: on very asymmetric
+links no shared-tree policy gets near the cut bound; split trees (:mod:`.split_trees`) plan
+each direction on its own.
 
 ``trees_with_shares`` is ``[(Tree, share)]`` (shares >= 0, sum 1), a Policy or a
 :class:`PolicyPlan`; k = trees.
@@ -35,7 +36,7 @@ import numpy as np
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES  # noqa: F401  (re-exported)
 from netstorm.geoserver.tree import Policy
 
-from .network import Net, as_net, parent_array
+from .network import Net, as_net, down_of, parent_array, up_of
 
 # The trees and shares that minimise the bottleneck do not depend on the model's size; only
 # the pipeline-fill term does, for which planning assumes this typical model size.
@@ -70,21 +71,22 @@ def tree_pairs(trees_with_shares) -> list:
     return pairs
 
 
-def load_matrix(net: Net, parents, shares) -> np.ndarray:
-    """n x n: Σ of the shares of the trees using each direction. O(k·n)."""
+def load_matrix(net: Net, trees, shares) -> np.ndarray:
+    """n x n: Σ of the shares of the trees using each direction (a shared tree's edges both
+    ways, a split tree's aggregation edges up and broadcast edges down). O(k·n)."""
     n = len(net.dcs)
     load = np.zeros((n, n))
-    for parent, share in zip(parents, shares):
-        child = np.flatnonzero(parent >= 0)
-        up = parent[child]
-        np.add.at(load, (child, up), share)
-        np.add.at(load, (up, child), share)
+    for tree, share in zip(trees, shares):
+        up, down = up_of(tree), down_of(tree)
+        child = np.flatnonzero(up >= 0)
+        np.add.at(load, (child, up[child]), share)
+        child = np.flatnonzero(down >= 0)
+        np.add.at(load, (down[child], child), share)
     return load
 
 
-def fill_hops(net: Net, parent: np.ndarray) -> float:
-    """Σ 1/c (s/Mbit) of the slowest leaf -> root path plus the slowest root -> leaf path.
-    O(n)."""
+def _depths(parent: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Σ 1/cap[v, parent[v]] along each DC's path to the root. O(n)."""
     n = len(parent)
     children = [[] for _ in range(n)]
     root = -1
@@ -93,22 +95,27 @@ def fill_hops(net: Net, parent: np.ndarray) -> float:
             root = i
         else:
             children[int(p)].append(i)
-    up = np.zeros(n)
-    down = np.zeros(n)
+    depth = np.zeros(n)
     stack = [root]
     while stack:
         node = stack.pop()
         for child in children[node]:
-            up[child] = up[node] + 1.0 / net.cap[child, node]
-            down[child] = down[node] + 1.0 / net.cap[node, child]
+            depth[child] = depth[node] + 1.0 / cap[child, node]
             stack.append(child)
+    return depth
+
+
+def fill_hops(net: Net, tree) -> float:
+    """Σ 1/c (s/Mbit) of the slowest leaf -> root path of the aggregation tree plus the
+    slowest root -> leaf path of the broadcast tree. O(n)."""
+    up = _depths(up_of(tree), net.cap)
+    down = _depths(down_of(tree), net.cap.T)
     return float(up.max() + down.max())
 
 
-def fill_s(net: Net, parent: np.ndarray, share: float, model_bytes: float,
-           chunk_bytes: float) -> float:
+def fill_s(net: Net, tree, share: float, model_bytes: float, chunk_bytes: float) -> float:
     """One tree's pipeline fill in seconds. O(n)."""
-    return 8.0 * min(chunk_bytes, share * model_bytes) / 1e6 * fill_hops(net, parent)
+    return 8.0 * min(chunk_bytes, share * model_bytes) / 1e6 * fill_hops(net, tree)
 
 
 def predict(net: Net, parents, shares, model_bytes: float, chunk_bytes: float):
