@@ -35,6 +35,9 @@ Example (``docs/cluster.example.toml`` has the commented version)::
                             # slower than the best one under fresh estimates
     min_dwell_s = 10        # adapt: at least this long between two switches
     multipath = false       # fapt: idle links carry part of busy links' chunks via relays
+    trees = "split"         # fapt: "split" lets a tree's total descend a broadcast tree of
+                            # its own when the time model predicts it faster; "shared":
+                            # every tree broadcasts along its aggregation edges
 
     [[link]]                # optional: the WAN links and their rates (Mbit/s). If given,
     a = "eu"                # trees use only these links (relaying through DCs); without
@@ -70,6 +73,7 @@ from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_HEARTBE
     DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, MIN_CHUNK_BYTES
 
 POLICIES = ("star", "fapt")
+TREE_KINDS = ("split", "shared")   # [wan] trees
 
 
 class ClusterFileError(ValueError):
@@ -126,6 +130,7 @@ class ClusterConfig:
     replan_threshold: float = 0.2
     min_dwell_s: float = 10.0
     multipath: bool = False
+    trees: str = "split"    # [wan] trees: "split" or "shared" (docs/policy.md)
     links: tuple = ()
     stats: str = ""         # scheduler: JSON-lines log of estimates and policies ("": none)
     security: SecurityConfig = SecurityConfig()
@@ -214,7 +219,8 @@ FIELDS = {     # what each table of a cluster file may hold; anything else is a 
     "scheduler": ("host", "advertise", "port", "stats"),
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
-    "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s"),
+    "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s",
+            "trees"),
     "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba"),
     "security": ("curve", "secret_keys", "scheduler_key", "dc_keys"),
 }
@@ -312,6 +318,11 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         if kwargs["policy"] not in POLICIES:
             raise ClusterFileError(f"{where}: unknown policy {kwargs['policy']!r}; "
                                    f"known: {', '.join(POLICIES)}")
+    if "trees" in wan:
+        kwargs["trees"] = _need(wan, "trees", str, where)
+        if kwargs["trees"] not in TREE_KINDS:
+            raise ClusterFileError(f"{where}: trees must be one of {', '.join(TREE_KINDS)}, "
+                                   f"got {kwargs['trees']!r}")
     if "hub" in wan:
         kwargs["hub"] = _need(wan, "hub", str, where)
         if kwargs["hub"] not in seen:

@@ -102,14 +102,15 @@ class Decision:
 
 class Replanner:
     """Hysteresis for policy switches: a relative ``threshold`` and a ``min_dwell_s`` (the
-    cluster file's ``replan_threshold`` and ``min_dwell_s``, whose defaults live there)."""
+    cluster file's ``replan_threshold`` and ``min_dwell_s``, whose defaults live there);
+    ``split``: whether re-planned policies may use split trees (``[wan] trees``)."""
 
     def __init__(self, model_bytes: float, chunk_bytes: float, threshold: float,
-                 min_dwell_s: float, confirm_s: float = 1.0):
+                 min_dwell_s: float, confirm_s: float = 1.0, split: bool = True):
         if threshold < 0 or min_dwell_s < 0 or confirm_s < 0:
             raise ValueError(f"threshold, min_dwell_s and confirm_s must be >= 0, got "
                              f"{threshold}, {min_dwell_s}, {confirm_s}")
-        self.model_bytes, self.chunk_bytes = model_bytes, chunk_bytes
+        self.model_bytes, self.chunk_bytes, self.split = model_bytes, chunk_bytes, split
         self.threshold, self.min_dwell_s, self.confirm_s = threshold, min_dwell_s, confirm_s
         self.last_switch: float | None = None
         self._better_since: float | None = None     # when a switch first looked worth it
@@ -128,7 +129,7 @@ class Replanner:
             current = predict_iteration_s(policy, topology, self.model_bytes, self.chunk_bytes)
         except ValueError:
             current = float("inf")
-        plan = compute_policy(topology, self.model_bytes, self.chunk_bytes)
+        plan = compute_policy(topology, self.model_bytes, self.chunk_bytes, split=self.split)
         better = current > plan.predicted_s * (1.0 + self.threshold)
         if not better:
             self._better_since = None

@@ -60,8 +60,8 @@ def initial_policy(config, measured: dict | None = None):
     if config.policy == "star" or len(dcs) == 1:
         return star_policy(dcs, config.hub_dc), f"star rooted at {config.hub_dc}"
     topology = planning_topology(config, measured)
-    plan = compute_policy(topology, NOMINAL_MODEL_BYTES,
-                          chunk_bytes=config.chunk_bytes, version=1, start_round=0)
+    plan = compute_policy(topology, NOMINAL_MODEL_BYTES, chunk_bytes=config.chunk_bytes,
+                          version=1, start_round=0, split=config.trees == "split")
     policy = Policy(version=1, start_round=0, trees=plan.policy.trees,
                     shares=tuple(plan.shares))
     roots = ", ".join(f"{t.root}{' split' if t.split else ''} {100 * s:.0f}%"

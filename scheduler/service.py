@@ -155,7 +155,8 @@ class Scheduler:
         if not self.round_gate:          # the round gate is on exactly when re-planning is
             return
         replanner = Replanner(NOMINAL_MODEL_BYTES, self.config.chunk_bytes,
-                              self.config.replan_threshold, self.config.min_dwell_s)
+                              self.config.replan_threshold, self.config.min_dwell_s,
+                              split=self.config.trees == "split")
         replanner.switched(time.monotonic())
         self.adaptation = Adaptation(self.wan_topology, replanner, self.stats,
                                      multipath=self.config.multipath)

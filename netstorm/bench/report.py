@@ -31,9 +31,12 @@ def table(result: dict) -> str:
                      f"{100 * r['cpu_util']:>6.0f}%  {note}")
     plan = result.get("fapt_plan")
     if plan:
-        roots = ", ".join(f"{t['root']} {100 * t['share']:.0f}%" for t in plan["trees"])
+        roots = ", ".join(f"{t['root']}{' split' if 'down' in t else ''} "
+                          f"{100 * t['share']:.0f}%" for t in plan["trees"])
         lines.append(f"netstorm-fapt trees: {roots}; time model predicted "
                      f"{plan['predicted_s']:.3f}s"
+                     + (f" (shared trees only: {plan['shared_predicted_s']:.3f}s)"
+                        if "shared_predicted_s" in plan else "")
                      + (f" (measured {100 * plan['prediction_error']:+.0f}% vs prediction)"
                         if "prediction_error" in plan else ""))
     for name, r in result["systems"].items():
@@ -78,16 +81,21 @@ def fapt_plan(topology, nbytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> 
     the time model's prediction for this model, to compare with the measured time."""
     from netstorm.scheduler.planning import (NOMINAL_MODEL_BYTES, compute_policy,
                                              predict_iteration_s)
+    def predicted(plan):
+        pairs = list(zip(plan.policy.trees, plan.shares))
+        return round(predict_iteration_s(pairs, topology, nbytes, chunk_bytes), 4)
     plan = compute_policy(topology, NOMINAL_MODEL_BYTES, chunk_bytes=chunk_bytes)
-    pairs = list(zip(plan.policy.trees, plan.shares))
-    return {"trees": [{"root": t.root, "share": round(s, 4), "parent": t.parent}
-                      for t, s in pairs],
-            "predicted_s": round(predict_iteration_s(pairs, topology, nbytes, chunk_bytes), 4),
-            "method": plan.method}
+    shared = compute_policy(topology, NOMINAL_MODEL_BYTES, chunk_bytes=chunk_bytes,
+                            split=False)
+    return {"trees": [{**t.to_json(), "share": round(s, 4)}
+                      for t, s in zip(plan.policy.trees, plan.shares)],
+            "predicted_s": predicted(plan), "method": plan.method,
+            "shared_predicted_s": predicted(shared)}   # netstorm-shared's trees
 
 
 def plot_trees(plan: dict, topology, path: str) -> str:
-    """One panel per tree of the FAPT policy: its edges over the link graph, root and share."""
+    """One panel per tree of the FAPT policy: its edges over the link graph, root and share
+    (a split tree: aggregation edges red, broadcast edges blue, arrows along the data)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -101,16 +109,26 @@ def plot_trees(plan: dict, topology, path: str) -> str:
     for ax, tree in zip(axes.flat, trees):
         edges = [(c, p) for c, p in tree["parent"].items() if p is not None]
         nx.draw_networkx_edges(graph, pos, ax=ax, edge_color="#dddddd")
-        nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, width=2.5,
-                               edge_color="#d62728")
+        if "down" in tree:
+            down = [(p, c) for c, p in tree["down"].items() if p is not None]
+            directed = nx.DiGraph(graph)
+            for edgelist, color, rad in ((edges, "#d62728", 0.12), (down, "#1f77b4", -0.12)):
+                nx.draw_networkx_edges(directed, pos, edgelist=edgelist, ax=ax, width=2.0,
+                                       edge_color=color, arrows=True, arrowsize=12,
+                                       connectionstyle=f"arc3,rad={rad}")
+        else:
+            nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, width=2.5,
+                                   edge_color="#d62728")
         colors = ["#ff9896" if n == tree["root"] else "#9cc3e6" for n in graph.nodes]
         nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colors, node_size=500)
         nx.draw_networkx_labels(graph, pos, ax=ax, font_size=8)
-        ax.set_title(f"root {tree['root']}: {100 * tree['share']:.0f}% of the model")
+        kind = " (split)" if "down" in tree else ""
+        ax.set_title(f"root {tree['root']}{kind}: {100 * tree['share']:.0f}% of the model")
         ax.axis("off")
     for ax in list(axes.flat)[len(trees):]:
         ax.axis("off")
-    fig.suptitle(f"netstorm-fapt trees on {topology.name} (grey: unused links)")
+    fig.suptitle(f"netstorm-fapt trees on {topology.name} (grey: unused links; split trees: "
+                 f"partial sums up in red, the total down in blue)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

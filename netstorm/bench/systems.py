@@ -63,13 +63,15 @@ def run_mxnet(ctx: RunContext, out: Path, sharded: bool, compression: str | None
 
 def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                  multipath: bool = False, curve: bool = True,
-                 compression: str | None = None, sync: str = "fsa") -> int:
+                 compression: str | None = None, sync: str = "fsa",
+                 trees: str = "split") -> int:
     """netstorm with the scheduler in the best-connected DC. ``hips``: the star rooted there;
     ``fapt``: multi-root trees computed at start from the links' rates (declared in the
     cluster file, as an operator would), never updated unless ``adapt`` (re-planned from
     passive measurements); ``multipath``: idle links relay part of busy links' chunks.
     Every socket uses CURVE with throw-away keys unless ``curve`` is False (what security
-    costs). ``compression``: a type in ``ctx.compression``, whose params the cluster runs with
+    costs). ``trees``: the cluster file's ``[wan] trees`` ("shared": no split trees).
+    ``compression``: a type in ``ctx.compression``, whose params the cluster runs with
     (its ``[compression]``; the workers' Trainer asks for the same). ``sync``: a mode in
     ``ctx.sync`` (its ``[sync]``; under mixed the workers use ``ctx.mixed_args``' optimizer).
     The scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``."""
@@ -82,6 +84,7 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                                      for dc in ctx.topology.dcs),
                            policy=policy, hub=hub, links=links, timeout_s=600.0,
                            chunk_bytes=ctx.chunk_bytes, adapt=adapt, multipath=multipath,
+                           trees=trees,
                            stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve),
                            compression=CompressionConfig.from_params(params),
                            sync=ctx.sync.get(sync, SyncConfig()))
@@ -96,6 +99,7 @@ SYSTEMS = {
     "netstorm-hips": lambda ctx, out: run_netstorm(ctx, out, "star"),
     "netstorm-fapt": lambda ctx, out: run_netstorm(ctx, out, "fapt"),
     "netstorm-fapt-insecure": lambda ctx, out: run_netstorm(ctx, out, "fapt", curve=False),
+    "netstorm-shared": lambda ctx, out: run_netstorm(ctx, out, "fapt", trees="shared"),
     "netstorm-aware": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True),
     "netstorm-full": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True,
                                                    multipath=True),

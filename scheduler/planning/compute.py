@@ -85,7 +85,7 @@ def _fill_sweep(net: Net, pool: list, max_trees: int, model_bytes, chunk_bytes):
 
 def compute_policy(topology, model_bytes: float, chunk_bytes: float = DEFAULT_CHUNK_BYTES,
                    version: int = 1, start_round: int = 0, max_trees: int = None,
-                   epsilon: float = 0.05) -> PolicyPlan:
+                   epsilon: float = 0.05, split: bool = True) -> PolicyPlan:
     """The multi-root policy with the least predicted iteration time for ``model_bytes``.
 
     Candidates, all scored by the same time model (:func:`predict_iteration_s`), in order
@@ -98,7 +98,8 @@ def compute_policy(topology, model_bytes: float, chunk_bytes: float = DEFAULT_CH
       full mesh: least pipeline fill);
     * ``mixed``: packing and shallow trees in one LP (only while they are at most
       :data:`MAX_MIXED_COLUMNS` distinct trees; its LP grows about cubically);
-    * ``split``: up to :data:`~.split_trees.SPLIT_MAX_DCS` DCs, split and shared trees
+    * ``split`` (unless ``split`` is False): up to :data:`~.split_trees.SPLIT_MAX_DCS`
+      DCs, split and shared trees
       (:func:`~.split_trees.split_pool`: column generation from the packing and shallow
       trees), then a sweep over fill thresholds (:func:`_fill_sweep`).
 
@@ -127,7 +128,7 @@ def compute_policy(topology, model_bytes: float, chunk_bytes: float = DEFAULT_CH
     scored = {}
     for name, (parents, shares) in options.items():
         scored[name] = _trim_fill(net, list(parents), list(shares), model_bytes, chunk_bytes)
-    if len(net.dcs) <= SPLIT_MAX_DCS:
+    if split and len(net.dcs) <= SPLIT_MAX_DCS:
         pool = split_pool(net, union, MAX_POLICY_TREES)
         scored["split"] = _fill_sweep(net, pool, max_trees, model_bytes, chunk_bytes)
     order = list(scored)
