@@ -280,6 +280,10 @@ class GeoServer:
                                   f"rounds ahead of this DC's round {current}")
             elif self.gate.hold(wan_round, msg, time.monotonic()):
                 self._send_heartbeat()
+        elif msg.kind == Kind.PUSH and not self.policies.empty and \
+                self.gate.passed(wan_round):
+            self._send_heartbeat()                  # the next round, a round ahead
+            self._from_worker(msg)
         elif self.policies.empty:
             if len(self._before_policy) < MAX_EARLY_MESSAGES:
                 self._before_policy.append(msg)
@@ -361,6 +365,9 @@ class GeoServer:
         if msg.kind == Kind.SHUTDOWN and msg.sender == self.scheduler_id:
             log.info("%s: shutdown requested; %s; WAN chunks sent %s; compressed pushes %d",
                      self.dc, self.stats, self.exchange.sent, self.store.compressed_received)
+            if self.gate.enabled:
+                log.info("%s: round gate: %d rounds waited for the scheduler, %.3fs in all",
+                         self.dc, self.gate.waits, self.gate.waited_s)
             if self.mixed is not None:
                 log.info("%s: mixed: largest staleness applied %d rounds; %d rounds of a "
                          "key waited for a slower DC", self.dc, self.mixed.staleness_seen,

@@ -51,3 +51,20 @@ def test_opening_a_round_restarts_the_wait_of_those_still_held():
     assert "round 2 not opened" in gate.overdue(18.5) and "its 1 pushes" in gate.overdue(18.5)
     gate.open(2, 19.0)
     assert gate.overdue(1000.0) is None      # nothing held: never overdue
+
+
+def test_the_next_round_is_asked_for_a_round_ahead_so_no_push_waits():
+    """Round 1 waits once (nothing is open at start); from then on the first push of the
+    latest open round asks for the next, which opens before its first push: no more
+    waits. Only the latest open round asks, once."""
+    gate = RoundGate(enabled=True, timeout_s=10.0)
+    assert gate.hold(1, "r1", 0.0) and gate.open(1, 0.2) == ["r1"]
+    assert (gate.waits, round(gate.waited_s, 6)) == (1, 0.2)
+    assert gate.passed(1) is True and gate.requested == 2      # ask for round 2 now
+    assert gate.passed(1) is False                             # once
+    gate.open(2, 0.5)                                          # round 2 opens early
+    assert not gate.closed(2) and gate.passed(2) and gate.requested == 3
+    assert gate.passed(1) is False                             # an older round: nothing
+    assert gate.waits == 1
+    disabled = RoundGate(enabled=False, timeout_s=10.0)
+    assert disabled.passed(0) is False and disabled.requested == 0

@@ -1,6 +1,6 @@
 import pytest
 
-from netstorm.geoserver.tree import Policy, PolicyError, Tree
+from netstorm.geoserver.tree import WHOLE_KEY_FRACTION, Policy, PolicyError, Tree
 
 DCS = ["a", "b", "c", "d"]
 
@@ -58,7 +58,7 @@ TWO = (Tree("a", {"a": None, "b": "a"}), Tree("b", {"a": "b", "b": None}))
 
 
 @pytest.mark.parametrize("size,itemsize,chunk", [(1000, 4, 400), (10**6, 4, 1 << 20),
-                                                  (7, 2, 1024), (12345, 8, 4096)])
+                                                  (7, 2, 1024), (12345, 8, 4096), (200, 4, 1024)])
 def test_layout_covers_the_key_and_splits_large_keys_by_share(size, itemsize, chunk):
     p = Policy(1, 0, TWO, shares=(0.25, 0.75))
     layout = p.layout(3, size, itemsize, chunk)
@@ -66,7 +66,7 @@ def test_layout_covers_the_key_and_splits_large_keys_by_share(size, itemsize, ch
     assert all(a[1] == b[0] for a, b in zip(layout, layout[1:]))
     assert all(0 < stop - start <= max(1, chunk // itemsize) for start, stop, _ in layout)
     assert layout == p.layout(3, size, itemsize, chunk)           # every DC agrees
-    if size * itemsize > chunk:
+    if size * itemsize > chunk // WHOLE_KEY_FRACTION:
         on_first = sum(stop - start for start, stop, t in layout if t == 0)
         assert abs(on_first - 0.25 * size) <= 1
     else:
