@@ -44,7 +44,8 @@ def to_toml(config: ClusterConfig) -> str:
               f"adapt = {str(config.adapt).lower()}",
               f"replan_threshold = {config.replan_threshold}",
               f"min_dwell_s = {config.min_dwell_s}",
-              f"multipath = {str(config.multipath).lower()}"]
+              f"multipath = {str(config.multipath).lower()}",
+              f"trees = \"{config.trees}\""]
     if config.hub:
         lines.append(f'hub = "{config.hub}"')
     if config.compression.on:

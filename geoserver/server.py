@@ -33,7 +33,7 @@ from .ratelog import RateLimitedLog
 from .round_gate import RoundGate
 from .settings import MAX_EARLY_MESSAGES, MAX_ROUNDS_AHEAD, ProbeRequest, SettingsError
 from .wan_transport import WanTransport
-from .tree import Policy, PolicyBook, PolicyError
+from .tree import Policy, PolicyBook, PolicyError, widest_children
 from .wire import Kind, Message
 
 log = logging.getLogger("netstorm.server")
@@ -148,9 +148,11 @@ class GeoServer:
         return self.store.compensated_step(key, grad, then)
 
     def _forward_init(self, entry, generation) -> None:
-        """A local worker's initial value goes to every other DC along the first tree of
-        the first policy (its links taken undirected), each DC passing it on to the next:
-        over tree links only, once per link, instead of from this DC to every other."""
+        """A local worker's initial value goes to every other DC once, each DC passing it
+        on to the next: along the widest paths out of its origin when the WAN's links are
+        known (``settings.links``), else along the first tree of the first policy (its
+        links taken undirected); over those links only, once per link, instead of from
+        this DC to every other."""
         self._spread_init(Message(Kind.INIT, key=entry.key, seq=generation,
                                   flags=wire.Flag.HAS_VALUE,
                                   meta={"shape": list(entry.shape), "dtype": entry.dtype.str,
@@ -159,9 +161,11 @@ class GeoServer:
                                   dtype=entry.dtype, frames=[entry.value]))
 
     def _spread_init(self, msg: Message) -> None:
+        origin = str(msg.meta.get("origin"))
         try:
-            tree = self.policies.for_round(0).trees[0]
-            children = tree.children_from(str(msg.meta.get("origin")), self.dc)
+            children = widest_children(origin, self.dc, self.settings.links) \
+                if self.settings.links else \
+                self.policies.for_round(0).trees[0].children_from(origin, self.dc)
         except PolicyError as exc:
             log.error("%s: cannot pass on INIT of key %d: %s", self.dc, msg.key, exc)
             return

@@ -240,3 +240,32 @@ class PolicyBook:
 
     def __contains__(self, version: int) -> bool:
         return version in self.by_version
+
+
+def widest_children(origin: str, dc: str, links) -> list:
+    """``dc``'s children in the widest-path tree out of ``origin`` over the directed
+    ``links`` ``(a, b, mbps_ab, mbps_ba)``: every DC is reached along the path whose
+    slowest direction is fastest (ties: fewer hops, then DC names), so something sent once
+    from ``origin`` (a key's initial value) reaches every DC at the best bottleneck rate.
+    Every DC computes the same tree from the same links. ``[]`` if ``origin`` or ``dc``
+    is not on a link. O(n^2) for n DCs."""
+    rate: dict = {}
+    for a, b, ab, ba in links:
+        rate.setdefault(a, {})[b] = ab
+        rate.setdefault(b, {})[a] = ba
+    if origin not in rate or dc not in rate:
+        return []
+    best = {origin: (float("inf"), 0)}
+    parent, done = {origin: None}, set()
+    while len(done) < len(best):
+        node = min((d for d in best if d not in done),
+                   key=lambda d: (-best[d][0], best[d][1], d))
+        done.add(node)
+        for nxt, mbps in rate[node].items():
+            if nxt in done or not mbps > 0:
+                continue
+            key = (min(best[node][0], mbps), best[node][1] + 1)
+            old = best.get(nxt)
+            if old is None or (-key[0], key[1]) < (-old[0], old[1]):
+                best[nxt], parent[nxt] = key, node
+    return sorted(c for c, p in parent.items() if p == dc)

@@ -48,6 +48,9 @@ def test_to_toml_roundtrips(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text(to_toml(c))
     assert load_cluster(path) == c
+    shared = pseudo_cluster(3, 1, 9123, policy="fapt", trees="shared")
+    path.write_text(to_toml(shared))
+    assert load_cluster(path) == shared and load_cluster(path).trees == "shared"
 
 
 @pytest.mark.parametrize("sync", ["hfa:k1=4,k2=2", "mixed:staleness=3", "esync:max_steps=5"])
@@ -65,6 +68,8 @@ def _replace(old, new):
 
 @pytest.mark.parametrize("text,message", [
     (GOOD.split("[[dc]]")[0], "no [[dc]] tables"),
+    (GOOD.replace('policy = "star"', 'policy = "fapt"\ntrees = "both"'),
+     "trees must be one of split, shared, got 'both'"),
     (GOOD + '[sync]\nmode = "hfa"\nk1 = 0\n', "[sync]: k1 must be a whole number in 1.."),
     (GOOD + '[sync]\nmode = "mixed"\nk2 = 2\n', "[sync]: sync mode 'mixed' takes no 'k2'"),
     (GOOD.replace('policy = "star"', 'policy = "fapt"\nadapt = true') +

@@ -136,3 +136,15 @@ def test_a_replay_policy_is_in_force_from_its_start_whatever_was_announced_later
     assert [book.for_round(r).version for r in (6, 7, 9, 50)] == [1, 3, 3, 3]
     with pytest.raises(PolicyError, match="not newer than every known version"):
         book.replay(Policy(2, 8, TWO))
+
+
+def test_initial_values_spread_along_the_widest_paths_out_of_their_origin():
+    """a -> c directly is slow (10), through b fast (100 and 80): c gets it from b; every
+    DC gets it once, from one parent; the reverse rates do not matter."""
+    from netstorm.geoserver.tree import widest_children
+    links = [("a", "b", 100, 1), ("b", "c", 80, 1), ("a", "c", 10, 500), ("c", "d", 5, 5)]
+    children = {dc: widest_children("a", dc, links) for dc in "abcd"}
+    assert children == {"a": ["b"], "b": ["c"], "c": ["d"], "d": []}
+    from_c = {dc: widest_children("c", dc, links) for dc in "abcd"}
+    assert from_c == {"a": ["b"], "b": [], "c": ["a", "d"], "d": []}
+    assert widest_children("x", "a", links) == [] and widest_children("a", "x", links) == []
