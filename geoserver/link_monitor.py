@@ -27,6 +27,13 @@ at that rate. A drained burst then reads as at most ``max_rise`` times the link,
 median of three windows keeps one such window out of the estimate; a real rise is followed
 by ``max_rise`` per window.
 
+A receiver that falls behind (another message already waits for it when it takes one: it is
+busy summing, or shares a loaded host) limits the link to its own reading rate, through TCP
+flow control: the link delivers what the receiver can read, and is at least that fast. So a
+window during which the receiver was behind is a *lower bound*: it may raise the estimate
+(the current one, else the planned rate) but never lower it. A link that really slows down
+stops the receiver from being behind, and its windows then count in full.
+
 A link that carries little (never backlogged) yields no samples, except from the small
 probe bursts a server sends over links idle for a while
 (:meth:`netstorm.geoserver.wan_transport.WanTransport.probe_idle`). A link that stops moving
@@ -47,6 +54,7 @@ class _Link:
     last_arrival: float | None = None
     window_bytes: int = 0
     window_s: float = 0.0
+    window_behind: bool = False     # the receiver was behind during this window
     mbps: float | None = None
     updated_at: float | None = None
     samples: int = 0
@@ -68,30 +76,42 @@ class LinkMonitor:
         self.min_bytes = min_bytes
         self.known = dict(known or {})
         self.max_rise = max_rise
+        self.lower_bounds = 0       # windows not counted: the receiver was behind
         self._links: dict = {}
 
-    def on_arrival(self, source: str, nbytes: int, queued: bool, now: float) -> None:
-        """A message of ``nbytes`` from ``source`` arrived at ``now`` (this DC's clock)."""
+    def on_arrival(self, source: str, nbytes: int, queued: bool, now: float,
+                   behind: bool = False) -> None:
+        """A message of ``nbytes`` from ``source`` arrived at ``now`` (this DC's clock);
+        ``behind``: another message already waited for this DC when it took this one."""
         link = self._links.setdefault(source, _Link())
         previous, link.last_arrival = link.last_arrival, now
         if not queued or previous is None or now < previous:
             # the link may have idled: close the window; a short busy run (a probe burst)
             # still counts if it carried at least min_bytes
             if link.window_bytes >= self.min_bytes and previous is not None:
-                self._sample(link, previous)
-            link.window_bytes, link.window_s = 0, 0.0
+                self._sample(link, previous, source)
+            link.window_bytes, link.window_s, link.window_behind = 0, 0.0, False
             return
+        link.window_behind |= behind
         link.window_bytes += nbytes
         reference = link.mbps or self.known.get(source)
         least = 8 * nbytes / (self.max_rise * reference * 1e6) if reference else 0.0
         link.window_s += max(now - previous, least)     # no faster than max_rise x known
         if link.window_s >= self.window_s:
-            self._sample(link, now)
+            self._sample(link, now, source)
 
-    def _sample(self, link: _Link, now: float) -> None:
+    def _sample(self, link: _Link, now: float, source: str) -> None:
         if link.window_s <= 0:
             return
         raw = 8 * link.window_bytes / link.window_s / 1e6
+        if link.window_behind:                  # a lower bound: never lowers the estimate
+            floor = link.mbps if link.mbps is not None else self.known.get(source)
+            link.window_bytes, link.window_s, link.window_behind = 0, 0.0, False
+            if floor is not None and raw <= floor:
+                self.lower_bounds += 1
+                if link.mbps is not None:
+                    link.updated_at = now       # the estimate stands: still fresh
+                return
         link.recent = [(t, x) for t, x in link.recent[-2:] if now - t <= self.tau_s * 4]
         link.recent.append((now, raw))
         sample = sorted(x for _, x in link.recent)[1] if len(link.recent) == 3 else raw
@@ -105,7 +125,7 @@ class LinkMonitor:
             link.mbps += weight * (sample - link.mbps)
         link.updated_at = now
         link.samples += 1
-        link.window_bytes, link.window_s = 0, 0.0
+        link.window_bytes, link.window_s, link.window_behind = 0, 0.0, False
 
     def estimates(self, now: float) -> dict:
         """``{source: (mbps, age_s)}`` for every link measured so far."""

@@ -225,6 +225,11 @@ class Van:
                 if sum(map(len, frames)) >= RELEASE_AFTER_BYTES:
                     self._heap.request()
 
+    def pending(self) -> bool:
+        """Whether a message already waits to be received (this node is behind its
+        senders). O(1)."""
+        return bool(self._router.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+
     def _origin(self, frame) -> str:
         """The principal the ZAP handler named for ``frame``'s connection; for the plain
         ``ipc://`` endpoint (no ZAP: no User-Id), this node's own principal if the peer

@@ -57,6 +57,7 @@ class WanTransport:
         self.clock = clock
         self.stall_s = stall_s
         self.outbox = SendQueue(postoffice.van, clock, keep_recent=RECENT)
+        self._behind = postoffice.van.pending       # another message already waits here
         self.router = Router(dc, rates)
         self.monitor = LinkMonitor(known={a: mbps for (a, b), mbps in rates.items()
                                           if b == dc})
@@ -156,7 +157,7 @@ class WanTransport:
 
     def _time_arrival(self, source: str, msg: Message, now: float) -> None:
         self.monitor.on_arrival(source, wire.HEADER.size + sum(len(f) for f in msg.frames),
-                                bool(msg.flags & wire.Flag.QUEUED), now)
+                                bool(msg.flags & wire.Flag.QUEUED), now, self._behind())
 
     def _check_meta(self, meta: dict, relay: bool):
         part, origin = meta.get("part"), meta.get("from")

@@ -43,6 +43,12 @@ class FakeVan:
         self.take(peer, msg)
         return True
 
+    def pending(self) -> bool:
+        """Whether a message waits to be received: ``behind`` (set by a test)."""
+        return self.behind
+
+    behind = False
+
 
 class LinkVan(FakeVan):
     """A server's Van on a :class:`Net`: what it takes is encoded to frames and appended to

@@ -9,14 +9,16 @@ MB = 1 << 20
 
 
 def feed(monitor, source, rate_mbps, n, size=MB, start=0.0, jitter_s=0.0, rng=None,
-         first_queued=False):
+         first_queued=False, behind=False):
     """n messages of ``size`` back to back over a link of ``rate_mbps``; the receiver's
-    timestamps are late by up to ``jitter_s`` (its own scheduling). Returns the end time."""
+    timestamps are late by up to ``jitter_s`` (its own scheduling); ``behind``: the
+    receiver found another message waiting each time. Returns the end time."""
     t = start
     for i in range(n):
         t += size * 8 / (rate_mbps * 1e6)
         late = rng.uniform(0, jitter_s) if rng else 0.0
-        monitor.on_arrival(source, size, queued=(i > 0 or first_queued), now=t + late)
+        monitor.on_arrival(source, size, queued=(i > 0 or first_queued), now=t + late,
+                           behind=behind)
     return t
 
 
@@ -164,3 +166,25 @@ def test_a_real_rise_is_followed_at_most_twofold_per_window():
     t = feed(monitor, "a", 20.0, n=40)
     t = feed(monitor, "a", 200.0, n=400, start=t, first_queued=True)
     assert abs(monitor.estimates(t)["a"][0] - 200.0) / 200.0 < 0.02
+
+
+def test_a_receiver_that_is_behind_reads_a_lower_bound_that_never_lowers_the_estimate():
+    """A link known at 100 Mbit/s whose receiver falls behind and reads only 30 Mbit/s
+    (TCP lets the link deliver no faster): the estimate stays at 100 and stays fresh; a
+    faster reading while behind still raises it; once the receiver keeps up, a real drop
+    to 30 is followed."""
+    monitor = LinkMonitor(known={"a": 100.0})
+    t = feed(monitor, "a", 100.0, n=60)
+    t = feed(monitor, "a", 30.0, n=60, start=t, first_queued=True, behind=True)
+    mbps, age = monitor.estimates(t)["a"]
+    assert abs(mbps - 100.0) < 2.0 and age < 1.0 and monitor.lower_bounds > 5
+    t = feed(monitor, "a", 150.0, n=200, start=t, first_queued=True, behind=True)
+    assert monitor.estimates(t)["a"][0] > 140.0
+    t = feed(monitor, "a", 30.0, n=60, start=t, first_queued=True)
+    assert abs(monitor.estimates(t)["a"][0] - 30.0) < 1.5
+    cold = LinkMonitor(known={"b": 80.0})             # no estimate yet: the planned rate
+    feed(cold, "b", 20.0, n=30, behind=True)          # is the floor, so nothing is taken
+    assert "b" not in cold.estimates(100.0)
+    unknown = LinkMonitor()                           # nothing known: the bound is news
+    end = feed(unknown, "c", 20.0, n=30, behind=True)
+    assert abs(unknown.estimates(end)["c"][0] - 20.0) < 0.5
