@@ -39,6 +39,7 @@ from .wire import Kind, Message
 log = logging.getLogger("netstorm.server")
 
 MAX_LAYOUTS = 1 << 14      # chunk layouts cached for compression (keys x policy versions)
+TIMED_BY_WAN = {Kind.PROBE, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY}   # the rest: here
 WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
                    Kind.LOAD_STATES, Kind.RESUME}
 
@@ -193,6 +194,8 @@ class GeoServer:
 
     def _from_server(self, msg: Message) -> None:
         source = self.dc_of_server[msg.sender]
+        if msg.kind not in TIMED_BY_WAN:
+            self.wan.note_arrival(source, msg)      # its time on the link is no one else's
         if msg.kind == Kind.INIT:
             if self.policies.empty:                 # the way on depends on the first policy
                 if len(self._early_inits) < MAX_EARLY_MESSAGES:

@@ -155,6 +155,12 @@ class WanTransport:
         estimate times it like any chunk."""
         self._time_arrival(source, msg, now)
 
+    def note_arrival(self, source: str, msg: Message) -> None:
+        """Any other message from neighbour ``source`` (a key's initial value, a replica)
+        took the link too: the passive estimate counts it, so the interval it took is not
+        read as the next chunk's. O(1)."""
+        self._time_arrival(source, msg, self.clock())
+
     def _time_arrival(self, source: str, msg: Message, now: float) -> None:
         self.monitor.on_arrival(source, wire.HEADER.size + sum(len(f) for f in msg.frames),
                                 bool(msg.flags & wire.Flag.QUEUED), now, self._behind())

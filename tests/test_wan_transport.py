@@ -239,3 +239,31 @@ def test_a_new_relay_plan_re_splits_chunks_still_waiting(seed):
         world.flush_all()
     check(world, expected, 1)
     assert all(w.reassembly.pending == 0 for w in world.wan.values())
+
+
+def test_other_messages_over_a_link_count_towards_its_estimate():
+    """A 4 MiB INIT between QUEUED chunks took the link for its own time: counted (via
+    note_arrival) the link reads its real 80 Mbit/s; if it were left out, the chunk after
+    it would read the INIT's time as its own."""
+    from netstorm.geoserver.wire import Flag, Kind, Message
+    clock = Clock()
+    po = type("PO", (), {"van": Net().van("b", {1: "a", 2: "b"}),
+                         "connect": lambda self, node, send_hwm=0: None})()
+    wan = WanTransport("b", {"a": 1, "b": 2}, po, {("a", "b"): 80.0, ("b", "a"): 80.0},
+                       1 << 20, stall_s=1.0, clock=clock)
+    wan.deliver_to(lambda *chunk: None)
+    chunk = np.zeros(1 << 18, np.float32)                       # 1 MiB
+    def received(msg):                                          # frames as off the wire
+        return wire.decode([bytes(f) for f in wire.encode(msg)])
+    init = received(Message(Kind.INIT, key=9, seq=1, flags=Flag.QUEUED | Flag.HAS_VALUE,
+                            dtype=np.float32, frames=[np.zeros(1 << 20, np.float32)]))
+    for i in range(12):
+        clock.t += (4 if i % 3 == 1 else 1) * 8 * (1 << 20) / 80e6
+        if i % 3 == 1:
+            wan.note_arrival("a", init)
+        else:
+            wan.on_message("a", received(Message(Kind.CHUNK_UP, key=0, chunk=i, seq=1,
+                                                 policy=1, flags=Flag.QUEUED,
+                                                 dtype=np.float32, frames=[chunk])))
+    mbps, _ = wan.monitor.estimates(clock.t)["a"]
+    assert abs(mbps - 80.0) < 2.0, mbps
