@@ -161,15 +161,23 @@ class Adaptation:
         self.every_s = every_s
         self._next = 0.0
         self._urgent = False
+        self.training_since = None      # when a server first reported a round >= 1
 
     def on_report(self, dc: str, meta: dict, now: float) -> None:
-        """A server's heartbeat meta: ``links`` {src: [Mbit/s, age]} into ``dc``,
-        ``stalled`` [dst, ...] out of it. Malformed entries are ignored."""
+        """A server's heartbeat meta: ``round``, ``links`` {src: [Mbit/s, age]} into
+        ``dc``, ``stalled`` [dst, ...] out of it. Malformed entries are ignored, and so are
+        estimates made before training started (the first report of a round >= 1): start-up
+        (every process importing MXNet at once, initial values spreading) says little about
+        the links."""
+        rnd = meta.get("round")
+        if self.training_since is None and isinstance(rnd, int) and rnd >= 1:
+            self.training_since = now
         links = meta.get("links")
-        if isinstance(links, dict):
+        if isinstance(links, dict) and self.training_since is not None:
             for src, value in links.items():
                 if isinstance(value, list) and len(value) == 2 and \
-                        all(isinstance(v, (int, float)) for v in value):
+                        all(isinstance(v, (int, float)) for v in value) and \
+                        now - value[1] >= self.training_since:
                     self.rates.observe(str(src), dc, float(value[0]), float(value[1]), now)
         stalled = meta.get("stalled")
         if isinstance(stalled, list):

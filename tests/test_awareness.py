@@ -78,8 +78,13 @@ def test_adaptation_reads_reports_and_leaves_a_stalled_link_at_once():
     replanner = Replanner(B, CHUNK, threshold=0.1, min_dwell_s=60.0)
     replanner.switched(0.0)
     adapt = Adaptation(topo, replanner, stats=log.append, every_s=1.0)
+    adapt.on_report("dc9", {"round": 0, "links": {"dc6": [5.0, 0.1]}}, 0.5)   # start-up
+    assert adapt.rates.rates[("dc6", "dc9")].at is None                     # not taken
+    adapt.on_report("dc8", {"round": 1}, 0.7)                               # training
     adapt.on_report("dc9", {"links": {"dc6": [80.0, 0.2], "bogus": "x", "dc8": [1, 2, 3]}}, 1.0)
+    adapt.on_report("dc6", {"links": {"dc8": [7.0, 0.9]}}, 1.0)    # made before round 1
     assert adapt.rates.rates[("dc6", "dc9")].mbps == 80.0
+    assert adapt.rates.rates[("dc8", "dc6")].at is None
     assert adapt.tick(policy, now=1.0, round_now=3) is None                  # dwelling
     tree_link = next((c, p) for t in policy.trees for c, p in t.parent.items() if p)
     adapt.on_report(tree_link[0], {"stalled": [tree_link[1], 42]}, 2.0)
