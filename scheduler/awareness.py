@@ -19,6 +19,7 @@ from .planning import compute_policy, link_loads, predict_iteration_s
 from .topology import Link, Topology
 
 STALLED_MBPS = 0.01     # the rate a stalled direction is planned with when it cannot be left
+RATES_MOVED = 0.1       # re-plan only when some rate moved this much (relative) since the last
 
 
 @dataclass
@@ -115,6 +116,11 @@ class Replanner:
         self.last_switch: float | None = None
         self._better_since: float | None = None     # when a switch first looked worth it
 
+    @property
+    def pending(self) -> bool:
+        """A better policy was seen and awaits confirmation (``confirm_s``)."""
+        return self._better_since is not None
+
     def consider(self, policy, topology: Topology, now: float,
                  urgent: bool = False) -> Decision | None:
         """None while the last switch is younger than ``min_dwell_s`` (unless ``urgent``);
@@ -162,6 +168,8 @@ class Adaptation:
         self._next = 0.0
         self._urgent = False
         self.training_since = None      # when a server first reported a round >= 1
+        self._considered = None         # (policy version, rates) the last plan saw
+        self.plans = 0                  # compute_policy calls made (for the stats)
 
     def on_report(self, dc: str, meta: dict, now: float) -> None:
         """A server's heartbeat meta: ``round``, ``links`` {src: [Mbit/s, age]} into
@@ -195,7 +203,16 @@ class Adaptation:
         self._next = now + self.every_s
         urgent, self._urgent = self._urgent, False      # a failed link: leave it now
         topology = self.rates.topology()
-        decision = self.replanner.consider(policy, topology, now, urgent=urgent)
+        rates = topology.rates()
+        seen_version, seen_rates = self._considered or (None, {})
+        if urgent or self.replanner.pending or policy.version != seen_version or \
+                _moved(rates, seen_rates):
+            decision = self.replanner.consider(policy, topology, now, urgent=urgent)
+            if decision is not None:            # None: still dwelling, ask again next tick
+                self._considered = (policy.version, rates)
+                self.plans += 1
+        else:
+            decision = None     # same policy, same rates: the last plan found nothing better
         self.stats({"t": round(now, 3), "event": "rates", "round": round_now,
                     "rates": self.rates.snapshot(now),
                     **({} if decision is None else
@@ -227,6 +244,13 @@ class Adaptation:
             return None
         self._relays = relays
         return {"relays": relays, "rates": [[a, b, round(m, 3)] for (a, b), m in rates.items()]}
+
+
+def _moved(rates: dict, before: dict, by: float = RATES_MOVED) -> bool:
+    """Whether a direction appeared, went, or changed by more than ``by`` (relative).
+    O(directions)."""
+    return rates.keys() != before.keys() or any(
+        abs(mbps - before[d]) > by * before[d] for d, mbps in rates.items())
 
 
 def _same_relays(a: list, b: list, tolerance: float = 0.05) -> bool:

@@ -34,8 +34,20 @@ def test_levelled_hand_example():
     # a -> b carries 100 Mbit at 10 Mbit/s (10 s); a -> c -> b is idle at 40 Mbit/s each.
     rates = {("a", "b"): 10.0, ("a", "c"): 40.0, ("c", "b"): 40.0}
     busy = {("a", "b"): 10.0}
-    plan = plan_relays(busy, rates)
+    plan = plan_relays(busy, rates, overhead=0.0)
     (w, f), = plan[("a", "b")]
     # x moved: 10 - x/10 = x/40  ->  x = 80 Mbit, f = 0.8, both paths 2 s
     assert w == "c" and f == pytest.approx(0.8, abs=1e-6)
-    assert predicted_busiest_s(busy, rates, plan) == pytest.approx(2.0, abs=1e-6)
+    assert predicted_busiest_s(busy, rates, plan, 0.0) == pytest.approx(2.0, abs=1e-6)
+    # with the relay's overhead charged, fewer bytes move: 10 - x/10 = 1.1·x/40
+    (w, f), = plan_relays(busy, rates, overhead=0.1)[("a", "b")]
+    assert f == pytest.approx(10 / (0.1 + 1.1 / 40) / 100, abs=1e-6)
+
+
+def test_a_relay_that_gains_a_few_percent_is_not_planned():
+    """a -> b busy 10 s at 10 Mbit/s; the detour a -> c -> b is already busy 9.6 s at
+    100 Mbit/s: levelling would gain about 4%, less than MIN_GAIN (a gain above it is
+    planned)."""
+    rates = {("a", "b"): 10.0, ("a", "c"): 100.0, ("c", "b"): 100.0}
+    assert plan_relays({("a", "b"): 10.0, ("a", "c"): 9.6, ("c", "b"): 9.6}, rates) == {}
+    assert plan_relays({("a", "b"): 10.0, ("a", "c"): 8.0, ("c", "b"): 8.0}, rates) != {}
