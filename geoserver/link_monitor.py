@@ -29,10 +29,11 @@ by ``max_rise`` per window.
 
 A receiver that falls behind (another message already waits for it when it takes one: it is
 busy summing, or shares a loaded host) limits the link to its own reading rate, through TCP
-flow control: the link delivers what the receiver can read, and is at least that fast. So a
-window during which the receiver was behind is a *lower bound*: it may raise the estimate
-(the current one, else the planned rate) but never lower it. A link that really slows down
-stops the receiver from being behind, and its windows then count in full.
+flow control: the link delivers what the receiver can read, and reads as slow as the
+receiver; and when the receiver catches up it drains its buffers, which reads faster than
+the link. So a window during which the receiver was behind says nothing of the link: it
+leaves the estimate as it is (still fresh). A link that really slows down stops the receiver
+from being behind, and its windows then count in full.
 
 A link that carries little (never backlogged) yields no samples, except from the small
 probe bursts a server sends over links idle for a while
@@ -76,7 +77,7 @@ class LinkMonitor:
         self.min_bytes = min_bytes
         self.known = dict(known or {})
         self.max_rise = max_rise
-        self.lower_bounds = 0       # windows not counted: the receiver was behind
+        self.behind_windows = 0     # windows not counted: the receiver was behind
         self._links: dict = {}
 
     def on_arrival(self, source: str, nbytes: int, queued: bool, now: float,
@@ -104,14 +105,12 @@ class LinkMonitor:
         if link.window_s <= 0:
             return
         raw = 8 * link.window_bytes / link.window_s / 1e6
-        if link.window_behind:                  # a lower bound: never lowers the estimate
-            floor = link.mbps if link.mbps is not None else self.known.get(source)
+        if link.window_behind and (link.mbps is not None or source in self.known):
             link.window_bytes, link.window_s, link.window_behind = 0, 0.0, False
-            if floor is not None and raw <= floor:
-                self.lower_bounds += 1
-                if link.mbps is not None:
-                    link.updated_at = now       # the estimate stands: still fresh
-                return
+            self.behind_windows += 1            # the receiver's pace, not the link's
+            if link.mbps is not None:
+                link.updated_at = now           # the estimate stands: still fresh
+            return
         link.recent = [(t, x) for t, x in link.recent[-2:] if now - t <= self.tau_s * 4]
         link.recent.append((now, raw))
         sample = sorted(x for _, x in link.recent)[1] if len(link.recent) == 3 else raw
