@@ -9,6 +9,7 @@ from .cli import EXIT_ABORTED, Terminated, read_stop_note, \
     setup_logging, start_node, write_reason
 from . import checkpoint
 from .cluster import ClusterFileError, load_cluster
+from .emulation import receive_delays
 from .heap import return_large_buffers
 from .nodes import SERVER
 from .postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
@@ -42,9 +43,11 @@ def main(argv=None) -> int:
             resumed = checkpoint.read(config.resume) if config.resume else None
         except checkpoint.CheckpointError as exc:
             raise ClusterFileError(f"[recovery] resume: {exc}") from None
+        delays = receive_delays(config.emulation, {d.name: d.host for d in config.dcs},
+                                dc.host, ClusterFileError)
         return config, dc, resumed, Van(f"server {dc.name}", dc.host, dc.server_port,
                                credentials=credentials, local_dir=args.run_dir,
-                               advertise=dc.advertise)
+                               advertise=dc.advertise, delays=delays)
     built, stop = start_node(build, log, args.reason_file)
     if built is None:
         return 2

@@ -44,6 +44,7 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     b = "us"                # them every pair of DCs is a candidate link and the rates are
                             # measured at start-up (a few seconds)
     mbps = 100              # or mbps_ab / mbps_ba for the two directions
+    latency_ms = 40         # optional: one-way delay, for planning (the time model)
 
     [security]              # written by `netstorm-launch keygen FILE` (docs/security.md)
     curve = true            # false: no encryption, no authentication (logs a warning)
@@ -66,11 +67,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .compression.config import CompressionConfig, CompressionError
+from .emulation import EmulationConfig, parse_emulation
 from .hosts import SshConfig, parse_ssh, reachable, resolve_host
 from .sync import SyncConfig, SyncError
 from .security import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_HEARTBEAT_S, \
-    DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, MIN_CHUNK_BYTES
+    DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES
 
 POLICIES = ("star", "fapt")
 TREE_KINDS = ("split", "shared")   # [wan] trees
@@ -106,12 +108,13 @@ class DataCenter:
 
 @dataclass(frozen=True)
 class LinkSpec:
-    """A declared WAN link with its rate per direction, Mbit/s."""
+    """A declared WAN link with its rate per direction, Mbit/s, and its one-way delay."""
 
     a: str
     b: str
     mbps_ab: float
     mbps_ba: float
+    latency_ms: float = 0.0     # one-way delay, both ways (planning only)
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,7 @@ class ClusterConfig:
     cluster_restarts: int = 0           # [recovery]: whole-cluster restarts from it
     server_restarts: int = 0            # [recovery]: replacements of each DC's server
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
+    emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
     source: str = field(default="<built>", compare=False)
 
     def __post_init__(self):
@@ -213,7 +217,7 @@ class ClusterConfig:
 
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
-         "ssh", "recovery"),
+         "ssh", "recovery", "emulation"),
     "recovery": ("worker_restarts", "resume", "checkpoint", "cluster_restarts",
                  "server_restarts"),
     "scheduler": ("host", "advertise", "port", "stats"),
@@ -221,7 +225,7 @@ FIELDS = {     # what each table of a cluster file may hold; anything else is a 
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
     "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s",
             "trees"),
-    "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba"),
+    "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"),
     "security": ("curve", "secret_keys", "scheduler_key", "dc_keys"),
 }
 
@@ -350,6 +354,9 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
             raise ClusterFileError(str(exc)) from None
     if "ssh" in data:
         kwargs["ssh"] = _parse_ssh(data["ssh"], f"{source} [ssh]")
+    if "emulation" in data:
+        kwargs["emulation"] = parse_emulation(data["emulation"], seen, f"{source} [emulation]",
+                                              ClusterFileError)
     where = f"{source} [recovery]"
     recovery = _known_fields(data.get("recovery", {}), "recovery", where)
     for key in ("worker_restarts", "cluster_restarts", "server_restarts"):
@@ -419,7 +426,10 @@ def _parse_links(raw_links, dcs: set, source: str) -> tuple:
             ab, ba = _need(raw, "mbps_ab", float, where), _need(raw, "mbps_ba", float, where)
         if not (ab > 0 and ba > 0):
             raise ClusterFileError(f"{where}: rates must be > 0 Mbit/s")
-        links.append(LinkSpec(a, b, ab, ba))
+        latency = _need(raw, "latency_ms", float, where) if "latency_ms" in raw else 0.0
+        if not 0 <= latency <= MAX_LATENCY_MS:
+            raise ClusterFileError(f"{where}: latency_ms must be in [0, {MAX_LATENCY_MS:g}]")
+        links.append(LinkSpec(a, b, ab, ba, latency))
     return tuple(links)
 
 

@@ -36,7 +36,10 @@ def to_toml(config: ClusterConfig) -> str:
         lines.append("")
     for link in config.links:
         lines += ["[[link]]", f'a = "{link.a}"', f'b = "{link.b}"',
-                  f"mbps_ab = {float(link.mbps_ab)}", f"mbps_ba = {float(link.mbps_ba)}", ""]
+                  f"mbps_ab = {float(link.mbps_ab)}", f"mbps_ba = {float(link.mbps_ba)}"]
+        if link.latency_ms:
+            lines.append(f"latency_ms = {float(link.latency_ms)}")
+        lines.append("")
     lines += ["[transport]", f"chunk_bytes = {config.chunk_bytes}",
               f"timeout_s = {config.timeout_s}", f"heartbeat_s = {config.heartbeat_s}",
               f"dead_after_s = {config.dead_after_s}", f"stall_s = {config.stall_s}", "",
@@ -65,6 +68,9 @@ def to_toml(config: ClusterConfig) -> str:
     if config.ssh != SshConfig():
         lines += ["", "[ssh]"] + [f"{k} = {_toml_value(v)}"
                                   for k, v in config.ssh.to_params().items()]
+    if config.emulation.on:
+        lines += ["", "[emulation]"] + [f"{k} = {_toml_value(v)}"
+                                        for k, v in config.emulation.to_params().items()]
     lines += security_toml(config.security)
     return "\n".join(lines) + "\n"
 

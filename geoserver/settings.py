@@ -33,6 +33,7 @@ MAX_PROBE_BYTES = 1 << 28       # the most a PROBE_REQUEST may ask for, per dire
 # Limits on what a node accepts from the network (docs/security.md, "Message validation").
 MAX_FRAME_BYTES = 1 << 30       # ZeroMQ MAXMSGSIZE of every ROUTER: the largest frame taken;
                                 # a worker's PUSH/INIT/VALUE of a whole key is one frame
+MAX_LATENCY_MS = 10_000.0       # a link's one-way delay above 10 s is a typo, not a WAN
 MAX_ROUNDS_AHEAD = 64           # a chunk (or a gated push) of a round further ahead of this
                                 # DC's own progress is dropped
 MAX_HELD_BYTES_PER_PEER = 1 << 30   # tensor bytes kept for later per peer DC (partial sums

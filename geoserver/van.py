@@ -25,11 +25,17 @@ CURVE is switched on (ZeroMQ applies security options to later binds only), so i
 while the TCP endpoint admits CURVE only; a message that came through it is accepted only
 from a process of this node's own Unix user (the kernel's peer credentials) and carries
 this node's own principal. See docs/security.md.
+
+Given ``delays`` (``{source address: seconds}``, an emulated WAN's only: see
+:mod:`netstorm.geoserver.emulation`) every valid message whose TCP connection comes from such an
+address is held that long (a :class:`~netstorm.geoserver.delay_line.DelayLine`) before
+:meth:`Van.recv` returns it.
 """
 from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -39,6 +45,7 @@ import time
 import zmq
 
 from . import schema, security, wire
+from .delay_line import DelayLine
 from .heap import RELEASE_AFTER_BYTES, HeapReleaser
 from .ratelog import RateLimitedLog
 from .settings import MAX_FRAME_BYTES
@@ -67,9 +74,10 @@ class Van:
     def __init__(self, name: str, host: str, port: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  credentials: security.Credentials | None = None,
-                 local_dir: str | None = None, advertise: str = ""):
+                 local_dir: str | None = None, advertise: str = "", delays: dict | None = None):
         """Bind ``host`` (TCP ``port``, 0: any free one); peers are told to reach this node
-        at ``advertise`` ("": ``host``), e.g. its public address behind NAT."""
+        at ``advertise`` ("": ``host``), e.g. its public address behind NAT. ``delays``:
+        emulated one-way delays by source address (see above)."""
         self.name = name
         self.node_id = wire.NO_NODE
         self.credentials = credentials
@@ -114,6 +122,8 @@ class Van:
         self.dropped = 0
         self._bad = RateLimitedLog(log)
         self._heap = HeapReleaser()
+        self._delays = dict(delays or {})
+        self._line = DelayLine()
 
     def connect(self, peer, address: str, send_hwm: int = 0,
                 principal: str = security.SCHEDULER_PRINCIPAL) -> None:
@@ -185,9 +195,12 @@ class Van:
             if sock not in self._watched:
                 self._poller.register(sock, zmq.POLLOUT)
         self._watched = wanted
-        events = dict(self._poller.poll(max(0, int(timeout_s * 1000))))
+        due_in = self._line.wait_s(time.monotonic())
+        if due_in is not None:
+            timeout_s = min(timeout_s, due_in)
+        events = dict(self._poller.poll(max(0, int(math.ceil(timeout_s * 1000)))))
         ready = [wanted[s] for s in events if s is not self._router]
-        return self._router in events, ready
+        return self._router in events or self._line.wait_s(time.monotonic()) == 0, ready
 
     def recv(self, timeout_s: float | None):
         """Next valid message, or None once ``timeout_s`` passed (None: wait forever).
@@ -199,12 +212,19 @@ class Van:
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
+            held = self._line.pop_due(time.monotonic())
+            if held is not None:
+                return held
             if self._router.poll(0, zmq.POLLIN) == 0:
                 self._heap.poll()
-                remaining = None if deadline is None else deadline - time.monotonic()
+                now = time.monotonic()
+                remaining = None if deadline is None else deadline - now
                 if remaining is not None and remaining <= 0:
                     return None
-                wait_ms = None if remaining is None else max(1, int(remaining * 1000))
+                due_in = self._line.wait_s(now)
+                if due_in is not None:
+                    remaining = due_in if remaining is None else min(remaining, due_in)
+                wait_ms = None if remaining is None else max(1, math.ceil(remaining * 1000))
                 if not self._router.poll(wait_ms, zmq.POLLIN):
                     if deadline is not None and time.monotonic() >= deadline:
                         return None
@@ -215,6 +235,10 @@ class Van:
                 msg = schema.validate(wire.decode(frames[1:], schema.META_LIMITS))
                 if self.credentials is not None:
                     msg.origin = self._origin(frames[1])
+                delay = self._delays.get(self._source(frames[1])) if self._delays else None
+                if delay:
+                    self._line.hold(msg, time.monotonic() + delay)
+                    continue
                 return msg
             except wire.WireError as exc:
                 self.dropped += 1
@@ -228,7 +252,16 @@ class Van:
     def pending(self) -> bool:
         """Whether a message already waits to be received (this node is behind its
         senders). O(1)."""
-        return bool(self._router.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+        return bool(self._router.getsockopt(zmq.EVENTS) & zmq.POLLIN) or \
+            self._line.wait_s(time.monotonic()) == 0
+
+    @staticmethod
+    def _source(frame) -> str:
+        """The address a TCP message's connection came from ("" if unknown)."""
+        try:
+            return str(frame.get("Peer-Address"))
+        except zmq.ZMQError:
+            return ""
 
     def _origin(self, frame) -> str:
         """The principal the ZAP handler named for ``frame``'s connection; for the plain

@@ -9,7 +9,8 @@ import sys
 from netstorm.geoserver.cli import Terminated, setup_logging, \
     start_node, write_reason
 from netstorm.geoserver import wire
-from netstorm.geoserver.cluster import load_cluster
+from netstorm.geoserver.cluster import ClusterFileError, load_cluster
+from netstorm.geoserver.emulation import receive_delays
 from netstorm.geoserver.heap import return_large_buffers
 from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, node_credentials
 from netstorm.geoserver.van import Van
@@ -37,9 +38,11 @@ def main(argv=None) -> int:
         credentials = node_credentials(config.security, SCHEDULER_PRINCIPAL, config.source)
         # only control messages come here (meta, no tensor frames): a larger frame is an
         # attack, refused by ZeroMQ before it is allocated
+        delays = receive_delays(config.emulation, {d.name: d.host for d in config.dcs},
+                                config.scheduler_host, ClusterFileError)
         return config, Van("scheduler", config.scheduler_host, config.scheduler_port,
                            max_frame_bytes=wire.MAX_META_BYTES, credentials=credentials,
-                           advertise=config.scheduler_advertise)
+                           advertise=config.scheduler_advertise, delays=delays)
     built, stop = start_node(build, log, args.reason_file)
     if built is None:
         return 2

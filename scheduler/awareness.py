@@ -77,7 +77,7 @@ class LinkRates:
         for link in self.base.links:
             ab, ba = self.rates[(link.a, link.b)], self.rates[(link.b, link.a)]
             (failed if ab.stalled or ba.stalled else links).append(
-                Link(link.a, link.b, ab.mbps, ba.mbps))
+                Link(link.a, link.b, ab.mbps, ba.mbps, link.latency_ms))
         graph = nx.Graph()
         graph.add_nodes_from(self.base.dcs)
         graph.add_edges_from((l.a, l.b) for l in links)

@@ -22,7 +22,8 @@ def cluster_topology(config):
     """The declared WAN of a cluster file as a :class:`netstorm.scheduler.topology.Topology`."""
     from .topology import Link, Topology
     return Topology(name="cluster", dcs=tuple(dc.name for dc in config.dcs),
-                    links=tuple(Link(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in config.links))
+                    links=tuple(Link(l.a, l.b, l.mbps_ab, l.mbps_ba, l.latency_ms)
+                                for l in config.links))
 
 
 def needs_measurement(config) -> bool:

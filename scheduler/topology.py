@@ -7,9 +7,11 @@ file format and the built-in topologies belong to the emulated WAN, ``netstorm.w
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
+
+from netstorm.geoserver.settings import MAX_LATENCY_MS
 
 Rates = dict  # {(a, b): mbps} for directed DC pairs
 
@@ -20,11 +22,13 @@ class TopologyError(ValueError):
 
 @dataclass(frozen=True)
 class Link:
-    """An undirected physical link between DCs ``a`` and ``b`` with a rate per direction."""
+    """An undirected physical link between DCs ``a`` and ``b`` with a rate per direction and
+    a one-way propagation delay (the same both ways; 0: unknown or negligible)."""
     a: str
     b: str
     mbps_ab: float
     mbps_ba: float
+    latency_ms: float = 0.0
 
     def rate(self, src: str, dst: str) -> float:
         """The rate from ``src`` to ``dst`` (which must be this link's two ends). O(1)."""
@@ -72,6 +76,9 @@ def _check(name, dcs, links, where: str) -> None:
                 raise TopologyError(f"{at}: {key} must be a finite number, got {value!r}")
             if value <= 0:
                 raise TopologyError(f"{at}: {key} must be > 0 Mbit/s, got {value!r}")
+        if not is_rate(link.latency_ms) or not 0 <= link.latency_ms <= MAX_LATENCY_MS:
+            raise TopologyError(f"{at}: latency_ms must be a number in [0, {MAX_LATENCY_MS}], "
+                                f"got {link.latency_ms!r}")
     graph = nx.Graph()
     graph.add_nodes_from(dcs)
     graph.add_edges_from((link.a, link.b) for link in links)
@@ -98,12 +105,13 @@ class Topology:
         _check(self.name, self.dcs, self.links, self.source)
 
     def graph(self) -> nx.DiGraph:
-        """Both directions of every link as edges with attribute ``mbps``. O(V + E)."""
+        """Both directions of every link as edges with attributes ``mbps`` and ``latency_s``
+        (one-way, seconds). O(V + E)."""
         graph = nx.DiGraph()
         graph.add_nodes_from(self.dcs)
         for link in self.links:
-            graph.add_edge(link.a, link.b, mbps=link.mbps_ab)
-            graph.add_edge(link.b, link.a, mbps=link.mbps_ba)
+            graph.add_edge(link.a, link.b, mbps=link.mbps_ab, latency_s=link.latency_ms / 1e3)
+            graph.add_edge(link.b, link.a, mbps=link.mbps_ba, latency_s=link.latency_ms / 1e3)
         return graph
 
     @property
@@ -137,8 +145,13 @@ class Topology:
         if not is_rate(factor) or not factor > 0 or not math.isfinite(factor):
             raise TopologyError(f"{self.source}: scale factor must be > 0, got {factor!r}")
         return Topology(self.name, self.dcs,
-                        tuple(Link(l.a, l.b, l.mbps_ab * factor, l.mbps_ba * factor)
+                        tuple(replace(l, mbps_ab=l.mbps_ab * factor, mbps_ba=l.mbps_ba * factor)
                               for l in self.links), source=self.source)
+
+    def without_latency(self) -> "Topology":
+        """A copy with every link's delay 0. O(E)."""
+        return Topology(self.name, self.dcs, tuple(replace(l, latency_ms=0.0) for l in self.links),
+                        source=self.source)
 
     def with_rates(self, rates: Rates) -> "Topology":
         """A copy where each directed pair in ``rates`` gets that rate (others unchanged). O(E)."""
@@ -146,9 +159,16 @@ class Topology:
             if self.link(a, b) is None:
                 raise TopologyError(f"{self.source}: no link {a}-{b} to set a rate on")
         return Topology(self.name, self.dcs,
-                        tuple(Link(l.a, l.b, rates.get((l.a, l.b), l.mbps_ab),
-                                   rates.get((l.b, l.a), l.mbps_ba)) for l in self.links),
+                        tuple(replace(l, mbps_ab=rates.get((l.a, l.b), l.mbps_ab),
+                                      mbps_ba=rates.get((l.b, l.a), l.mbps_ba))
+                              for l in self.links),
                         source=self.source)
+
+    def latency_s(self, a: str, b: str) -> float:
+        """The direct link's one-way delay between ``a`` and ``b`` in seconds, 0.0 without a
+        link. O(E)."""
+        link = self.link(a, b)
+        return 0.0 if link is None else link.latency_ms / 1e3
 
     def rates(self) -> Rates:
         """Every direction's rate as ``{(a, b): mbps}``. O(E)."""

@@ -150,6 +150,8 @@ def test_table_gives_the_awareness_ablation_by_median_and_by_mean():
     (["--mode", "train", "--target-accuracy", "95"], "--target-accuracy must be in (0, 1]"),
     (["--straggler", "dc1"], "--straggler takes DC=SECONDS"),
     (["--straggler", "dc1=inf"], "seconds must be a finite number >= 0"),
+    (["--latency", "--systems", "netstorm-fapt,mxnet-sharded"],
+     "stock MXNet's ps-lite would run delay-free"),
 ])
 def test_settings_that_cannot_work_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:

@@ -143,7 +143,22 @@ def test_links_parse_and_roundtrip(tmp_path):
     assert load_cluster(path) == c
 
 
+def test_link_latency_and_emulated_delays_parse_and_roundtrip(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD + LINKS + "latency_ms = 42\n[emulation]\n"
+                    'delay_ms = [["eu", "us-east", 42], ["us-east", "eu", 42.5]]\n')
+    c = load_cluster(path)
+    assert c.links[0].latency_ms == 42.0
+    assert c.emulation.delays == (("eu", "us-east", 42.0), ("us-east", "eu", 42.5))
+    path.write_text(to_toml(c))
+    assert load_cluster(path) == c
+    path.write_text(GOOD + '[emulation]\ndelay_ms = [["eu", "mars", 1]]\n')
+    with pytest.raises(ClusterFileError, match=r"\[emulation\] delay_ms\[0\]: unknown DC"):
+        load_cluster(path)
+
+
 @pytest.mark.parametrize("link,message", [
+    ('a = "eu"\nb = "us-east"\nmbps = 1\nlatency_ms = -3', "latency_ms must be in"),
     ('a = "eu"\nb = "mars"\nmbps = 1', "unknown DC 'mars'"),
     ('a = "eu"\nb = "eu"\nmbps = 1', "two different DCs"),
     ('a = "eu"\nb = "us-east"\nmbps = 0', "rates must be > 0"),

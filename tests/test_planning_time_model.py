@@ -1,9 +1,13 @@
 """netstorm.scheduler.planning.time_model: busiest link + pipeline fill, by hand."""
+from dataclasses import replace
+
 import pytest
 
 from netstorm.scheduler.planning import (compute_policy, link_loads, pipeline_fill_s,
                                          predict_iteration_s)
 from netstorm.geoserver.tree import Tree
+from netstorm.scheduler.topology import Topology
+from netstorm.wan import load_topology
 from planning_cases import BUILTIN, MIB, B, topo, tree
 
 
@@ -28,6 +32,33 @@ def test_fill_follows_the_slowest_paths_up_and_down():
     up = 1 / 20 + 1 / 80                             # z -> y -> x
     down = 1 / 10 + 1 / 40                           # x -> y -> z
     assert pipeline_fill_s([(t, 1.0)], line, B, MIB) == pytest.approx(8 * MIB / 1e6 * (up + down))
+
+
+def test_each_hop_adds_its_delay_to_the_fill_once_up_and_once_down():
+    line = topo("xyz", ("x", "y", 10, 20), ("y", "z", 40, 80))
+    slow = Topology("xyz", line.dcs, tuple(replace(l, latency_ms=ms)
+                                            for l, ms in zip(line.links, (30.0, 70.0))))
+    t = tree("x", y="x", z="y")
+    base = pipeline_fill_s([(t, 1.0)], line, B, MIB)
+    assert pipeline_fill_s([(t, 1.0)], slow, B, MIB) == pytest.approx(base + 2 * 0.1)
+    assert predict_iteration_s([(t, 1.0)], slow, B, MIB) == \
+        pytest.approx(predict_iteration_s([(t, 1.0)], line, B, MIB) + 0.2)
+    # rooted in the middle, the slowest path is one hop each way: the 70 ms one
+    mid = tree("y", x="y", z="y")
+    assert pipeline_fill_s([(mid, 1.0)], slow, B, MIB) - \
+        pipeline_fill_s([(mid, 1.0)], line, B, MIB) == pytest.approx(0.14)
+
+
+def test_latency_steers_the_planner_to_shallower_trees():
+    """paper9 with its delays: the plan is predicted slower than without them by less than
+    its trees' deepest delays, and compute_policy still beats its own single tree."""
+    paper9 = load_topology("paper9")
+    with_delay = compute_policy(paper9, B)
+    without = compute_policy(paper9.without_latency(), B)
+    assert with_delay.predicted_s > without.predicted_s
+    assert with_delay.predicted_s <= with_delay.candidates_s["single"]
+    again = predict_iteration_s(with_delay, paper9, B)
+    assert again == pytest.approx(with_delay.predicted_s)
 
 
 def test_time_model_rejects_trees_over_missing_links():

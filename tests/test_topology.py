@@ -35,6 +35,20 @@ def test_topology_methods():
         t.with_rates({("a", "c"): 1})
 
 
+def test_latency_is_kept_by_every_copy_and_is_in_the_graph():
+    t = Topology("t", ("a", "b", "c"), (Link("a", "b", 10, 20, 35.0), Link("b", "c", 30, 30)))
+    g = t.graph()
+    assert g["a"]["b"]["latency_s"] == g["b"]["a"]["latency_s"] == 0.035
+    assert g["b"]["c"]["latency_s"] == 0.0
+    assert t.latency_s("b", "a") == 0.035 and t.latency_s("a", "c") == 0.0
+    assert t.scaled(2).links[0].latency_ms == 35.0
+    assert t.with_rates({("a", "b"): 1}).links[0].latency_ms == 35.0
+    assert t.without_latency().links[0] == Link("a", "b", 10, 20)
+    for bad in (-1.0, float("nan"), 1e5, True):
+        with pytest.raises(TopologyError, match="latency_ms must be a number"):
+            Topology("t", ("a", "b"), (Link("a", "b", 1, 1, bad),))
+
+
 def test_direct_construction_is_validated():
     with pytest.raises(TopologyError, match="disconnected"):
         topo(["a", "b", "c"], ("a", "b", 1))

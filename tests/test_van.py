@@ -182,3 +182,30 @@ def test_disconnect_releases_the_socket_of_a_one_off_reply():
         van.disconnect("never connected")           # nothing to do, no error
     finally:
         van.close()
+
+
+def test_emulated_delays_hold_messages_by_the_address_they_came_from():
+    """[emulation]: what comes from 127.0.0.2 waits 0.3 s; from elsewhere it does not; one
+    sender's messages keep their order; wait() wakes when a held message is due."""
+    b = Van("b", "127.0.0.1", 0, delays={"127.0.0.2": 0.3})
+    far, near = Van("far", "127.0.0.2", 0), Van("near", "127.0.0.1", 0)
+    try:
+        far.connect("b", b.address)
+        near.connect("b", b.address)
+        far.node_id, near.node_id = 2, 1
+        sent = time.monotonic()
+        for key in (1, 2, 3):
+            far.send("b", wire.Message(wire.Kind.PULL, key=key))
+        time.sleep(0.05)
+        near.send("b", wire.Message(wire.Kind.PULL, key=9))
+        first = b.recv(5)
+        assert (first.sender, first.key) == (1, 9)
+        assert time.monotonic() - sent < 0.3
+        assert b.recv(0) is None            # the far ones are held, not lost
+        readable, _ = b.wait(5)
+        assert readable and time.monotonic() - sent >= 0.3
+        keys = [b.recv(5).key for _ in range(3)]
+        assert keys == [1, 2, 3] and time.monotonic() - sent < 2
+    finally:
+        for van in (b, far, near):
+            van.close()

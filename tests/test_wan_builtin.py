@@ -39,3 +39,5 @@ def test_paper9():
         {frozenset((f"dc{a}", f"dc{b}")) for a, b in PAPER9_EDGES}
     assert all(20 <= l.mbps_ab == l.mbps_ba <= 155 and l.mbps_ab == round(l.mbps_ab, 1)
                for l in t.links)
+    assert all(20 <= l.latency_ms < 100 and l.latency_ms == int(l.latency_ms) for l in t.links)
+    assert len({l.latency_ms for l in t.links}) > 5

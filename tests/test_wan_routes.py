@@ -4,7 +4,7 @@ import pytest
 
 from netstorm.scheduler.topology import Link, Topology
 from netstorm.wan.builtin import BUILTINS, load_topology
-from netstorm.wan.routes import next_hops, shortest_paths
+from netstorm.wan.routes import next_hops, path_delays_ms, shortest_paths
 
 
 def topo(dcs, *links, name="t"):
@@ -24,6 +24,17 @@ def test_shortest_paths_line_and_ties():
     assert paths[("a", "c")] == ("a", "b", "c") and paths[("c", "a")] == ("c", "b", "a")
     # b->d: via a uses links 0 and 3, via c links 1 and 2: the latest link (2 < 3) decides
     assert paths[("b", "d")] == ("b", "c", "d") and paths[("d", "b")] == ("d", "c", "b")
+
+
+def test_path_delays_add_up_along_the_routes():
+    line = Topology("l", ("a", "b", "c"), (Link("a", "b", 1, 1, 20.0), Link("b", "c", 1, 1, 35.0)))
+    delays = path_delays_ms(line)
+    assert delays[("a", "b")] == 20.0 and delays[("c", "a")] == delays[("a", "c")] == 55.0
+    paper9 = load_topology("paper9")
+    paths = shortest_paths(paper9)
+    for pair, ms in path_delays_ms(paper9).items():
+        hops = len(paths[pair]) - 1
+        assert 20 * hops <= ms <= 100 * hops
 
 
 @pytest.mark.parametrize("name", BUILTINS)

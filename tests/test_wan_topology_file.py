@@ -33,6 +33,11 @@ def test_good_file_parses_and_round_trips(tmp_path):
     again = tmp_path / "again.toml"
     again.write_text(to_toml(t))
     assert load_topology(again) == t
+    path.write_text(GOOD.replace("mbps = 40", "mbps = 40\nlatency_ms = 35"))
+    t = load_topology(path)
+    assert t.links[0].latency_ms == 35.0 and t.links[1].latency_ms == 0.0
+    again.write_text(to_toml(t))
+    assert load_topology(again) == t and "latency_ms = 35.0" in again.read_text()
 
 
 def bad(body: str):
@@ -72,6 +77,12 @@ REJECTIONS = [
     (bad('dcs = ["a", "b c"]\n' + LINK_AB + "mbps = 1\n"), "DC name 'b c' must be"),
     (bad('dcs = ["a", "b"]\n' + LINK_AB + "mbps = 1\nlinks = 2\n"), "unknown field(s) ['links']"),
     (bad("dcs = [\n"), "not valid TOML"),
+    (bad('dcs = ["a", "b"]\n' + LINK_AB + "mbps = 1\nlatency_ms = -1\n"),
+     "latency_ms must be a number of milliseconds in [0, 10000], got -1"),
+    (bad('dcs = ["a", "b"]\n' + LINK_AB + "mbps = 1\nlatency_ms = nan\n"),
+     "latency_ms must be a number of milliseconds"),
+    (bad('dcs = ["a", "b"]\n' + LINK_AB + 'mbps = 1\nlatency_ms = "40"\n'),
+     "latency_ms must be a number of milliseconds"),
 ]
 
 

@@ -71,6 +71,11 @@ def parse_args(argv=None):
     p.add_argument("--dynamic", default=None, help="rate trace, e.g. paper9-fluctuating")
     p.add_argument("--period", type=float, default=180.0,
                    help="seconds between rate changes (default: the paper's 180)")
+    p.add_argument("--latency", action="store_true",
+                   help="emulate the topology's one-way delays (its links' latency_ms, summed "
+                        "along the emulated routes) in netstorm's transport; without it every "
+                        "delay is 0, also in the predictions. No netem here: stock MXNet "
+                        "cannot be delayed, so its systems are refused")
     p.add_argument("--json", default=None, help="write every figure of the run to this file")
     p.add_argument("--plot", default=None,
                    help="PNG: iteration times (comm) or accuracy against time (train), "
@@ -111,6 +116,11 @@ def parse_args(argv=None):
     unknown = [s for s in args.systems if s not in SYSTEMS]
     if unknown:
         p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
+    stock = [s for s in args.systems if s.startswith("mxnet-")]
+    if args.latency and stock:
+        p.error(f"--latency delays messages in netstorm's own transport (this machine has no "
+                f"netem); stock MXNet's ps-lite would run delay-free, an unfair comparison: "
+                f"drop {', '.join(stock)} or --latency")
     compressed = [s for s in args.systems if s in COMPRESSED or s in SYNCED]
     if args.mode == "comm" and compressed:
         p.error(f"{', '.join(compressed)} change the values they move, which comm mode checks "
@@ -200,6 +210,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         topology = wanlib.load_topology(args.topology).scaled(args.bandwidth_scale)
+        if not args.latency:
+            topology = topology.without_latency()
         trace = None
         if args.dynamic:
             trace = [(t, {k: v * args.bandwidth_scale for k, v in rates.items()})
@@ -226,6 +238,7 @@ def main(argv=None) -> int:
               "chunk_bytes": args.chunk_bytes,
               "mode": args.mode, "workers_per_dc": args.workers_per_dc, "iters": args.iters,
               "bandwidth_scale": args.bandwidth_scale, "lower_bound_s": round(bound_s, 4),
+              "latency": args.latency,
               "straggler": None if args.straggler is None else
               {"dc": args.straggler[0], "extra_compute_s": args.straggler[1]},
               "bottleneck_cut": sorted(bottleneck), "systems": {}}
@@ -251,7 +264,7 @@ def main(argv=None) -> int:
                     ctx = RunContext(wan, topology, args.workers_per_dc, worker_args(args, wan),
                                      out, Progress(log, name), args.chunk_bytes,
                                      compression_params(args), sync_settings(args),
-                                     mixed_worker_args(args))
+                                     mixed_worker_args(args), latency=args.latency)
                     print(f"bench: running {name} ...", flush=True)
                     started = time.monotonic()
                     before = wan.link_bytes()

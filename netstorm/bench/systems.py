@@ -9,10 +9,12 @@ from pathlib import Path
 
 from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
 from netstorm.geoserver.compression import CompressionConfig
+from netstorm.geoserver.emulation import EmulationConfig
 from netstorm.geoserver.security import SecurityConfig
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 from netstorm.geoserver.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
+from netstorm.wan.routes import path_delays_ms
 
 STATS_FILE = "scheduler-stats.jsonl"
 ADAPTIVE = ("netstorm-aware", "netstorm-full")     # their estimates are compared under --dynamic
@@ -30,6 +32,7 @@ class RunContext:
     compression: dict = field(default_factory=dict)   # type -> its MXNet compression_params
     sync: dict = field(default_factory=dict)    # mode -> its SyncConfig (train mode)
     mixed_args: list = field(default_factory=list)  # the workers' optimizer under mixed
+    latency: bool = False       # emulate the topology's delays (netstorm's transport only)
 
     @property
     def best_dc(self) -> str:
@@ -74,10 +77,17 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
     ``compression``: a type in ``ctx.compression``, whose params the cluster runs with
     (its ``[compression]``; the workers' Trainer asks for the same). ``sync``: a mode in
     ``ctx.sync`` (its ``[sync]``; under mixed the workers use ``ctx.mixed_args``' optimizer).
-    The scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``."""
+    The scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``. With
+    ``ctx.latency`` the links' delays are declared (for planning) and emulated
+    (``[emulation]``: every process holds what it receives from another DC for the delay
+    along the emulated route)."""
     params = ctx.compression.get(compression)
     hub = ctx.best_dc
-    links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in ctx.topology.links)
+    links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba, l.latency_ms)
+                  for l in ctx.topology.links)
+    emulation = EmulationConfig(tuple(
+        (a, b, ms) for (a, b), ms in path_delays_ms(ctx.topology).items())) \
+        if ctx.latency else EmulationConfig()
     config = ClusterConfig(scheduler_host=ctx.wan.dc_address(hub),
                            scheduler_port=free_port(),
                            dcs=tuple(DataCenter(dc, ctx.wan.dc_address(dc), 0, ctx.workers_per_dc)
@@ -87,7 +97,7 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                            trees=trees,
                            stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve),
                            compression=CompressionConfig.from_params(params),
-                           sync=ctx.sync.get(sync, SyncConfig()))
+                           sync=ctx.sync.get(sync, SyncConfig()), emulation=emulation)
     extra = ctx.mixed_args if sync == "mixed" else ()
     return run_cluster(config, ctx.command("netstorm", out, params, extra),
                        wrap_dc=ctx.wan.exec_prefix, out=ctx.log)

@@ -62,12 +62,17 @@ def paper9_topology(seed: int = PAPER9_SEED) -> Topology:
     """NetStorm paper's 9-DC partial mesh dc1..dc9 with 13 links (:data:`PAPER9_EDGES`).
 
     Each link has the same rate both ways, uniform in [20, 155) Mbit/s from
-    ``numpy.random.default_rng(seed)``, rounded to 0.1.
+    ``numpy.random.default_rng(seed)``, rounded to 0.1; then, from the same generator, a
+    one-way delay uniform in [20, 100) ms, rounded to 1 ms (emulated only on request:
+    ``bench.py --latency``).
     """
-    draws = np.random.default_rng(seed).uniform(20.0, 155.0, size=len(PAPER9_EDGES))
+    rng = np.random.default_rng(seed)
+    draws = rng.uniform(20.0, 155.0, size=len(PAPER9_EDGES))
+    delays = rng.uniform(20.0, 100.0, size=len(PAPER9_EDGES))
     return Topology("paper9", tuple(f"dc{i}" for i in range(1, 10)),
-                    tuple(Link(f"dc{a}", f"dc{b}", round(float(r), 1), round(float(r), 1))
-                          for (a, b), r in zip(PAPER9_EDGES, draws)))
+                    tuple(Link(f"dc{a}", f"dc{b}", round(float(r), 1), round(float(r), 1),
+                               float(round(float(d))))
+                          for (a, b), r, d in zip(PAPER9_EDGES, draws, delays)))
 
 
 GENERATORS = {"small": small_topology, "hetero6": hetero6_topology, "paper9": paper9_topology}

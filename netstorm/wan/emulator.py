@@ -172,7 +172,8 @@ class EmulatedWan:
             "run": self.run_id, "prefix": self.prefix, "octet": self.octet, "phase": phase,
             "pid": os.getpid(), "created": time.time(),
             "topology": {"name": topo.name, "dcs": list(topo.dcs),
-                         "links": [[l.a, l.b, l.mbps_ab, l.mbps_ba] for l in topo.links]},
+                         "links": [[l.a, l.b, l.mbps_ab, l.mbps_ba, l.latency_ms]
+                                   for l in topo.links]},
             "rates": [[a, b, mbps] for (a, b), mbps in self._rates.items()],
             "dcs": {dc: {"netns": self.netns(dc), "address": self.dc_address(dc)}
                     for dc in topo.dcs},

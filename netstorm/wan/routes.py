@@ -33,3 +33,12 @@ def shortest_paths(topology: Topology) -> dict:
 def next_hops(topology: Topology) -> dict:
     """``{(dc, destination): neighbour to forward to}`` from :func:`shortest_paths`. O(V^2)."""
     return {pair: path[1] for pair, path in shortest_paths(topology).items()}
+
+
+def path_delays_ms(topology: Topology) -> dict:
+    """``{(a, b): one-way ms}``: the links' ``latency_ms`` summed along the route from ``a``
+    to ``b`` (:func:`shortest_paths`, the path IP forwarding takes here). O(V^2 · path)."""
+    delays = {}
+    for (a, b), path in shortest_paths(topology).items():
+        delays[(a, b)] = sum(topology.link(u, v).latency_ms for u, v in zip(path, path[1:]))
+    return delays

@@ -9,6 +9,7 @@
     mbps = 40            # the same rate both ways (Mbit/s), or
     # mbps_ab = 40       # a -> b
     # mbps_ba = 20       # b -> a
+    latency_ms = 35      # optional: one-way delay (ms), the same both ways; default 0
 
 :func:`parse_topology` validates a parsed table, :func:`read_topology_file` reads a file and
 :func:`to_toml` writes one back. Pure: no processes, no network.
@@ -18,9 +19,9 @@ from __future__ import annotations
 import math
 
 from netstorm.geoserver.cluster import read_toml
-from netstorm.scheduler.topology import Link, Topology, TopologyError, is_rate
+from netstorm.scheduler.topology import MAX_LATENCY_MS, Link, Topology, TopologyError, is_rate
 
-_LINK_KEYS = {"a", "b", "mbps", "mbps_ab", "mbps_ba"}
+_LINK_KEYS = {"a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"}
 
 
 def _rate_field(raw: dict, key: str, where: str) -> float:
@@ -61,7 +62,8 @@ def parse_topology(data: dict, source: str = "<dict>") -> Topology:
         unknown = set(raw) - _LINK_KEYS
         if unknown:
             raise TopologyError(f"{where}: unknown field(s) {sorted(unknown)}; "
-                                f"expected a, b and mbps (or mbps_ab and mbps_ba)")
+                                f"expected a, b, mbps (or mbps_ab and mbps_ba) and "
+                                f"optionally latency_ms")
         for key in ("a", "b"):
             if key not in raw:
                 raise TopologyError(f"{where}: missing field {key!r}")
@@ -76,7 +78,11 @@ def parse_topology(data: dict, source: str = "<dict>") -> Topology:
             ab, ba = _rate_field(raw, "mbps_ab", where), _rate_field(raw, "mbps_ba", where)
         else:
             raise TopologyError(f"{where}: missing field 'mbps' (or 'mbps_ab' and 'mbps_ba')")
-        links.append(Link(raw["a"], raw["b"], ab, ba))
+        latency = raw.get("latency_ms", 0.0)
+        if not is_rate(latency) or not 0 <= latency <= MAX_LATENCY_MS:
+            raise TopologyError(f"{where}: latency_ms must be a number of milliseconds in "
+                                f"[0, {MAX_LATENCY_MS:g}], got {latency!r}")
+        links.append(Link(raw["a"], raw["b"], ab, ba, float(latency)))
     return Topology(name, tuple(dcs), tuple(links), source=source)
 
 
@@ -97,4 +103,6 @@ def to_toml(topology: Topology, header: str = "") -> str:
             lines.append(f"mbps = {float(link.mbps_ab)!r}")
         else:
             lines += [f"mbps_ab = {float(link.mbps_ab)!r}", f"mbps_ba = {float(link.mbps_ba)!r}"]
+        if link.latency_ms:
+            lines.append(f"latency_ms = {float(link.latency_ms)!r}")
     return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ from .shares import capped_shares, solve_shares
 from .simplex import LPError
 from .single_trees import best_single, single_candidates
 from .split_trees import SPLIT_MAX_DCS, split_pool
-from .time_model import DEFAULT_CHUNK_BYTES, PolicyPlan, by_direction, fill_hops, predict
+from .time_model import DEFAULT_CHUNK_BYTES, PolicyPlan, by_direction, fill_s, predict
 
 MAX_MIXED_COLUMNS = 64             # compute_policy's "mixed" LP only up to this many trees
 SWEEP_STEPS = 6                    # fill thresholds _fill_sweep tries
@@ -41,7 +41,6 @@ def _trim_fill(net: Net, parents: list, shares: list, model_bytes, chunk_bytes):
     lowers the predicted time (the LP sees only the busiest link; the fill is a max over
     trees). Returns (parents, shares, predicted, busy). O(trees·LP edits) at worst."""
     predicted, busy = predict(net, parents, shares, model_bytes, chunk_bytes)
-    hops = {id(p): fill_hops(net, p) for p in parents}
     lp = None
     while len(parents) > 1:
         if lp is None:
@@ -49,7 +48,7 @@ def _trim_fill(net: Net, parents: list, shares: list, model_bytes, chunk_bytes):
             if lp is None:
                 break
             tree_of = dict(enumerate(parents))
-        fills = [min(chunk_bytes, s * model_bytes) * hops[id(p)] for p, s in zip(parents, shares)]
+        fills = [fill_s(net, p, s, model_bytes, chunk_bytes) for p, s in zip(parents, shares)]
         worst = parents[int(np.argmax(fills))]
         try:
             lp.remove_column(next(t for t, p in tree_of.items() if p is worst))
@@ -72,10 +71,10 @@ def _fill_sweep(net: Net, pool: list, max_trees: int, model_bytes, chunk_bytes):
     trees whose fill is at most F get LP shares (capped at ``max_trees``) and are trimmed
     (:func:`_trim_fill`); the best prediction wins. Returns (trees, shares, predicted,
     busy). O(SWEEP_STEPS·(LP + trim))."""
-    hops = np.array([fill_hops(net, t) for t in pool])
+    fills = np.array([fill_s(net, t, 1.0, model_bytes, chunk_bytes) for t in pool])
     best = None
-    for limit in np.unique(np.quantile(hops, np.linspace(0, 1, SWEEP_STEPS))):
-        chosen = [t for t, h in zip(pool, hops) if h <= limit * (1 + 1e-12)]
+    for limit in np.unique(np.quantile(fills, np.linspace(0, 1, SWEEP_STEPS))):
+        chosen = [t for t, f in zip(pool, fills) if f <= limit * (1 + 1e-12)]
         trees, shares = capped_shares(net, chosen, max_trees)
         found = _trim_fill(net, trees, shares, model_bytes, chunk_bytes)
         if best is None or found[2] < best[2] * (1 - 1e-12):

@@ -31,6 +31,7 @@ class Net:
     cap: np.ndarray            # n x n Mbit/s of usable directions (both ways exist), else 0
     edges: tuple               # usable undirected links (i, j), i < j
     graph: nx.DiGraph          # every declared direction, for link_loads' keys
+    lat: np.ndarray = None     # n x n one-way delay (s) of usable directions, else 0
 
 
 class Split(NamedTuple):
@@ -57,9 +58,9 @@ def split_or_shared(up: np.ndarray, down: np.ndarray):
 
 
 def as_net(topology_or_graph) -> Net:
-    """Arrays of a Topology, a ``networkx.DiGraph`` whose edges carry ``mbps`` (as
-    :meth:`Topology.graph` builds) or a :class:`Net` (returned as is). Raises ValueError if
-    the usable links do not connect the DCs. O(n^2 + m)."""
+    """Arrays of a Topology, a ``networkx.DiGraph`` whose edges carry ``mbps`` and optionally
+    ``latency_s`` (as :meth:`Topology.graph` builds) or a :class:`Net` (returned as is).
+    Raises ValueError if the usable links do not connect the DCs. O(n^2 + m)."""
     if isinstance(topology_or_graph, Net):
         return topology_or_graph
     if isinstance(topology_or_graph, Topology):
@@ -75,13 +76,16 @@ def as_net(topology_or_graph) -> Net:
         raise ValueError(f"a policy needs at least 2 DCs, got {list(dcs)}")
     index = {dc: i for i, dc in enumerate(dcs)}
     n = len(dcs)
-    cap = np.zeros((n, n))
+    cap, lat = np.zeros((n, n)), np.zeros((n, n))
     for a, b, data in graph.edges(data=True):
         mbps = data.get("mbps", 0.0)
         if a != b and mbps is not None and mbps > 0 and math.isfinite(mbps):
             cap[index[a], index[b]] = float(mbps)
+            delay = data.get("latency_s", 0.0)
+            if delay is not None and delay > 0 and math.isfinite(delay):
+                lat[index[a], index[b]] = float(delay)
     both = (cap > 0) & (cap.T > 0)
-    cap = np.where(both, cap, 0.0)
+    cap, lat = np.where(both, cap, 0.0), np.where(both, lat, 0.0)
     edges = tuple((int(i), int(j)) for i, j in zip(*np.nonzero(np.triu(both, 1))))
     und = nx.Graph()
     und.add_nodes_from(range(n))
@@ -89,7 +93,7 @@ def as_net(topology_or_graph) -> Net:
     if not nx.is_connected(und):
         parts = sorted(sorted(dcs[i] for i in c) for c in nx.connected_components(und))
         raise ValueError(f"the links usable both ways do not connect the DCs: {parts}")
-    return Net(dcs, index, cap, edges, graph)
+    return Net(dcs, index, cap, edges, graph, lat)
 
 
 def _array(net: Net, root: str, parent: dict) -> np.ndarray:

@@ -7,17 +7,20 @@ edges for a shared tree). Chunks stream, so one iteration is predicted as ::
     T = max over directed links e of 8·B·Σ_{t uses e} s_t / (1e6·c_e)      (busiest link)
       + max over trees t (s_t > 0) of fill_t                                 (pipeline fill)
 
-    fill_t = 8·chunk_t/1e6 · ( max_v Σ_{hops h on v -> root} 1/c_h
-                             + max_v Σ_{hops h on root -> v} 1/c_h ),
-    chunk_t = min(chunk, s_t·B)
+    fill_t = max_v Σ_{hops h on v -> root} (8·chunk_t/1e6 / c_h + d_h)
+           + max_v Σ_{hops h on root -> v} (8·chunk_t/1e6 / c_h + d_h),
+    chunk_t = min(chunk, s_t·B),   d_h = the hop's one-way delay (s)
 
 ``fill_t`` is the time one chunk needs to climb tree t's slowest leaf-to-root path and come
-back down its (broadcast tree's) slowest root-to-leaf path, store-and-forward: the part of an iteration during
-which the bottleneck link cannot be busy yet. It is at most depth × (chunk time on the
-slowest hop). It is not small: 1 MiB at 10-100 Mbit/s is 0.08-0.8 s per hop, so deep trees
+back down its (broadcast tree's) slowest root-to-leaf path, store-and-forward, each hop
+paying its propagation delay too: the part of an iteration during which the bottleneck
+link cannot be busy yet. Without delays it is at most depth × (chunk time on the slowest
+hop). It is not small: 1 MiB at 10-100 Mbit/s is 0.08-0.8 s per hop, so deep trees
 pay seconds (it dominates at 64 DCs); and a tree whose share is a single chunk does not
-pipeline at all, where adding the two terms over-counts. Propagation delay is not modelled
-(topologies carry no latency). The first term is never below
+pipeline at all, where adding the two terms over-counts. Latency enters only there: a
+round is one pipeline, so each hop's delay is paid once per tree path and round (links
+without a ``latency_ms`` count 0; TCP's window growth over a long RTT is not modelled:
+the emulator cannot show it, see docs/benchmarks.md). The first term is never below
 :func:`~netstorm.scheduler.planning.cut_bound.cut_lower_bound`: every spanning tree crosses
 every cut, so all B bytes cross it in each direction. Because each shared tree edge carries
 the same bytes up and down, it is only as good as its slower direction: on very asymmetric
@@ -85,8 +88,9 @@ def load_matrix(net: Net, trees, shares) -> np.ndarray:
     return load
 
 
-def _depths(parent: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Σ 1/cap[v, parent[v]] along each DC's path to the root. O(n)."""
+def _depths(parent: np.ndarray, cap: np.ndarray, lat: np.ndarray, mbit: float) -> np.ndarray:
+    """Σ (mbit/cap + lat)[v, parent[v]] along each DC's path to the root: seconds for a chunk
+    of ``mbit`` to get there, store-and-forward. O(n)."""
     n = len(parent)
     children = [[] for _ in range(n)]
     root = -1
@@ -100,22 +104,24 @@ def _depths(parent: np.ndarray, cap: np.ndarray) -> np.ndarray:
     while stack:
         node = stack.pop()
         for child in children[node]:
-            depth[child] = depth[node] + 1.0 / cap[child, node]
+            depth[child] = depth[node] + mbit / cap[child, node] + lat[child, node]
             stack.append(child)
     return depth
 
 
-def fill_hops(net: Net, tree) -> float:
-    """Σ 1/c (s/Mbit) of the slowest leaf -> root path of the aggregation tree plus the
-    slowest root -> leaf path of the broadcast tree. O(n)."""
-    up = _depths(up_of(tree), net.cap)
-    down = _depths(down_of(tree), net.cap.T)
-    return float(up.max() + down.max())
+def _lat(net: Net) -> np.ndarray:
+    return net.lat if net.lat is not None else np.zeros_like(net.cap)
 
 
 def fill_s(net: Net, tree, share: float, model_bytes: float, chunk_bytes: float) -> float:
-    """One tree's pipeline fill in seconds. O(n)."""
-    return 8.0 * min(chunk_bytes, share * model_bytes) / 1e6 * fill_hops(net, tree)
+    """One tree's pipeline fill in seconds: its first chunk (``min(chunk, share·B)``) up the
+    slowest path to the root and back down the slowest path, each hop's transmission plus
+    its one-way delay. O(n)."""
+    mbit = 8.0 * min(chunk_bytes, share * model_bytes) / 1e6
+    lat = _lat(net)
+    up = _depths(up_of(tree), net.cap, lat, mbit)
+    down = _depths(down_of(tree), net.cap.T, lat.T, mbit)
+    return float(up.max() + down.max())
 
 
 def predict(net: Net, parents, shares, model_bytes: float, chunk_bytes: float):
