@@ -124,6 +124,10 @@ class Van:
         self._heap = HeapReleaser()
         self._delays = dict(delays or {})
         self._line = DelayLine()
+        if self._delays:
+            log.info("%s: emulated WAN: messages from %d other DCs are held %.0f-%.0f ms",
+                     name, len(self._delays), 1e3 * min(self._delays.values()),
+                     1e3 * max(self._delays.values()))
 
     def connect(self, peer, address: str, send_hwm: int = 0,
                 principal: str = security.SCHEDULER_PRINCIPAL) -> None:
