@@ -82,25 +82,34 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
     (``[emulation]``: every process holds what it receives from another DC for the delay
     along the emulated route)."""
     params = ctx.compression.get(compression)
+    config = cluster_config(ctx, out, policy, adapt=adapt, multipath=multipath, curve=curve,
+                            params=params, sync=sync, trees=trees)
+    extra = ctx.mixed_args if sync == "mixed" else ()
+    return run_cluster(config, ctx.command("netstorm", out, params, extra),
+                       wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
+
+
+def cluster_config(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
+                   multipath: bool = False, curve: bool = True, params: dict | None = None,
+                   sync: str = "fsa", trees: str = "split") -> ClusterConfig:
+    """The cluster file :func:`run_netstorm` runs (its arguments; ``params``: the
+    compression's MXNet params)."""
     hub = ctx.best_dc
     links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba, l.latency_ms)
                   for l in ctx.topology.links)
     emulation = EmulationConfig(tuple(
         (a, b, ms) for (a, b), ms in path_delays_ms(ctx.topology).items())) \
         if ctx.latency else EmulationConfig()
-    config = ClusterConfig(scheduler_host=ctx.wan.dc_address(hub),
-                           scheduler_port=free_port(),
-                           dcs=tuple(DataCenter(dc, ctx.wan.dc_address(dc), 0, ctx.workers_per_dc)
-                                     for dc in ctx.topology.dcs),
-                           policy=policy, hub=hub, links=links, timeout_s=600.0,
-                           chunk_bytes=ctx.chunk_bytes, adapt=adapt, multipath=multipath,
-                           trees=trees,
-                           stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve),
-                           compression=CompressionConfig.from_params(params),
-                           sync=ctx.sync.get(sync, SyncConfig()), emulation=emulation)
-    extra = ctx.mixed_args if sync == "mixed" else ()
-    return run_cluster(config, ctx.command("netstorm", out, params, extra),
-                       wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
+    return ClusterConfig(scheduler_host=ctx.wan.dc_address(hub),
+                         scheduler_port=free_port(),
+                         dcs=tuple(DataCenter(dc, ctx.wan.dc_address(dc), 0, ctx.workers_per_dc)
+                                   for dc in ctx.topology.dcs),
+                         policy=policy, hub=hub, links=links, timeout_s=600.0,
+                         chunk_bytes=ctx.chunk_bytes, adapt=adapt, multipath=multipath,
+                         trees=trees,
+                         stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve),
+                         compression=CompressionConfig.from_params(params),
+                         sync=ctx.sync.get(sync, SyncConfig()), emulation=emulation)
 
 
 SYSTEMS = {
