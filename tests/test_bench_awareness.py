@@ -37,9 +37,10 @@ def test_errors_count_each_fresh_measurement_once_against_the_rate_then():
                rates(1010.0, 2, 90.0, 9.0),                                  # stale: skipped
                rates(1025.0, 3, 40.0, 1.0), rates(1026.0, 3, 0.01, 0.0, True)]
     errors = ba.estimate_errors(records, Runner())
-    assert [(round(t, 1), est, true) for t, _, est, true, _ in errors] == \
+    assert [(round(t, 1), est, true) for t, _, est, true, *_ in errors] == \
         [(4.5, 95.0, 100.0), (24.0, 40.0, 50.0)]
     assert [e[4] for e in errors] == pytest.approx([0.05, 0.2])
+    assert [e[5] for e in errors] == pytest.approx([4.5, 4.0])     # since a->b last changed
 
 
 def test_the_summary_gives_the_largest_over_estimate(tmp_path):
@@ -50,6 +51,16 @@ def test_the_summary_gives_the_largest_over_estimate(tmp_path):
     summary = ba.summary(path, Runner())
     assert summary["awareness_max_overestimate"] == 1.5      # 150 on a link set to 100
     assert summary["awareness_median_rel_error"] == pytest.approx(0.35)
+    assert summary["awareness_worst_overestimate"] == {
+        "t_s": 4.5, "direction": "a->b", "estimate": 150.0, "true": 100.0,
+        "since_change_s": 4.5}
+    # 90 measured 1 s after the drop to 50 has not had time to follow it: it counts in the
+    # largest over-estimate but not once settled
+    path.write_text("".join(json.dumps(r) + "\n" for r in [
+        rates(1005.0, 1, 110.0, 0.5), rates(1021.5, 3, 90.0, 0.5)]))
+    summary = ba.summary(path, Runner())
+    assert summary["awareness_max_overestimate"] == 1.8
+    assert summary["awareness_max_overestimate_settled"] == 1.1
 
 
 def test_reactions_give_rounds_from_the_change_to_the_next_policy():

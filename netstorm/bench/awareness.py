@@ -8,7 +8,10 @@ effect. Both use this machine's monotonic clock.
 * :func:`estimate_errors`: |estimate - true| / true for every fresh estimate (measured at
   most ``max_age_s`` before the record, i.e. a link that carried traffic), against the rate
   the emulator had set when it was measured; each measurement counted once. The summary
-  gives their median and the largest estimate / true (``awareness_max_overestimate``).
+  gives their median and the largest estimate / true (``awareness_max_overestimate``), the
+  same over estimates measured at least :data:`SETTLE_S` after their link's last change
+  (``awareness_max_overestimate_settled``: what is left once a change had time to reach
+  the estimate, i.e. reading errors rather than lag) and the worst estimate itself.
 * :func:`reactions`: for every rate change, the round in progress when it took effect and
   the first round of the next re-planned policy, if one was announced before the next change.
 * :func:`round_costs`: for every round, the measured time beside the time model's prediction
@@ -28,6 +31,23 @@ from netstorm.geoserver.tree import Policy, PolicyBook, PolicyError
 from netstorm.scheduler.planning import compute_policy, predict_iteration_s
 
 
+SETTLE_S = 3.0     # a link's monitor needs this long to follow a change: the median of
+                   # three 0.5 s windows (one window late) and smoothing with tau 1.5 s
+
+
+def _last_change(runner, direction: tuple, t_s: float) -> float | None:
+    """When ``direction``'s rate last changed at or before ``t_s`` (runner seconds), None if
+    it never did. O(changes)."""
+    last, value = None, None
+    for change in list(runner.applied):
+        if change.t_s > t_s:
+            break
+        new = change.rates.get(direction, value)
+        if new != value:
+            last, value = change.t_s, new
+    return last
+
+
 def read_stats(path) -> list:
     path = Path(path)
     if not path.exists():
@@ -36,7 +56,8 @@ def read_stats(path) -> list:
 
 
 def estimate_errors(records: list, runner, max_age_s: float = 2.0) -> list:
-    """``[(t_s since trace start, 'a->b', estimate, true, rel_error)]``."""
+    """``[(t_s since trace start, 'a->b', estimate, true, rel_error, seconds since that
+    direction's rate last changed (None: never))]``."""
     seen, out = set(), []
     for rec in records:
         if rec.get("event") != "rates":
@@ -52,7 +73,9 @@ def estimate_errors(records: list, runner, max_age_s: float = 2.0) -> list:
             a, b = direction.split("->")
             true = runner.rates_at(measured).get((a, b))
             if true:
-                out.append((measured, direction, mbps, true, abs(mbps - true) / true))
+                changed = _last_change(runner, (a, b), measured)
+                out.append((measured, direction, mbps, true, abs(mbps - true) / true,
+                            None if changed is None else measured - changed))
     return out
 
 
@@ -135,11 +158,22 @@ def summary(stats_path, runner) -> dict:
     errors = estimate_errors(records, runner)
     react = reactions(records, runner)
     reacted = [r["iterations"] for r in react if r["iterations"] is not None]
+    settled = [e for e in errors if e[5] is None or e[5] >= SETTLE_S]
+    worst = None
+    if errors:
+        t, direction, est, true, _, since = max(errors, key=lambda e: e[2] / e[3])
+        worst = {"t_s": round(t, 2), "direction": direction, "estimate": round(est, 2),
+                 "true": round(true, 2),
+                 "since_change_s": None if since is None else round(since, 2)}
     return {"awareness_median_rel_error": (round(float(np.median([e[4] for e in errors])), 4)
                                            if errors else None),
-            # the worst an estimate overstated its link (a receiver draining its buffers)
+            # the worst an estimate overstated its link (a receiver draining its buffers,
+            # or an estimate that had not yet followed a drop)
             "awareness_max_overestimate": (round(max(e[2] / e[3] for e in errors), 3)
                                            if errors else None),
+            "awareness_max_overestimate_settled": (round(max(e[2] / e[3] for e in settled), 3)
+                                                   if settled else None),
+            "awareness_worst_overestimate": worst,
             "estimates": len(errors),
             "policy_switches": sum(1 for r in records if r.get("event") == "policy"
                                    and r["reason"] == "re-planned"),
@@ -160,7 +194,7 @@ def plot_estimates(errors: list, path: str, links: int = 4) -> str:
     fig, axes = plt.subplots(len(chosen) or 1, 1, figsize=(7, 2.2 * max(1, len(chosen))),
                              squeeze=False)
     for ax, direction in zip(axes.flat, chosen):
-        pts = sorted((t, est, true) for t, d, est, true, _ in errors if d == direction)
+        pts = sorted((t, est, true) for t, d, est, true, *_ in errors if d == direction)
         t = [p[0] for p in pts]
         ax.plot(t, [p[2] for p in pts], drawstyle="steps-post", color="k", label="set by emulator")
         ax.plot(t, [p[1] for p in pts], "o", markersize=3, color="#d62728", label="estimated")

@@ -45,7 +45,9 @@ def table(result: dict) -> str:
             lines.append(f"{name} awareness: median estimate error "
                          f"{aware['awareness_median_rel_error']} over {aware['estimates']} "
                          f"estimates (largest over-estimate "
-                         f"{aware.get('awareness_max_overestimate')}x); "
+                         f"{aware.get('awareness_max_overestimate')}x, "
+                         f"{aware.get('awareness_max_overestimate_settled')}x once "
+                         f"settled; worst {aware.get('awareness_worst_overestimate')}); "
                          f"{aware['policy_switches']} policy switches; iterations "
                          f"to react per rate change: "
                          f"{[x['iterations'] for x in aware['reactions']]}")
