@@ -12,6 +12,10 @@ more, :meth:`SendQueue.flush` hands over the most urgent waiting messages.
 Two by-products feed network awareness (:mod:`netstorm.geoserver.link_monitor`): a message
 that had to wait here is marked ``Flag.QUEUED`` (the link was busy until it left), and a peer whose
 messages wait while nothing at all leaves for ``stall_s`` is reported by :meth:`stalled`.
+A sender that was away from its sockets for a while (busy, or descheduled on a loaded host:
+:meth:`SendQueue.paused`) may have let a link drain and idle; the next message to each
+waiting peer then goes unmarked, so that its receiver does not time the idle gap as the
+link's.
 
 Messages to one peer with equal priority keep their order. ``send`` is O(log q) for q waiting
 messages; nothing is copied.
@@ -42,6 +46,7 @@ class SendQueue:
         self._recent: dict = {}        # peer -> deque of messages handed over
         self._last_bytes: dict = {}    # peer -> sizes of the last messages handed over
         self._timed: dict = {}         # peer -> when a QUEUED message last left (measurable)
+        self._paused: set = set()      # peers whose next message is not marked QUEUED
 
     def send(self, peer, msg: wire.Message, priority: tuple = ()) -> None:
         """Send ``msg`` to ``peer`` (already connected) now if its socket takes it, else
@@ -61,8 +66,18 @@ class SendQueue:
     def flush(self, peer) -> None:
         """Hand ``peer``'s most urgent messages to the Van until its queue is full."""
         heap = self._heaps.get(peer)
-        while heap and self.van.try_send(peer, heap[0][2]):
+        while heap:
+            if peer in self._paused:        # the link may have idled before this one
+                heap[0][2].flags &= ~wire.Flag.QUEUED
+            if not self.van.try_send(peer, heap[0][2]):
+                return
+            self._paused.discard(peer)
             self._handed(peer, heapq.heappop(heap)[2])
+
+    def paused(self) -> None:
+        """The sender was away from its sockets long enough for a waiting peer's socket to
+        drain: the next message each such peer gets is not marked QUEUED. O(peers)."""
+        self._paused.update(self.backlogged())
 
     def _handed(self, peer, msg: wire.Message) -> None:
         self._progress[peer] = self._clock()

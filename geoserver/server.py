@@ -429,6 +429,7 @@ class GeoServer:
             if not self.handle(msg):
                 return
         next_beat = 0.0
+        looked = time.monotonic()         # when the server last looked at its sockets
         while True:
             now = time.monotonic()
             if now >= next_beat:   # round and link rates ride on the heartbeat
@@ -449,8 +450,10 @@ class GeoServer:
                                      f"{self.settings.dead_after_s:g}); it is presumed dead")
                 self._send_heartbeat()
                 next_beat = now + self.settings.heartbeat_s
+            away = time.monotonic() - looked
             readable, writable = self.po.wait(max(0.0, next_beat - now), self.wan.backlogged())
-            self.wan.flush(writable)
+            looked = time.monotonic()
+            self.wan.flush(writable, away)
             msg = self.po.recv(0) if readable else None
             if msg is not None and not self.handle(msg):
                 return

@@ -36,6 +36,9 @@ PROBE_BURST = (8, 32)   # pieces of PROBE_PIECE_BYTES in one idle-link probe: at
 PROBE_BURST_S = 0.25    # and at most; in between, this long at the link's known rate
 PROBE_PIECE_BYTES = 64 * 1024
 STALL_FRACTION = 0.05   # a link slower than this part of its known rate may count as failed
+AWAY_S = 0.05           # a server busy this long between two looks at its sockets may have
+                        # let a link drain: ZeroMQ holds SEND_HWM + 1 messages, 0.1 s of 1 MiB
+                        # chunks at 155 Mbit/s
 
 
 def probe_pieces(known_mbps: float) -> int:
@@ -82,8 +85,12 @@ class WanTransport:
         """Server nodes with messages waiting here: watch them for room."""
         return self.outbox.backlogged()
 
-    def flush(self, nodes) -> None:
-        """``nodes`` can take more: hand each its most urgent waiting messages."""
+    def flush(self, nodes, away_s: float = 0.0) -> None:
+        """``nodes`` can take more: hand each its most urgent waiting messages. ``away_s``:
+        how long the server was busy elsewhere before it looked; from :data:`AWAY_S` on, a
+        backlogged link may have drained meanwhile (:meth:`SendQueue.paused`)."""
+        if away_s >= AWAY_S:
+            self.outbox.paused()
         for node in nodes:
             self.outbox.flush(node)
 

@@ -66,3 +66,27 @@ def test_stalled_allows_time_for_the_last_message_and_take_returns_the_stuck_one
     assert [m.key for m in handed] == [2, 9] and [m.key for m in waiting] == [4]
     assert waiting[0].flags & wire.Flag.QUEUED and not handed[0].flags & wire.Flag.QUEUED
     assert queue.backlogged() == [] and queue.stalled(allowed) == []
+
+
+def test_after_a_pause_the_next_message_to_a_waiting_peer_is_not_marked_queued():
+    """A sender away from its sockets may have let the link idle: the receiver must not
+    time that gap as the link's, so the first message after it goes unmarked."""
+    van = FakeVan()
+    queue = SendQueue(van)
+    messages = [chunk(key) for key in (1, 2, 3, 4)]
+    for msg in messages:
+        queue.send("p", msg, (0, msg.key, 0))
+    queue.send("idle", chunk(9), ())                   # nothing waits for "idle" afterwards
+    van.room["p"] = 1
+    queue.flush("p")
+    assert messages[0].flags & wire.Flag.QUEUED        # no pause: back to back
+    queue.paused()
+    van.room["p"] = 0
+    queue.flush("p")                                   # no room yet: the mark stays to do
+    van.room["p"] = 2
+    queue.flush("p")
+    assert not messages[1].flags & wire.Flag.QUEUED    # the first after the pause
+    assert messages[2].flags & wire.Flag.QUEUED        # then back to back again
+    van.room["idle"] = 1
+    queue.flush("idle")
+    assert van.sent[-1] == ("idle", 9)

@@ -267,3 +267,15 @@ def test_other_messages_over_a_link_count_towards_its_estimate():
                                                  dtype=np.float32, frames=[chunk])))
     mbps, _ = wan.monitor.estimates(clock.t)["a"]
     assert abs(mbps - 80.0) < 2.0, mbps
+
+
+def test_a_server_away_longer_than_away_s_tells_its_queues_links_may_have_drained():
+    from netstorm.geoserver.wan_transport import AWAY_S
+    calls = []
+    wan = WanTransport.__new__(WanTransport)            # only the outbox is involved
+    wan.outbox = type("Outbox", (), {"paused": lambda self: calls.append("paused"),
+                                     "flush": lambda self, node: calls.append(node)})()
+    wan.flush([1], away_s=AWAY_S / 2)
+    assert calls == [1]
+    wan.flush([1, 2], away_s=AWAY_S)
+    assert calls == [1, "paused", 1, 2]
