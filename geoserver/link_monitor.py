@@ -17,6 +17,8 @@ seconds after the last news nearly replaces the estimate (after a silence of 4 t
 does). Each window enters the mean as the median of itself and the two windows before it
 (when those are recent): a single slow window (the sending server busy elsewhere for a
 moment, on a loaded host) does not move the estimate, a real change does one window later.
+Before a link's first window, the rate the scheduler planned with stands for the two
+before it, so a link's first window alone does not replace the planned rate either.
 
 A receiver that pauses (descheduled, or busy with an optimizer step on a loaded host)
 finds on its return what the link delivered meanwhile waiting in its socket buffers, and
@@ -111,6 +113,10 @@ class LinkMonitor:
             if link.mbps is not None:
                 link.updated_at = now           # the estimate stands: still fresh
             return
+        if link.mbps is None and not link.recent and source in self.known:
+            # the rate the scheduler planned with counts as two windows: a link's first
+            # window alone (a retransmission timeout, a slow start) cannot replace it
+            link.recent = [(now, self.known[source])] * 2
         link.recent = [(t, x) for t, x in link.recent[-2:] if now - t <= self.tau_s * 4]
         link.recent.append((now, raw))
         sample = sorted(x for _, x in link.recent)[1] if len(link.recent) == 3 else raw

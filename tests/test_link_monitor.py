@@ -187,3 +187,22 @@ def test_a_receiver_that_is_behind_leaves_the_estimate_as_it_is():
     unknown = LinkMonitor()                           # nothing known at all: the reading
     end = feed(unknown, "c", 20.0, n=30, behind=True)     # is the only news there is
     assert abs(unknown.estimates(end)["c"][0] - 20.0) < 0.5
+
+
+def test_a_links_first_window_alone_does_not_replace_the_planned_rate():
+    """Known at 100 Mbit/s: one window reading 50 (a retransmission timeout on the first
+    chunk, say) leaves 100; a second one starts moving it, and more bring it to 50.
+    Without a planned rate the first window is taken as it is."""
+    monitor = LinkMonitor(known={"a": 100.0})
+    t = feed(monitor, "a", 50.0, n=2, size=2 * MB)          # one window (0.34 s a message)
+    t = feed(monitor, "a", 500.0, n=1, start=t)             # not QUEUED: closes the window
+    assert monitor.estimates(t)["a"][0] == pytest.approx(100.0)
+    t = feed(monitor, "a", 50.0, n=2, size=2 * MB, start=t)
+    t = feed(monitor, "a", 500.0, n=1, start=t)
+    assert monitor.estimates(t)["a"][0] < 90.0
+    t = feed(monitor, "a", 50.0, n=30, size=2 * MB, start=t, first_queued=True)
+    assert monitor.estimates(t)["a"][0] == pytest.approx(50.0, rel=0.02)
+    fresh = LinkMonitor()
+    t = feed(fresh, "a", 50.0, n=2, size=2 * MB)
+    t = feed(fresh, "a", 500.0, n=1, start=t)
+    assert fresh.estimates(t)["a"][0] == pytest.approx(50.0, rel=0.02)
