@@ -164,12 +164,6 @@ class Topology:
                               for l in self.links),
                         source=self.source)
 
-    def latency_s(self, a: str, b: str) -> float:
-        """The direct link's one-way delay between ``a`` and ``b`` in seconds, 0.0 without a
-        link. O(E)."""
-        link = self.link(a, b)
-        return 0.0 if link is None else link.latency_ms / 1e3
-
     def rates(self) -> Rates:
         """Every direction's rate as ``{(a, b): mbps}``. O(E)."""
         out = {}

@@ -31,7 +31,7 @@ class Net:
     cap: np.ndarray            # n x n Mbit/s of usable directions (both ways exist), else 0
     edges: tuple               # usable undirected links (i, j), i < j
     graph: nx.DiGraph          # every declared direction, for link_loads' keys
-    lat: np.ndarray = None     # n x n one-way delay (s) of usable directions, else 0
+    lat: np.ndarray            # n x n one-way delay (s) of usable directions, else 0
 
 
 class Split(NamedTuple):

@@ -109,18 +109,13 @@ def _depths(parent: np.ndarray, cap: np.ndarray, lat: np.ndarray, mbit: float) -
     return depth
 
 
-def _lat(net: Net) -> np.ndarray:
-    return net.lat if net.lat is not None else np.zeros_like(net.cap)
-
-
 def fill_s(net: Net, tree, share: float, model_bytes: float, chunk_bytes: float) -> float:
     """One tree's pipeline fill in seconds: its first chunk (``min(chunk, share·B)``) up the
     slowest path to the root and back down the slowest path, each hop's transmission plus
     its one-way delay. O(n)."""
     mbit = 8.0 * min(chunk_bytes, share * model_bytes) / 1e6
-    lat = _lat(net)
-    up = _depths(up_of(tree), net.cap, lat, mbit)
-    down = _depths(down_of(tree), net.cap.T, lat.T, mbit)
+    up = _depths(up_of(tree), net.cap, net.lat, mbit)
+    down = _depths(down_of(tree), net.cap.T, net.lat.T, mbit)
     return float(up.max() + down.max())
 
 
