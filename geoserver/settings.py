@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from .compression.config import CompressionConfig, CompressionError
 from .sync import SyncConfig, SyncError
 
-DEFAULT_CHUNK_BYTES = 1 << 20   # tensors larger than this travel as several WAN chunks
+DEFAULT_CHUNK_BYTES = 1 << 18   # tensors larger than this travel as several WAN chunks
+                                # (256 KiB: a chunk is what each tree hop must receive
+                                # before it forwards, so it sets the pipeline fill)
 MIN_CHUNK_BYTES = 1024
 DEFAULT_TIMEOUT_S = 60.0        # how long any node waits for a peer before a clear error
 DEFAULT_HEARTBEAT_S = 0.5       # how often every node tells the scheduler it is alive

@@ -5,17 +5,19 @@ import pytest
 
 from netstorm.bench.planning import random_full_mesh, time_policy
 from netstorm.geoserver.tree import Policy
-from netstorm.scheduler.planning import (PolicyPlan, best_single_tree, best_star,
+from netstorm.scheduler.planning import (DEFAULT_CHUNK_BYTES, MAX_POLICY_TREES, TREES_PER_DC,
+                                         PolicyPlan, best_single_tree, best_star,
                                          compute_policy, cut_lower_bound, fapt_policy,
-                                         link_loads, pack_trees, pack_trees_detail,
-                                         predict_iteration_s)
+                                         link_loads, lower_bound_s, pack_trees,
+                                         pack_trees_detail, predict_iteration_s)
 from netstorm.scheduler.topology import Topology
 from planning_cases import BUILTIN, MIB, RANDOM, B, topo
 
 
 def check_plan(plan: PolicyPlan, topology: Topology):
     assert isinstance(plan.policy, Policy)
-    assert len(plan.shares) == len(plan.policy.trees) <= len(topology.dcs)
+    assert len(plan.shares) == len(plan.policy.trees) <= min(TREES_PER_DC * len(topology.dcs),
+                                                             MAX_POLICY_TREES)
     assert min(plan.shares) > 0 and abs(sum(plan.shares) - 1) <= 1e-9
     assert plan.policy.shares == pytest.approx(plan.shares, abs=1e-12)
     for t in plan.policy.trees:
@@ -32,7 +34,7 @@ def check_plan(plan: PolicyPlan, topology: Topology):
 def test_random_partial_meshes(topology):
     plan = compute_policy(topology, B)
     check_plan(plan, topology)
-    assert plan.predicted_s >= cut_lower_bound(topology, B)[0] * (1 - 1e-12)
+    assert plan.predicted_s >= lower_bound_s(topology, B) * (1 - 1e-12)
     assert plan.predicted_s <= best_single_tree(topology, B)[1] * (1 + 1e-12)
     star = best_star(topology, B)
     if star is not None:
@@ -91,7 +93,8 @@ def test_policy_fields_and_two_dcs():
     plan = compute_policy(two, B, version=7, start_round=40)
     assert (plan.policy.version, plan.policy.start_round) == (7, 40)
     assert plan.shares == (1.0,)
-    assert plan.predicted_s == pytest.approx(8 * B / 10e6 + 8 * MIB / 1e6 * (1 / 10 + 1 / 30))
+    assert plan.predicted_s == pytest.approx(8 * B / 10e6 + 8 * DEFAULT_CHUNK_BYTES / 1e6
+                                             * (1 / 10 + 1 / 30))
 
 
 def test_digraph_input_ignores_one_way_links():
@@ -119,6 +122,7 @@ def test_64_dc_full_mesh_is_fast():
     print(f"\n64-DC full mesh: {elapsed:.3f}s wall, {plan.method}, "
           f"{len(plan.policy.trees)} trees, predicted {plan.predicted_s:.3f}s")
     assert elapsed < 5.0          # ~0.5 s measured; generous for a loaded machine
-    assert len(plan.policy.trees) <= 64
+    assert len(plan.policy.trees) <= MAX_POLICY_TREES
     assert plan.predicted_s < best_single_tree(topology, B)[1]
+    assert plan.method == "two-level"
     assert time_policy(8, 1) < 5.0

@@ -80,7 +80,12 @@ def test_compute_policy_keeps_split_trees_when_the_model_says_they_are_faster():
     assert paper9.candidates_s["split"] == pytest.approx(paper9.predicted_s)
 
 
-def test_large_meshes_are_planned_without_split_trees():
+def test_large_meshes_get_split_trees_of_depth_two_only():
+    """Above SPLIT_MAX_DCS the column generation does not run; split trees come from the
+    two-level candidate, every DC at most two hops from the root each way."""
     plan = compute_policy(random_full_mesh(SPLIT_MAX_DCS + 1, 1), B)
-    assert "split" not in plan.candidates_s
-    assert not any(t.split for t in plan.policy.trees)
+    assert "split" not in plan.candidates_s and "two-level" in plan.candidates_s
+    for tree in plan.policy.trees:
+        for parent in (tree.parent, tree.down_parent):
+            assert all(p is None or parent[p] is None or parent[parent[p]] is None
+                       for p in parent.values())

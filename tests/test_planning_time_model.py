@@ -3,8 +3,8 @@ from dataclasses import replace
 
 import pytest
 
-from netstorm.scheduler.planning import (compute_policy, link_loads, pipeline_fill_s,
-                                         predict_iteration_s)
+from netstorm.scheduler.planning import (DEFAULT_CHUNK_BYTES, compute_policy, link_loads,
+                                         pipeline_fill_s, predict_iteration_s)
 from netstorm.geoserver.tree import Tree
 from netstorm.scheduler.topology import Topology
 from netstorm.wan import load_topology
@@ -73,7 +73,7 @@ def test_small_prediction_equals_the_hand_optimum():
     # 3 DCs at 40 Mbit/s: the 3 two-edge paths with 1/3 each put 2/3 of the model on every
     # direction; each path is rooted in its middle: one hop up and one down.
     plan = compute_policy(BUILTIN["small"], B)
-    expected = 8 * B * (2 / 3) / 40e6 + 2 * 8 * MIB / 40e6
+    expected = 8 * B * (2 / 3) / 40e6 + 2 * 8 * DEFAULT_CHUNK_BYTES / 40e6
     assert plan.predicted_s == pytest.approx(expected, rel=1e-9)
     assert sorted(plan.shares) == pytest.approx([1 / 3] * 3, abs=1e-9)
     for t in plan.policy.trees:

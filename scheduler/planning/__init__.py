@@ -16,7 +16,9 @@ One job per module (this package imports them; use the names below):
 * :mod:`.time_model`: the time model (busiest link + pipeline fill): :func:`link_loads`,
   :func:`pipeline_fill_s`, :func:`predict_iteration_s`; :class:`PolicyPlan`; the
   planning defaults :data:`DEFAULT_CHUNK_BYTES` and :data:`NOMINAL_MODEL_BYTES`;
-* :mod:`.cut_bound`: the cut lower bound no policy beats: :func:`cut_lower_bound`;
+* :mod:`.cut_bound`: the lower bounds no policy beats: :func:`cut_lower_bound` (the
+  narrowest cut), :func:`volume_lower_bound_s` (the total bytes over the total rate) and
+  their maximum :func:`lower_bound_s`;
 * :mod:`.simplex`: the one (dense, exact) simplex: :func:`solve_lp` and the pivoting core;
 * :mod:`.shares`: the share LP for fixed trees: :func:`optimal_shares`;
 * :mod:`.packing`: fractional spanning-tree packing (Garg-Könemann, then the exact LP and
@@ -28,12 +30,15 @@ One job per module (this package imports them; use the names below):
 * :mod:`.single_trees`: the best single tree: :func:`best_star`, :func:`best_single_tree`;
 * :mod:`.arborescence`: least-cost in- and out-arborescences (Chu-Liu/Edmonds);
 * :mod:`.split_trees`: split trees by column generation: :func:`split_packing`;
+* :mod:`.two_level`: depth-two split trees by multiplicative weights, the large meshes'
+  candidate: :func:`two_level_packing`;
 * :mod:`.compute`: :func:`compute_policy`, which picks the method.
 
 Benchmark helpers (random meshes, planning time) are in ``netstorm.bench.planning``.
 """
-from .compute import MAX_MIXED_COLUMNS, compute_policy
-from .cut_bound import MAX_CUT_DCS, cut_lower_bound, cut_lower_bound_s
+from .compute import MAX_MIXED_COLUMNS, TREES_PER_DC, compute_policy
+from .cut_bound import (MAX_CUT_DCS, cut_lower_bound, cut_lower_bound_s, lower_bound_s,
+                        volume_lower_bound_s)
 from .fapt import fapt_policy, fapt_score, fapt_tree
 from .network import MAX_POLICY_TREES
 from .packing import HEAVIEST_START_MAX_DCS, Packing, pack_trees, pack_trees_detail
@@ -43,13 +48,15 @@ from .shares import optimal_shares
 from .simplex import LPError, LPResult, solve_lp
 from .single_trees import best_single_tree, best_star
 from .split_trees import SPLIT_MAX_DCS, split_packing
+from .two_level import two_level_packing, two_level_parent
 from .time_model import (DEFAULT_CHUNK_BYTES, NOMINAL_MODEL_BYTES, PolicyPlan, link_loads,
                          pipeline_fill_s, predict_iteration_s)
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES", "HEAVIEST_START_MAX_DCS", "LPError", "LPResult", "MAX_CUT_DCS",
     "MAX_MIXED_COLUMNS", "MAX_POLICY_TREES", "NOMINAL_MODEL_BYTES", "Packing", "PolicyPlan",
-    "SPLIT_MAX_DCS", "split_packing",
+    "SPLIT_MAX_DCS", "TREES_PER_DC", "split_packing", "lower_bound_s",
+    "two_level_packing", "two_level_parent", "volume_lower_bound_s",
     "best_root", "best_single_tree", "best_star", "compute_policy", "cut_lower_bound",
     "cut_lower_bound_s", "fapt_policy", "fapt_score", "fapt_tree", "link_loads",
     "optimal_shares", "pack_trees", "pack_trees_detail", "pipeline_fill_s",

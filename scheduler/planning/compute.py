@@ -20,8 +20,10 @@ from .simplex import LPError
 from .single_trees import best_single, single_candidates
 from .split_trees import SPLIT_MAX_DCS, split_pool
 from .time_model import DEFAULT_CHUNK_BYTES, PolicyPlan, by_direction, fill_s, predict
+from .two_level import two_level_candidate
 
 MAX_MIXED_COLUMNS = 64             # compute_policy's "mixed" LP only up to this many trees
+TREES_PER_DC = 4                   # compute_policy's default tree cap: this many per DC
 SWEEP_STEPS = 6                    # fill thresholds _fill_sweep tries
 
 
@@ -100,36 +102,50 @@ def compute_policy(topology, model_bytes: float, chunk_bytes: float = DEFAULT_CH
     * ``split`` (unless ``split`` is False): up to :data:`~.split_trees.SPLIT_MAX_DCS`
       DCs, split and shared trees
       (:func:`~.split_trees.split_pool`: column generation from the packing and shallow
-      trees), then a sweep over fill thresholds (:func:`_fill_sweep`).
+      trees), then a sweep over fill thresholds (:func:`_fill_sweep`);
+    * ``two-level`` (unless ``split`` is False): depth-two split trees, equal shares,
+      packed by multiplicative weights (:func:`~.two_level.two_level_candidate`; where
+      some DC is more than two hops from some root, none): the large meshes' candidate,
+      whose fill stays at two hops each way.
 
     The LP minimises the busiest link only, so every multi-tree candidate is then trimmed:
     its tree with the largest fill leaves (shares re-solved) while that lowers the
-    prediction. At most ``max_trees`` (default n, at most 255) trees. ``topology``: a
+    prediction. At most ``max_trees`` trees (default :data:`TREES_PER_DC` per DC; never
+    more than 255): a tree's first chunk is min(chunk, share·B), so more trees with smaller
+    shares fill the pipeline sooner. Above :data:`~.split_trees.SPLIT_MAX_DCS` DCs the
+    LP-based candidates keep at most n trees (the share LP over more costs seconds at 64
+    DCs); ``two-level`` needs no LP and may use them all. ``topology``: a
     Topology or DiGraph. Returns a :class:`PolicyPlan`; its policy carries the shares,
     heaviest tree first. Cost: pack_trees + O(n^3) for the FAPT and shallow trees + a few
     LPs (+ the split trees' column generation up to 12 DCs, about 0.3 s there); about
     0.5 s CPU for 64 DCs (see docs/policy.md).
     """
     net = as_net(topology)
-    max_trees = tree_cap(net, max_trees)
+    n = len(net.dcs)
+    max_trees = tree_cap(net, TREES_PER_DC * n if max_trees is None else max_trees)
+    lp_trees = max_trees if n <= SPLIT_MAX_DCS else min(max_trees, n)
     fapt = fapt_all(net)
     single = best_single(net, single_candidates(net, fapt), model_bytes, chunk_bytes)[0]
-    packing = pack_trees_detail(net, epsilon=epsilon, max_trees=max_trees)
+    packing = pack_trees_detail(net, epsilon=epsilon, max_trees=lp_trees)
     options = {"single": ([single], [1.0]),
                "fapt": capped_shares(net, fapt_candidates(net, model_bytes, chunk_bytes, fapt),
-                                     max_trees),
+                                     lp_trees),
                "packing": ([parent_array(net, t) for t in packing.trees], packing.shares)}
     shallow = _distinct([shallow_parent(net, r) for r in range(len(net.dcs))])
-    options["shallow"] = capped_shares(net, shallow, max_trees)
+    options["shallow"] = capped_shares(net, shallow, lp_trees)
     union = _distinct(options["packing"][0] + shallow)
     if len(union) <= MAX_MIXED_COLUMNS:
-        options["mixed"] = capped_shares(net, union, max_trees)
+        options["mixed"] = capped_shares(net, union, lp_trees)
     scored = {}
     for name, (parents, shares) in options.items():
         scored[name] = _trim_fill(net, list(parents), list(shares), model_bytes, chunk_bytes)
-    if split and len(net.dcs) <= SPLIT_MAX_DCS:
+    if split and n <= SPLIT_MAX_DCS:
         pool = split_pool(net, union, MAX_POLICY_TREES)
         scored["split"] = _fill_sweep(net, pool, max_trees, model_bytes, chunk_bytes)
+    if split:
+        found = two_level_candidate(net, max_trees, model_bytes, chunk_bytes)
+        if found is not None:
+            scored["two-level"] = found
     order = list(scored)
     method = min(order, key=lambda name: (scored[name][2] * (1 + 1e-12 * order.index(name))))
     parents, shares, predicted, busy = scored[method]

@@ -92,3 +92,28 @@ def _enumerated_cut(topology: Topology) -> frozenset:
 def cut_lower_bound_s(topology: Topology, model_bytes: float) -> float:
     """The seconds of :func:`cut_lower_bound` alone; the same cost."""
     return cut_lower_bound(topology, model_bytes)[0]
+
+
+def volume_lower_bound_s(topology: Topology, model_bytes: float) -> float:
+    """Lower bound from the total bytes an all-reduce must move: 2(V-1)·B over the sum of
+    every direction's rate, ``2·(V-1)·8·B / (1e6·Σ_d c_d)`` seconds.
+
+    Why 2(V-1)·B: take any element of the model and the first DC w to know its total. Every
+    other DC sent something about the element before that moment (w needs its value) and
+    received something after it (it did not know the total yet), so at least V-1 sends
+    precede it and V-1 other sends follow it, each at least the element's size (sums are
+    not compressed here). On dense meshes this exceeds the cut bound: every DC must send
+    about 2B in all while a single cut sees only B (``random_full_mesh(64, seed)``: 1.7-1.9x
+    the cut bound), so no policy there gets within 1.7x of :func:`cut_lower_bound`.
+    O(links)."""
+    if not model_bytes > 0:
+        raise TopologyError(f"model_bytes must be > 0, got {model_bytes!r}")
+    total = sum(l.mbps_ab + l.mbps_ba for l in topology.links)
+    return 2 * (len(topology.dcs) - 1) * model_bytes * 8 / (1e6 * total)
+
+
+def lower_bound_s(topology: Topology, model_bytes: float) -> float:
+    """The larger of :func:`cut_lower_bound_s` and :func:`volume_lower_bound_s`: no
+    all-reduce of ``model_bytes`` over ``topology`` is faster. O(cut_lower_bound)."""
+    return max(cut_lower_bound_s(topology, model_bytes),
+               volume_lower_bound_s(topology, model_bytes))

@@ -90,23 +90,17 @@ def load_matrix(net: Net, trees, shares) -> np.ndarray:
 
 def _depths(parent: np.ndarray, cap: np.ndarray, lat: np.ndarray, mbit: float) -> np.ndarray:
     """Σ (mbit/cap + lat)[v, parent[v]] along each DC's path to the root: seconds for a chunk
-    of ``mbit`` to get there, store-and-forward. O(n)."""
+    of ``mbit`` to get there, store-and-forward. Pointer jumping: O(n log depth)."""
     n = len(parent)
-    children = [[] for _ in range(n)]
-    root = -1
-    for i, p in enumerate(parent):
-        if p < 0:
-            root = i
-        else:
-            children[int(p)].append(i)
-    depth = np.zeros(n)
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in children[node]:
-            depth[child] = depth[node] + mbit / cap[child, node] + lat[child, node]
-            stack.append(child)
-    return depth
+    node = np.arange(n)
+    root = parent < 0
+    up = np.where(root, node, parent)
+    hop = np.where(root, 1.0, cap[node, up])
+    cost = np.where(root, 0.0, mbit / hop + lat[node, up])
+    while not root[up].all():
+        cost = cost + cost[up]
+        up = up[up]
+    return cost
 
 
 def fill_s(net: Net, tree, share: float, model_bytes: float, chunk_bytes: float) -> float:
