@@ -3,7 +3,8 @@ import itertools
 
 import pytest
 
-from netstorm.scheduler.planning import MAX_CUT_DCS, cut_lower_bound, cut_lower_bound_s
+from netstorm.scheduler.planning import (MAX_CUT_DCS, cut_lower_bound, cut_lower_bound_s,
+                                         lower_bound_s, volume_lower_bound_s)
 from netstorm.scheduler.planning.cut_bound import _flow_cut
 from netstorm.scheduler.topology import Link, Topology, TopologyError
 from netstorm.wan.builtin import BUILTINS, full_mesh, load_topology
@@ -104,3 +105,32 @@ def test_large_meshes_get_a_bound_from_max_flows():
         for a, b in itertools.combinations(dcs, 2)))
     seconds, side = cut_lower_bound(big, MB10)
     assert side == frozenset({"d0"}) and seconds == pytest.approx(80 / (39 * 0.5))
+
+
+# --- the volume bound ------------------------------------------------------------------------
+
+def test_volume_bound_counts_2_v_minus_1_model_sizes_over_every_direction():
+    """Three DCs, links of 10/30 and 20/40 Mbit/s: 2·2·8·10 MB over 100 Mbit/s in all."""
+    t = topo(["a", "b", "c"], ("a", "b", 10, 30), ("b", "c", 20, 40))
+    assert volume_lower_bound_s(t, MB10) == pytest.approx(2 * 2 * 8 * MB10 / 100e6)
+    assert lower_bound_s(t, MB10) == max(volume_lower_bound_s(t, MB10),
+                                         cut_lower_bound_s(t, MB10))
+    with pytest.raises(TopologyError, match="model_bytes"):
+        volume_lower_bound_s(t, 0)
+
+
+def test_on_a_two_dc_link_the_volume_bound_is_below_the_cut_bound():
+    """Two DCs: one B each way; the cut bound charges each direction its own rate, the
+    volume bound only the sum, so it is lower (here 2B/40 against B/10)."""
+    t = topo(["p", "q"], ("p", "q", 10, 30))
+    assert volume_lower_bound_s(t, MB10) < cut_lower_bound_s(t, MB10)
+    assert lower_bound_s(t, MB10) == cut_lower_bound_s(t, MB10)
+
+
+def test_dense_meshes_are_bound_by_volume_not_by_any_cut():
+    """On a full mesh every DC must send about 2B in all, while a single cut sees B: the
+    volume bound is far above the cut bound (docs/policy.md)."""
+    from netstorm.bench.planning import random_full_mesh
+    t = random_full_mesh(32, 1)
+    assert volume_lower_bound_s(t, MB10) > 1.4 * cut_lower_bound_s(t, MB10)
+    assert lower_bound_s(t, MB10) == volume_lower_bound_s(t, MB10)
