@@ -17,6 +17,7 @@ import networkx as nx
 
 from .planning import compute_policy, link_loads, predict_iteration_s
 from .topology import Link, Topology
+from .trust import EstimateTrust
 
 STALLED_MBPS = 0.01     # the rate a stalled direction is planned with when it cannot be left
 RATES_MOVED = 0.1       # re-plan only when some rate moved this much (relative) since the last
@@ -155,12 +156,17 @@ class Adaptation:
     """The scheduler's awareness loop, without the process: heartbeat reports in, policy
     decisions out, every step written to ``stats`` (a callable taking one JSON-ready dict,
     or None). It is :meth:`due` every ``every_s``; a stall report makes it due at once and
-    the next tick re-plans, dwell or not (a failed link must be left)."""
+    the next tick re-plans, dwell or not (a failed link must be left). Planning (switches
+    and relays) sees the estimates only once they explain the rounds' durations
+    (:class:`~.trust.EstimateTrust`); until then, the rates it trusted last (at first the
+    declared or start-up ones)."""
 
     def __init__(self, topology: Topology, replanner: Replanner, stats=None,
                  every_s: float = 1.0, multipath: bool = False):
         self.rates = LinkRates(topology)
         self.replanner = replanner
+        self.trust = EstimateTrust(topology.rates(), replanner.model_bytes,
+                                   replanner.chunk_bytes)
         self.multipath = multipath
         self._relays = None
         self.stats = stats or (lambda record: None)
@@ -197,12 +203,24 @@ class Adaptation:
         """Time for a :meth:`tick`: ``every_s`` passed, or a link newly stalled."""
         return now >= self._next or self._urgent
 
-    def tick(self, policy, now: float, round_now: int):
-        """Compare ``policy`` with the best under the current rates (and log them): the new
-        PolicyPlan when it should be replaced, else None."""
+    def planning_topology(self) -> Topology:
+        """The WAN as planning sees it: stalls as reported, every other direction at its
+        trusted rate. O(links)."""
+        return self.trust.view(self.rates.topology())
+
+    def tick(self, policy, now: float, round_now: int, round_seen: dict = None,
+             policy_for_round=None):
+        """Judge the rounds completed since the last tick (``round_seen``: round -> when
+        first reported; ``policy_for_round(k)``: the policy round k ran; without them no
+        estimate is ever trusted), then compare ``policy`` with the best under the trusted
+        rates (and log them): the new PolicyPlan when it should be replaced, else None."""
         self._next = now + self.every_s
         urgent, self._urgent = self._urgent, False      # a failed link: leave it now
-        topology = self.rates.topology()
+        if round_seen is not None:
+            self.trust.stats = lambda record: self.stats({"t": round(now, 3), **record})
+            self.trust.on_rounds(round_seen, policy_for_round, self.rates.topology(),
+                                 self.rates.stalled())
+        topology = self.planning_topology()
         rates = topology.rates()
         seen_version, seen_rates = self._considered or (None, {})
         if urgent or self.replanner.pending or policy.version != seen_version or \
@@ -225,6 +243,7 @@ class Adaptation:
         (:meth:`LinkRates.forget`) and the next :meth:`routes` is sent whatever it holds
         (the new server has none yet)."""
         self.rates.forget(dc, now)
+        self.trust.forget(dc, self.rates.base.rates())
         self._relays = None
 
     def routes(self, policy) -> dict | None:
@@ -233,7 +252,7 @@ class Adaptation:
         if not self.multipath:
             return None
         from .multipath import plan_relays, to_json
-        topology = self.rates.topology()
+        topology = self.planning_topology()
         rates = topology.rates()
         try:
             busy = link_loads(policy, topology, self.replanner.model_bytes)

@@ -465,7 +465,8 @@ class Scheduler:
         if self.adaptation is None or self.replacement is not None or \
                 not self.adaptation.due(time.monotonic()):
             return
-        plan = self.adaptation.tick(self.rounds.policy, time.monotonic(), self.rounds.latest)
+        plan = self.adaptation.tick(self.rounds.policy, time.monotonic(), self.rounds.latest,
+                                    self.rounds.round_seen, self.rounds.announced.for_round)
         if plan is not None:
             self.announce(plan.policy.trees, plan.shares, lead_rounds=1)
             self._log_policy("re-planned", round(plan.predicted_s, 4))

@@ -105,22 +105,36 @@ def test_a_switch_starts_next_round_only_while_the_current_round_is_young():
 
 
 def test_nothing_is_re_planned_while_the_policy_and_the_rates_stand_still():
-    """Static rates: one plan, then none until a rate moves by more than 10% or the policy
-    changes; a pending better policy is still confirmed on the next ticks."""
+    """Static rates: one plan, then none until a trusted rate moves by more than 10% or the
+    policy changes; a drop is trusted once a round took as long as it predicts, and a
+    pending better policy is then confirmed on the next ticks."""
     topo = load_topology("paper9")
     policy = compute_policy(topo, B, CHUNK).policy
     replanner = Replanner(B, CHUNK, threshold=0.1, min_dwell_s=0.0, confirm_s=1.0)
     adapt = Adaptation(topo, replanner, every_s=1.0)
+    steady = predict_iteration_s(policy, topo, B, CHUNK)
+    seen = {1: 0.0}
+
+    def tick(now, round_seconds=None):
+        if round_seconds is not None:
+            last = max(seen)
+            seen[last + 1] = seen[last] + round_seconds
+        return adapt.tick(policy, now=now, round_now=max(seen), round_seen=seen,
+                          policy_for_round=lambda k: policy)
+
     declared = topo.rates()[("dc6", "dc9")]
     adapt.on_report("dc9", {"round": 1, "links": {"dc6": [declared, 0.0]}}, 0.0)
     for t in range(1, 6):
-        assert adapt.tick(policy, now=float(t), round_now=t) is None
+        assert tick(float(t), steady) is None
     assert adapt.plans == 1
     adapt.on_report("dc9", {"links": {"dc6": [declared * 1.05, 0.0]}}, 6.0)   # 5%: too little
-    adapt.tick(policy, now=6.0, round_now=6)
+    tick(6.0, steady)
     assert adapt.plans == 1
     link = next((c, p) for t in policy.trees for c, p in t.parent.items() if p)
     adapt.on_report(link[1], {"links": {link[0]: [1.0, 0.0]}}, 7.0)    # a tree link drops
-    assert adapt.tick(policy, now=7.0, round_now=7) is None             # seen, unconfirmed
-    plan = adapt.tick(policy, now=8.5, round_now=8)                     # pending: confirmed
+    assert tick(7.0, steady) is None and adapt.plans == 1     # the rounds say otherwise
+    dropped = adapt.rates.topology()
+    assert tick(7.5, predict_iteration_s(policy, dropped, B, CHUNK)) is None   # unconfirmed
+    assert adapt.plans == 2
+    plan = tick(8.5)                                                  # pending: confirmed
     assert plan is not None and adapt.plans == 3
