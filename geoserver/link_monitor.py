@@ -33,9 +33,11 @@ A receiver that falls behind (another message already waits for it when it takes
 busy summing, or shares a loaded host) limits the link to its own reading rate, through TCP
 flow control: the link delivers what the receiver can read, and reads as slow as the
 receiver; and when the receiver catches up it drains its buffers, which reads faster than
-the link. So a window during which the receiver was behind says nothing of the link: it
-leaves the estimate as it is (still fresh). A link that really slows down stops the receiver
-from being behind, and its windows then count in full.
+the link. So a window during which the receiver was behind is no measurement of the link:
+it leaves the estimate as it is, and the estimate ages (its age is reported with it): a
+slow reading confirms nothing, and a fast one may be a drain after a drop, which would
+keep a stale estimate looking fresh. A link that really slows down stops the receiver from
+being behind, and its windows then count in full.
 
 A link that carries little (never backlogged) yields no samples, except from the small
 probe bursts a server sends over links idle for a while
@@ -110,8 +112,6 @@ class LinkMonitor:
         if link.window_behind and (link.mbps is not None or source in self.known):
             link.window_bytes, link.window_s, link.window_behind = 0, 0.0, False
             self.behind_windows += 1            # the receiver's pace, not the link's
-            if link.mbps is not None:
-                link.updated_at = now           # the estimate stands: still fresh
             return
         if link.mbps is None and not link.recent and source in self.known:
             # the rate the scheduler planned with counts as two windows: a link's first
