@@ -10,7 +10,8 @@ than it was, and ``netstorm-full`` switched away from it (docs/awareness.md).
 The scheduler sees what matters: how long each round took. :class:`EstimateTrust`
 calibrates the time model against the rounds (the median, over the last
 :data:`CALIBRATION_ROUNDS`, of a round's seconds over the prediction of the policy it ran
-under the trusted rates) and, after every completed round, trusts the fresh estimates only
+under the trusted rates; from :data:`MIN_CALIBRATION` rounds on, so that a warm-up round
+does not set it) and, after every completed round, trusts the fresh estimates only
 when, so calibrated, they predict that round within :data:`TRUST_TOLERANCE`. A link that
 reads slow while the rounds that cross it do not slow down is a slow reading, not a slow
 link; a link that really slowed down slows the rounds too, and is trusted after one round.
@@ -31,6 +32,7 @@ from .planning import predict_iteration_s
 from .topology import Topology
 
 CALIBRATION_ROUNDS = 8   # rounds in the model's calibration (median)
+MIN_CALIBRATION = 3      # rounds measured before any is judged (one may be a warm-up)
 TRUST_TOLERANCE = 0.25   # fresh estimates are trusted when they predict the last round this close
 FIRST_ROUND = 2          # earlier rounds are start-up (initial values, MXNet imports)
 
@@ -86,7 +88,7 @@ class EstimateTrust:
             record = {"event": "trust", "round": k, "seconds": round(seconds, 3),
                       "predicted_trusted_s": round(trusted, 4),
                       "predicted_fresh_s": round(predicted, 4)}
-            if self.ratios:
+            if len(self.ratios) >= MIN_CALIBRATION:
                 calibration = statistics.median(self.ratios)
                 agrees = abs(predicted * calibration - seconds) <= TRUST_TOLERANCE * seconds
                 record.update(calibration=round(calibration, 4), trusted=agrees)

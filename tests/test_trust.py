@@ -33,8 +33,9 @@ def test_a_slow_reading_while_rounds_keep_their_pace_is_not_trusted(hetero6):
     trust = EstimateTrust(topo.rates(), B, CHUNK)
     steady = SCALE * predict_iteration_s(policy, topo, B, CHUNK)
     slow = topo.with_rates({(a, b): 0.4 * topo.rate(a, b)})
-    trust.on_rounds(rounds(30.0, steady, steady), lambda k: policy, topo)     # calibrates
-    assert not trust.on_rounds(rounds(30.0, steady, steady, steady), lambda k: policy, slow)
+    trust.on_rounds(rounds(30.0, 30.0, steady, steady), lambda k: policy, topo)   # calibrates
+    assert not trust.on_rounds(rounds(30.0, 30.0, steady, steady, steady),
+                               lambda k: policy, slow)
     assert trust.view(slow).rate(a, b) == topo.rate(a, b)
     assert trust.trusted == topo.rates()
 
@@ -47,12 +48,12 @@ def test_a_link_that_slows_the_rounds_down_is_trusted_after_one_round(hetero6):
     slow = topo.with_rates({(a, b): 0.4 * topo.rate(a, b)})
     slower = SCALE * predict_iteration_s(policy, slow, B, CHUNK)
     assert slower > 1.3 * steady
-    trust.on_rounds(rounds(30.0, steady, steady), lambda k: policy, topo)
-    assert trust.on_rounds(rounds(30.0, steady, steady, slower), lambda k: policy, slow)
+    trust.on_rounds(rounds(30.0, 30.0, steady, steady), lambda k: policy, topo)
+    assert trust.on_rounds(rounds(30.0, 30.0, steady, steady, slower), lambda k: policy, slow)
     assert trust.view(topo).rate(a, b) == pytest.approx(0.4 * topo.rate(a, b))
-    assert [r["round"] for r in log] == [2, 3, 4]      # round 1 is start-up (30 s)
-    assert "trusted" not in log[0] and log[-1]["trusted"] is True
-    assert log[-1]["calibration"] == pytest.approx(SCALE)
+    assert [r["round"] for r in log] == [2, 3, 4, 5]   # round 1 is start-up; 2, a warm-up
+    assert "trusted" not in log[2] and log[-1]["trusted"] is True
+    assert log[-1]["calibration"] == pytest.approx(SCALE)       # the warm-up is outvoted
 
 
 def test_faster_readings_need_faster_rounds_too(hetero6):
@@ -60,9 +61,11 @@ def test_faster_readings_need_faster_rounds_too(hetero6):
     trust = EstimateTrust(topo.rates(), B, CHUNK)
     steady = SCALE * predict_iteration_s(policy, topo, B, CHUNK)
     fast = topo.scaled(2.0)
-    assert not trust.on_rounds(rounds(30.0, steady, steady, steady), lambda k: policy, fast)
+    assert not trust.on_rounds(rounds(30.0, steady, steady, steady, steady),
+                               lambda k: policy, fast)
     quick = SCALE * predict_iteration_s(policy, fast, B, CHUNK)
-    assert trust.on_rounds(rounds(30.0, steady, steady, steady, quick), lambda k: policy, fast)
+    assert trust.on_rounds(rounds(30.0, steady, steady, steady, steady, quick),
+                           lambda k: policy, fast)
 
 
 def test_a_policy_s_first_round_and_forgotten_policies_are_not_judged(hetero6):
