@@ -217,9 +217,9 @@ class Adaptation:
         self._next = now + self.every_s
         urgent, self._urgent = self._urgent, False      # a failed link: leave it now
         if round_seen is not None:
-            self.trust.stats = lambda record: self.stats({"t": round(now, 3), **record})
-            self.trust.on_rounds(round_seen, policy_for_round, self.rates.topology(),
-                                 self.rates.stalled())
+            for record in self.trust.on_rounds(round_seen, policy_for_round,
+                                               self.rates.topology(), self.rates.stalled()):
+                self.stats({"t": round(now, 3), **record})
         topology = self.planning_topology()
         rates = topology.rates()
         seen_version, seen_rates = self._considered or (None, {})

@@ -40,16 +40,14 @@ FIRST_ROUND = 2          # earlier rounds are start-up (initial values, MXNet im
 class EstimateTrust:
     """The rates planning may use (``trusted``, per direction) and the model's calibration.
     ``model_bytes``/``chunk_bytes``: what predictions are made for (any fixed size will do:
-    the calibration absorbs it). ``stats``: a callable taking one JSON-ready dict per
-    judged round, or None."""
+    the calibration absorbs it)."""
 
-    def __init__(self, trusted: dict, model_bytes: float, chunk_bytes: float, stats=None):
+    def __init__(self, trusted: dict, model_bytes: float, chunk_bytes: float):
         self.trusted = dict(trusted)
         self.model_bytes, self.chunk_bytes = model_bytes, chunk_bytes
         self.ratios = collections.deque(maxlen=CALIBRATION_ROUNDS)
         self.judged = FIRST_ROUND - 1               # the last round judged
         self.stalled = frozenset()                  # directions stalled at the last call
-        self.stats = stats or (lambda record: None)
 
     def view(self, fresh: Topology) -> Topology:
         """``fresh`` (the current estimates, stalls applied) with every direction that is not
@@ -64,14 +62,16 @@ class EstimateTrust:
             return float("inf")
 
     def on_rounds(self, round_seen: dict, policy_for_round, fresh: Topology,
-                  stalled=()) -> bool:
+                  stalled=()) -> list:
         """Judge every round completed since the last call: ``round_seen`` maps a round to
         when it was first reported (a round is complete when the next one was seen);
         ``policy_for_round(k)`` is the policy round k ran; ``fresh``: the estimates now.
-        The first round of a new policy (a transition) is not judged. Returns True when
-        the fresh estimates became the trusted ones. O(new rounds · prediction)."""
+        The first round of a new policy (a transition) is not judged. Returns one
+        JSON-ready record per round measured (its seconds, both predictions, and from
+        :data:`MIN_CALIBRATION` rounds on the calibration and whether the fresh estimates
+        became the trusted ones). O(new rounds · prediction)."""
         self.stalled = frozenset(stalled)
-        adopted = False
+        records = []
         for k in sorted(r for r in round_seen if r > self.judged and r + 1 in round_seen):
             self.judged = k
             try:
@@ -94,11 +94,11 @@ class EstimateTrust:
                 record.update(calibration=round(calibration, 4), trusted=agrees)
                 if agrees:
                     self.trusted = fresh.rates()
-                    trusted, adopted = predicted, True
+                    trusted = predicted
             if 0 < trusted < float("inf"):
                 self.ratios.append(seconds / trusted)
-            self.stats(record)
-        return adopted
+            records.append(record)
+        return records
 
     def forget(self, dc: str, declared: dict) -> None:
         """``dc``'s server was replaced: its links are back at ``declared`` rates. O(links)."""

@@ -19,6 +19,10 @@ def hetero6():
     return topo, policy, link
 
 
+def adopted(records) -> bool:
+    return any(r.get("trusted") for r in records)
+
+
 def rounds(*seconds, start=1):
     """round -> first seen, for consecutive rounds of the given lengths."""
     seen, t = {start: 0.0}, 0.0
@@ -34,22 +38,22 @@ def test_a_slow_reading_while_rounds_keep_their_pace_is_not_trusted(hetero6):
     steady = SCALE * predict_iteration_s(policy, topo, B, CHUNK)
     slow = topo.with_rates({(a, b): 0.4 * topo.rate(a, b)})
     trust.on_rounds(rounds(30.0, 30.0, steady, steady), lambda k: policy, topo)   # calibrates
-    assert not trust.on_rounds(rounds(30.0, 30.0, steady, steady, steady),
-                               lambda k: policy, slow)
+    assert not adopted(trust.on_rounds(rounds(30.0, 30.0, steady, steady, steady),
+                                       lambda k: policy, slow))
     assert trust.view(slow).rate(a, b) == topo.rate(a, b)
     assert trust.trusted == topo.rates()
 
 
 def test_a_link_that_slows_the_rounds_down_is_trusted_after_one_round(hetero6):
     topo, policy, (a, b) = hetero6
-    log = []
-    trust = EstimateTrust(topo.rates(), B, CHUNK, stats=log.append)
+    trust = EstimateTrust(topo.rates(), B, CHUNK)
     steady = SCALE * predict_iteration_s(policy, topo, B, CHUNK)
     slow = topo.with_rates({(a, b): 0.4 * topo.rate(a, b)})
     slower = SCALE * predict_iteration_s(policy, slow, B, CHUNK)
     assert slower > 1.3 * steady
-    trust.on_rounds(rounds(30.0, 30.0, steady, steady), lambda k: policy, topo)
-    assert trust.on_rounds(rounds(30.0, 30.0, steady, steady, slower), lambda k: policy, slow)
+    log = trust.on_rounds(rounds(30.0, 30.0, steady, steady), lambda k: policy, topo)
+    log += trust.on_rounds(rounds(30.0, 30.0, steady, steady, slower), lambda k: policy, slow)
+    assert adopted(log)
     assert trust.view(topo).rate(a, b) == pytest.approx(0.4 * topo.rate(a, b))
     assert [r["round"] for r in log] == [2, 3, 4, 5]   # round 1 is start-up; 2, a warm-up
     assert "trusted" not in log[2] and log[-1]["trusted"] is True
@@ -61,24 +65,23 @@ def test_faster_readings_need_faster_rounds_too(hetero6):
     trust = EstimateTrust(topo.rates(), B, CHUNK)
     steady = SCALE * predict_iteration_s(policy, topo, B, CHUNK)
     fast = topo.scaled(2.0)
-    assert not trust.on_rounds(rounds(30.0, steady, steady, steady, steady),
-                               lambda k: policy, fast)
+    assert not adopted(trust.on_rounds(rounds(30.0, steady, steady, steady, steady),
+                                       lambda k: policy, fast))
     quick = SCALE * predict_iteration_s(policy, fast, B, CHUNK)
-    assert trust.on_rounds(rounds(30.0, steady, steady, steady, steady, quick),
-                           lambda k: policy, fast)
+    assert adopted(trust.on_rounds(rounds(30.0, steady, steady, steady, steady, quick),
+                                   lambda k: policy, fast))
 
 
 def test_a_policy_s_first_round_and_forgotten_policies_are_not_judged(hetero6):
     topo, policy, _ = hetero6
     newer = type(policy)(policy.version + 1, 3, policy.trees, policy.shares)
-    log = []
-    trust = EstimateTrust(topo.rates(), B, CHUNK, stats=log.append)
+    trust = EstimateTrust(topo.rates(), B, CHUNK)
 
     def policy_for_round(k):
         if k == 4:
             raise PolicyError("forgotten")
         return newer if k >= 3 else policy
-    trust.on_rounds(rounds(30.0, 5.0, 5.0, 5.0, 5.0), policy_for_round, topo)
+    log = trust.on_rounds(rounds(30.0, 5.0, 5.0, 5.0, 5.0), policy_for_round, topo)
     assert [r["round"] for r in log] == [FIRST_ROUND, 5]
     assert trust.judged == 5
 
