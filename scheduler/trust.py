@@ -92,8 +92,9 @@ class EstimateTrust:
                 calibration = statistics.median(self.ratios)
                 agrees = abs(predicted * calibration - seconds) <= TRUST_TOLERANCE * seconds
                 record.update(calibration=round(calibration, 4), trusted=agrees)
-                if agrees:
-                    self.trusted = fresh.rates()
+                if agrees:                  # (a stall is no rate to keep)
+                    self.trusted.update((d, m) for d, m in fresh.rates().items()
+                                        if d not in self.stalled)
                     trusted = predicted
             if 0 < trusted < float("inf"):
                 self.ratios.append(seconds / trusted)
