@@ -7,23 +7,32 @@ on such readings made ``netstorm-aware`` 0.89-0.92x as fast as frozen ``netstorm
 on hetero6 one link read at 55% of its rate made the policy in force look 73% slower
 than it was, and ``netstorm-full`` switched away from it (docs/awareness.md).
 
-The scheduler sees what matters: how long each round took. :class:`EstimateTrust`
-calibrates the time model against the rounds (the median, over the last
-:data:`CALIBRATION_ROUNDS`, of a round's seconds over the prediction of the policy it ran
-under the trusted rates; from :data:`MIN_CALIBRATION` rounds on, so that a warm-up round
-does not set it) and, after every completed round, trusts the fresh estimates only
-when, so calibrated, they predict that round within :data:`TRUST_TOLERANCE`. A link that
-reads slow while the rounds that cross it do not slow down is a slow reading, not a slow
-link; a link that really slowed down slows the rounds too, and is trusted after one round.
-Until then, planning (policy switches and relays) sees the trusted rates. Stalls do not
-wait (:class:`~.awareness.LinkRates` marks them; they are urgent). Links the policy in
-force does not use cannot be checked and are trusted with the rest when the rest agrees.
+The scheduler sees what matters: how long each round took. After every completed round,
+:class:`EstimateTrust` predicts it under the policy it ran twice: with the rates it trusts
+and with the fresh estimates. Neither prediction is the round's time (the model leaves out
+compute, CPU and the model's real size), but the right rates predict it up to a factor
+that does not change from round to round. So over the last :data:`WINDOW` rounds it
+looks at each series' ratio (measured / predicted, in logarithms): how much it spreads
+(max - min), and how far the last round's lies from the *reference* ratio (the median
+ratio of the recent rounds in which both series agreed within :data:`AGREE`; 1 before
+any did). The fresh estimates become the trusted rates when their ratios spread less by
+:data:`MARGIN`, or spread about as little (within :data:`MARGIN`) and explain the last
+round closer to the reference by :data:`MARGIN`. A link that reads slow while the rounds keep their pace makes the fresh
+ratios jump, or drift from the reference, and is left out; a link that really slows down
+slows the rounds too, which the fresh estimates follow and the trusted ones do not, and is
+trusted one round later. When the rates change before any round could be compared (a WAN
+already fluctuating at start-up), both series may be steady, but only the fresh one lies
+near the reference. Until then, planning
+(policy switches and relays) sees the trusted rates. Stalls do not wait
+(:class:`~.awareness.LinkRates` marks them; they are urgent). Links the policy in force
+does not use cannot be checked, and are trusted with the rest when the rest agrees.
 
 Pure logic; the round times (:attr:`~.rounds.RoundTracker.round_seen`) are passed in.
 """
 from __future__ import annotations
 
 import collections
+import math
 import statistics
 
 from netstorm.geoserver.tree import PolicyError
@@ -31,21 +40,31 @@ from netstorm.geoserver.tree import PolicyError
 from .planning import predict_iteration_s
 from .topology import Topology
 
-CALIBRATION_ROUNDS = 8   # rounds in the model's calibration (median)
-MIN_CALIBRATION = 3      # rounds measured before any is judged (one may be a warm-up)
-TRUST_TOLERANCE = 0.25   # fresh estimates are trusted when they predict the last round this close
-FIRST_ROUND = 2          # earlier rounds are start-up (initial values, MXNet imports)
+WINDOW = 4               # rounds whose ratios are compared
+MIN_ROUNDS = 3           # rounds measured before any verdict
+MARGIN = math.log(1.1)   # the fresh ratios must do this much better (10%)
+AGREE = math.log(1.25)   # both predictions this close: the round sets the reference
+AGREED_ROUNDS = 8        # rounds whose agreed ratios make the reference (median)
+FIRST_ROUND = 3          # earlier rounds are start-up (initial values, MXNet imports, and
+                         # the first iteration's warm-up: round 1 opens with round 2)
+
+
+def spread(window, column: int) -> float:
+    """max - min of log(seconds / prediction) over the window's rounds. O(window)."""
+    logs = [math.log(row[0] / row[column]) for row in window]
+    return max(logs) - min(logs)
 
 
 class EstimateTrust:
-    """The rates planning may use (``trusted``, per direction) and the model's calibration.
-    ``model_bytes``/``chunk_bytes``: what predictions are made for (any fixed size will do:
-    the calibration absorbs it)."""
+    """The rates planning may use (``trusted``, per direction) and the last rounds' times
+    beside their two predictions. ``model_bytes``/``chunk_bytes``: what predictions are
+    made for (any fixed size will do: only ratios are compared)."""
 
     def __init__(self, trusted: dict, model_bytes: float, chunk_bytes: float):
         self.trusted = dict(trusted)
         self.model_bytes, self.chunk_bytes = model_bytes, chunk_bytes
-        self.ratios = collections.deque(maxlen=CALIBRATION_ROUNDS)
+        self.window = collections.deque(maxlen=WINDOW)   # [seconds, trusted s, fresh s]
+        self.agreed = collections.deque(maxlen=AGREED_ROUNDS)   # log ratios, both agreeing
         self.judged = FIRST_ROUND - 1               # the last round judged
         self.stalled = frozenset()                  # directions stalled at the last call
 
@@ -68,8 +87,8 @@ class EstimateTrust:
         ``policy_for_round(k)`` is the policy round k ran; ``fresh``: the estimates now.
         The first round of a new policy (a transition) is not judged. Returns one
         JSON-ready record per round measured (its seconds, both predictions, and from
-        :data:`MIN_CALIBRATION` rounds on the calibration and whether the fresh estimates
-        became the trusted ones). O(new rounds · prediction)."""
+        :data:`MIN_ROUNDS` rounds on both spreads and whether the fresh estimates became
+        the trusted ones). O(new rounds · (prediction + window))."""
         self.stalled = frozenset(stalled)
         records = []
         for k in sorted(r for r in round_seen if r > self.judged and r + 1 in round_seen):
@@ -81,23 +100,30 @@ class EstimateTrust:
             if policy.start_round == k:
                 continue
             seconds = round_seen[k + 1] - round_seen[k]
-            if not seconds > 0:
-                continue
             predicted = self._predict(policy, fresh)
             trusted = self._predict(policy, self.view(fresh))
+            if not (seconds > 0 and predicted < math.inf and trusted < math.inf):
+                continue
+            self.window.append([seconds, trusted, predicted])
+            if abs(math.log(predicted / trusted)) <= AGREE:
+                self.agreed.append(math.log(seconds / trusted))
             record = {"event": "trust", "round": k, "seconds": round(seconds, 3),
                       "predicted_trusted_s": round(trusted, 4),
                       "predicted_fresh_s": round(predicted, 4)}
-            if len(self.ratios) >= MIN_CALIBRATION:
-                calibration = statistics.median(self.ratios)
-                agrees = abs(predicted * calibration - seconds) <= TRUST_TOLERANCE * seconds
-                record.update(calibration=round(calibration, 4), trusted=agrees)
-                if agrees:                  # (a stall is no rate to keep)
+            if len(self.window) >= MIN_ROUNDS:
+                was, now = spread(self.window, 1), spread(self.window, 2)
+                reference = statistics.median(self.agreed) if self.agreed else 0.0
+                far, near = (abs(math.log(seconds / x) - reference)
+                             for x in (trusted, predicted))
+                adopt = now + MARGIN < was or (now <= was + MARGIN and near + MARGIN < far)
+                record.update(spread_trusted=round(was, 4), spread_fresh=round(now, 4),
+                              off_trusted=round(far, 4), off_fresh=round(near, 4),
+                              trusted=adopt)
+                if adopt:                   # (a stall is no rate to keep)
                     self.trusted.update((d, m) for d, m in fresh.rates().items()
                                         if d not in self.stalled)
-                    trusted = predicted
-            if 0 < trusted < float("inf"):
-                self.ratios.append(seconds / trusted)
+                    for row in self.window:  # what the trusted rates now predicted
+                        row[1] = row[2]
             records.append(record)
         return records
 
