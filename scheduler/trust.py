@@ -17,8 +17,8 @@ looks at each series' ratio (measured / predicted, in logarithms): how much it s
 ratio of the recent rounds in which both series agreed within :data:`AGREE`; 1 before
 any did). The fresh estimates become the trusted rates when their ratios spread less by
 :data:`MARGIN`, or spread about as little (within :data:`MARGIN`) and explain the last
-round closer to the reference by :data:`MARGIN`. A link that reads slow while the rounds keep their pace makes the fresh
-ratios jump, or drift from the reference, and is left out; a link that really slows down
+round closer to the reference by :data:`MARGIN`. A link that reads slow while the rounds
+keep their pace makes the fresh ratios jump, or drift from the reference, and is left out; a link that really slows down
 slows the rounds too, which the fresh estimates follow and the trusted ones do not, and is
 trusted one round later. When the rates change before any round could be compared (a WAN
 already fluctuating at start-up), both series may be steady, but only the fresh one lies
