@@ -218,7 +218,8 @@ class Adaptation:
         urgent, self._urgent = self._urgent, False      # a failed link: leave it now
         if round_seen is not None:
             for record in self.trust.on_rounds(round_seen, policy_for_round,
-                                               self.rates.topology(), self.rates.stalled()):
+                                               self.rates.topology(), self.rates.stalled(),
+                                               now):
                 self.stats({"t": round(now, 3), **record})
         topology = self.planning_topology()
         rates = topology.rates()

@@ -22,7 +22,11 @@ keep their pace makes the fresh ratios jump, or drift from the reference, and is
 slows the rounds too, which the fresh estimates follow and the trusted ones do not, and is
 trusted one round later. When the rates change before any round could be compared (a WAN
 already fluctuating at start-up), both series may be steady, but only the fresh one lies
-near the reference. Until then, planning
+near the reference. A round need not end to refute the trusted rates: once the round in
+progress has lasted :data:`MARGIN` longer than they predict (at the reference ratio) and
+the fresh estimates predict at least that long, the fresh ones are trusted at once
+(:meth:`EstimateTrust.on_rounds` with ``now``): a drop is acted on within the round it
+slowed down. Until then, planning
 (policy switches and relays) sees the trusted rates. Stalls do not wait
 (:class:`~.awareness.LinkRates` marks them; they are urgent). Links the policy in force
 does not use cannot be checked, and are trusted with the rest when the rest agrees.
@@ -67,6 +71,7 @@ class EstimateTrust:
         self.agreed = collections.deque(maxlen=AGREED_ROUNDS)   # log ratios, both agreeing
         self.judged = FIRST_ROUND - 1               # the last round judged
         self.stalled = frozenset()                  # directions stalled at the last call
+        self._overdue_round = None                  # the round in progress already judged
 
     def view(self, fresh: Topology) -> Topology:
         """``fresh`` (the current estimates, stalls applied) with every direction that is not
@@ -81,14 +86,16 @@ class EstimateTrust:
             return float("inf")
 
     def on_rounds(self, round_seen: dict, policy_for_round, fresh: Topology,
-                  stalled=()) -> list:
+                  stalled=(), now: float = None) -> list:
         """Judge every round completed since the last call: ``round_seen`` maps a round to
         when it was first reported (a round is complete when the next one was seen);
         ``policy_for_round(k)`` is the policy round k ran; ``fresh``: the estimates now.
         The first round of a new policy (a transition) is not judged. Returns one
         JSON-ready record per round measured (its seconds, both predictions, and from
         :data:`MIN_ROUNDS` rounds on both spreads and whether the fresh estimates became
-        the trusted ones). O(new rounds · (prediction + window))."""
+        the trusted ones). With ``now`` (the clock of ``round_seen``), the round in
+        progress is also checked for having outlasted the trusted rates (module
+        docstring). O(new rounds · (prediction + window))."""
         self.stalled = frozenset(stalled)
         records = []
         for k in sorted(r for r in round_seen if r > self.judged and r + 1 in round_seen):
@@ -111,21 +118,55 @@ class EstimateTrust:
                       "predicted_trusted_s": round(trusted, 4),
                       "predicted_fresh_s": round(predicted, 4)}
             if len(self.window) >= MIN_ROUNDS:
-                was, now = spread(self.window, 1), spread(self.window, 2)
-                reference = statistics.median(self.agreed) if self.agreed else 0.0
+                was, fits = spread(self.window, 1), spread(self.window, 2)
+                reference = self._reference()
                 far, near = (abs(math.log(seconds / x) - reference)
                              for x in (trusted, predicted))
-                adopt = now + MARGIN < was or (now <= was + MARGIN and near + MARGIN < far)
-                record.update(spread_trusted=round(was, 4), spread_fresh=round(now, 4),
+                adopt = fits + MARGIN < was or (fits <= was + MARGIN and near + MARGIN < far)
+                record.update(spread_trusted=round(was, 4), spread_fresh=round(fits, 4),
                               off_trusted=round(far, 4), off_fresh=round(near, 4),
                               trusted=adopt)
-                if adopt:                   # (a stall is no rate to keep)
-                    self.trusted.update((d, m) for d, m in fresh.rates().items()
-                                        if d not in self.stalled)
-                    for row in self.window:  # what the trusted rates now predicted
-                        row[1] = row[2]
+                if adopt:
+                    self._adopt(fresh)
             records.append(record)
+        if now is not None:
+            records += self._overdue(round_seen, policy_for_round, fresh, now)
         return records
+
+    def _reference(self) -> float:
+        return statistics.median(self.agreed) if self.agreed else 0.0
+
+    def _adopt(self, fresh: Topology) -> None:
+        self.trusted.update((d, m) for d, m in fresh.rates().items()
+                            if d not in self.stalled)      # (a stall is no rate to keep)
+        for row in self.window:                           # what the trusted rates predicted
+            row[1] = row[2]
+
+    def _overdue(self, round_seen: dict, policy_for_round, fresh: Topology, now: float):
+        """[a record] when the round in progress outlasted the trusted rates and the fresh
+        estimates explain it (they are then trusted), else []. O(prediction)."""
+        k = max(round_seen, default=0)
+        if len(self.window) < MIN_ROUNDS or k < FIRST_ROUND or k == self._overdue_round:
+            return []
+        try:
+            policy = policy_for_round(k)
+        except PolicyError:
+            return []
+        if policy.start_round == k:
+            return []
+        elapsed = now - round_seen[k]
+        factor = math.exp(self._reference())
+        trusted = self._predict(policy, self.view(fresh))
+        if not elapsed > trusted * factor * math.exp(MARGIN):
+            return []
+        predicted = self._predict(policy, fresh)
+        if not elapsed <= predicted * factor < math.inf:
+            return []
+        self._overdue_round = k
+        self._adopt(fresh)
+        return [{"event": "trust", "round": k, "overdue_s": round(elapsed, 3),
+                 "predicted_trusted_s": round(trusted, 4),
+                 "predicted_fresh_s": round(predicted, 4), "trusted": True}]
 
     def forget(self, dc: str, declared: dict) -> None:
         """``dc``'s server was replaced: its links are back at ``declared`` rates. O(links)."""

@@ -1,4 +1,6 @@
 """scheduler.trust: link estimates are acted on only once they explain the rounds."""
+import math
+
 import pytest
 
 from netstorm.geoserver.tree import PolicyError
@@ -111,3 +113,24 @@ def test_stalled_directions_keep_their_stall_and_a_replaced_dc_is_forgotten(hete
     trust.trusted[(a, b)] = 1.0
     trust.forget(a, topo.rates())
     assert trust.trusted[(a, b)] == topo.rate(a, b)
+
+
+def test_a_round_that_outlasts_the_trusted_rates_makes_the_fresh_ones_trusted_at_once(hetero6):
+    """Three rounds at the trusted pace, then one still running: at 1.05x its expected
+    time nothing is decided; at 1.5x, with fresh estimates that predict 2x, they are
+    trusted before the round ends (once: the round is not judged again). A slow reading
+    alone, in a round on time, is not."""
+    topo, policy, (a, b) = hetero6
+    steady = SCALE * predict_iteration_s(policy, topo, B, CHUNK)
+    slow = topo.with_rates({(a, b): 0.25 * topo.rate(a, b)})
+    assert predict_iteration_s(policy, slow, B, CHUNK) > 2 * steady / SCALE
+    trust = EstimateTrust(topo.rates(), B, CHUNK)
+    seen = rounds(steady, steady, steady)            # round 6 in progress since seen[6]
+    trust.on_rounds(seen, lambda k: policy, topo)
+    assert trust._reference() == pytest.approx(math.log(SCALE))
+    on_time = trust.on_rounds(seen, lambda k: policy, slow, now=seen[6] + 1.05 * steady)
+    assert not adopted(on_time) and trust.trusted == topo.rates()
+    late = trust.on_rounds(seen, lambda k: policy, slow, now=seen[6] + 1.5 * steady)
+    assert adopted(late) and late[0]["round"] == 6 and late[0]["overdue_s"] > steady
+    assert trust.trusted[(a, b)] == pytest.approx(0.25 * topo.rate(a, b))
+    assert trust.on_rounds(seen, lambda k: policy, slow, now=seen[6] + 2 * steady) == []
