@@ -119,3 +119,17 @@ def test_compute_policy_picks_it_on_a_large_mesh():
     assert plan.policy.trees[0].split
     assert all(len(p) == 48 for p in itertools.chain.from_iterable(
         (t.parent, t.down_parent) for t in plan.policy.trees))
+
+
+def test_a_64_dc_policy_of_255_trees_travels_in_one_policy_message():
+    """The largest plan (64 DCs, 255 split trees, ~0.5 MB of JSON) passes the wire and the
+    POLICY schema's limits, and comes back equal."""
+    from netstorm.geoserver import schema, wire
+    from netstorm.geoserver.tree import Policy
+    topology = random_full_mesh(64, 1)
+    policy = compute_policy(topology, B).policy
+    assert len(policy.trees) == 255
+    message = wire.decode(wire.encode(wire.Message(wire.Kind.POLICY,
+                                                   meta={"policy": policy.to_json()})))
+    schema.validate(message)
+    assert Policy.from_json(message.meta["policy"], topology.dcs) == policy
