@@ -92,3 +92,15 @@ def test_a_split_tree_loads_each_direction_of_its_own_trees_and_fills_along_them
     up = max(1 / 20, 1 / 80)                          # y -> x, z -> x
     down = 1 / 40 + 1 / 50                            # x -> z -> y
     assert pipeline_fill_s([(t, 1.0)], tri, B, MIB) == pytest.approx(8 * MIB / 1e6 * (up + down))
+
+
+def test_path_sums_refuse_a_parent_array_with_a_cycle():
+    """The fill's path sums double path lengths each step; a cycle never reaches the root
+    and is refused rather than looped on."""
+    import numpy as np
+    from netstorm.scheduler.planning.time_model import _depths
+    cap = np.full((4, 4), 10.0)
+    lat = np.zeros((4, 4))
+    assert list(_depths(np.array([-1, 0, 1, 2]), cap, lat, 10.0)) == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="cycle"):
+        _depths(np.array([-1, 2, 1, 0]), cap, lat, 10.0)

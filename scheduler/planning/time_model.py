@@ -97,10 +97,12 @@ def _depths(parent: np.ndarray, cap: np.ndarray, lat: np.ndarray, mbit: float) -
     up = np.where(root, node, parent)
     hop = np.where(root, 1.0, cap[node, up])
     cost = np.where(root, 0.0, mbit / hop + lat[node, up])
-    while not root[up].all():
+    for _ in range(n.bit_length() + 1):         # path lengths double each step
+        if root[up].all():
+            return cost
         cost = cost + cost[up]
         up = up[up]
-    return cost
+    raise ValueError(f"parent array {parent.tolist()} is not a tree (a cycle)")
 
 
 def fill_s(net: Net, tree, share: float, model_bytes: float, chunk_bytes: float) -> float:
