@@ -59,6 +59,17 @@ def spread(window, column: int) -> float:
     return max(logs) - min(logs)
 
 
+def _judged_policy(policy_for_round, k: int):
+    """The policy round ``k`` ran, or None when that round is not to be judged: its policy
+    is forgotten (no round can use it any more), or ``k`` is its first round (a
+    transition). O(policies)."""
+    try:
+        policy = policy_for_round(k)
+    except PolicyError:
+        return None
+    return None if policy.start_round == k else policy
+
+
 class EstimateTrust:
     """The rates planning may use (``trusted``, per direction) and the last rounds' times
     beside their two predictions. ``model_bytes``/``chunk_bytes``: what predictions are
@@ -100,11 +111,8 @@ class EstimateTrust:
         records = []
         for k in sorted(r for r in round_seen if r > self.judged and r + 1 in round_seen):
             self.judged = k
-            try:
-                policy = policy_for_round(k)
-            except PolicyError:             # forgotten: no round can use it any more
-                continue
-            if policy.start_round == k:
+            policy = _judged_policy(policy_for_round, k)
+            if policy is None:
                 continue
             seconds = round_seen[k + 1] - round_seen[k]
             predicted = self._predict(policy, fresh)
@@ -148,11 +156,8 @@ class EstimateTrust:
         k = max(round_seen, default=0)
         if len(self.window) < MIN_ROUNDS or k < FIRST_ROUND or k == self._overdue_round:
             return []
-        try:
-            policy = policy_for_round(k)
-        except PolicyError:
-            return []
-        if policy.start_round == k:
+        policy = _judged_policy(policy_for_round, k)
+        if policy is None:
             return []
         elapsed = now - round_seen[k]
         factor = math.exp(self._reference())
