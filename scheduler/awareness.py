@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .planning import compute_policy, link_loads, predict_iteration_s
+from .planning import compute_policy, link_loads
 from .topology import Link, Topology
-from .trust import EstimateTrust
+from .trust import EstimateTrust, predicted_s
 
 STALLED_MBPS = 0.01     # the rate a stalled direction is planned with when it cannot be left
 RATES_MOVED = 0.1       # re-plan only when some rate moved this much (relative) since the last
@@ -132,10 +132,7 @@ class Replanner:
         if not urgent and self.last_switch is not None and \
                 now - self.last_switch < self.min_dwell_s:
             return None
-        try:
-            current = predict_iteration_s(policy, topology, self.model_bytes, self.chunk_bytes)
-        except ValueError:
-            current = float("inf")
+        current = predicted_s(policy, topology, self.model_bytes, self.chunk_bytes)
         plan = compute_policy(topology, self.model_bytes, self.chunk_bytes, split=self.split)
         better = current > plan.predicted_s * (1.0 + self.threshold)
         if not better:
@@ -206,7 +203,7 @@ class Adaptation:
     def planning_topology(self) -> Topology:
         """The WAN as planning sees it: stalls as reported, every other direction at its
         trusted rate. O(links)."""
-        return self.trust.view(self.rates.topology())
+        return self.trust.view(self.rates.topology(), self.rates.stalled())
 
     def tick(self, policy, now: float, round_now: int, round_seen: dict = None,
              policy_for_round=None):

@@ -18,18 +18,18 @@ ratio of the recent rounds in which both series agreed within :data:`AGREE`; 1 b
 any did). The fresh estimates become the trusted rates when their ratios spread less by
 :data:`MARGIN`, or spread about as little (within :data:`MARGIN`) and explain the last
 round closer to the reference by :data:`MARGIN`. A link that reads slow while the rounds
-keep their pace makes the fresh ratios jump, or drift from the reference, and is left out; a link that really slows down
-slows the rounds too, which the fresh estimates follow and the trusted ones do not, and is
-trusted one round later. When the rates change before any round could be compared (a WAN
-already fluctuating at start-up), both series may be steady, but only the fresh one lies
-near the reference. A round need not end to refute the trusted rates: once the round in
-progress has lasted :data:`MARGIN` longer than they predict (at the reference ratio) and
-the fresh estimates predict at least that long, the fresh ones are trusted at once
-(:meth:`EstimateTrust.on_rounds` with ``now``): a drop is acted on within the round it
-slowed down. Until then, planning
-(policy switches and relays) sees the trusted rates. Stalls do not wait
-(:class:`~.awareness.LinkRates` marks them; they are urgent). Links the policy in force
-does not use cannot be checked, and are trusted with the rest when the rest agrees.
+keep their pace makes the fresh ratios jump, or drift from the reference, and is left
+out; a link that really slows down slows the rounds too, which the fresh estimates follow
+and the trusted ones do not, and is trusted one round later. When the rates change before
+any round could be compared (a WAN already fluctuating at start-up), both series may be
+steady, but only the fresh one lies near the reference. A round need not end to refute
+the trusted rates: once the round in progress has lasted :data:`MARGIN` longer than they
+predict (at the reference ratio) and the fresh estimates predict at least that long, the
+fresh ones are trusted at once (:meth:`EstimateTrust.on_rounds` with ``now``): a drop is
+acted on within the round it slowed down. Until then, planning (policy switches and
+relays) sees the trusted rates. Stalls do not wait (:class:`~.awareness.LinkRates` marks
+them; they are urgent, and planning sees them between ticks too). Links the policy in
+force does not use cannot be checked, and are trusted with the rest when the rest agrees.
 
 Pure logic; the round times (:attr:`~.rounds.RoundTracker.round_seen`) are passed in.
 """
@@ -59,6 +59,15 @@ def spread(window, column: int) -> float:
     return max(logs) - min(logs)
 
 
+def predicted_s(policy, topology: Topology, model_bytes: float, chunk_bytes: float) -> float:
+    """:func:`~.planning.predict_iteration_s`, or inf when the policy uses a link that is
+    gone. O(prediction)."""
+    try:
+        return predict_iteration_s(policy, topology, model_bytes, chunk_bytes)
+    except ValueError:
+        return math.inf
+
+
 def _judged_policy(policy_for_round, k: int):
     """The policy round ``k`` ran, or None when that round is not to be judged: its policy
     is forgotten (no round can use it any more), or ``k`` is its first round (a
@@ -81,33 +90,30 @@ class EstimateTrust:
         self.window = collections.deque(maxlen=WINDOW)   # [seconds, trusted s, fresh s]
         self.agreed = collections.deque(maxlen=AGREED_ROUNDS)   # log ratios, both agreeing
         self.judged = FIRST_ROUND - 1               # the last round judged
-        self.stalled = frozenset()                  # directions stalled at the last call
         self._overdue_round = None                  # the round in progress already judged
 
-    def view(self, fresh: Topology) -> Topology:
-        """``fresh`` (the current estimates, stalls applied) with every direction that is not
-        stalled at its trusted rate. O(links)."""
+    def view(self, fresh: Topology, stalled=()) -> Topology:
+        """``fresh`` (the current estimates, stalls applied) with every direction not in
+        ``stalled`` at its trusted rate. O(links)."""
         return fresh.with_rates({d: m for d, m in self.trusted.items()
-                                 if fresh.link(*d) is not None and d not in self.stalled})
+                                 if fresh.link(*d) is not None and d not in stalled})
 
     def _predict(self, policy, topology: Topology) -> float:
-        try:
-            return predict_iteration_s(policy, topology, self.model_bytes, self.chunk_bytes)
-        except ValueError:          # the policy uses a link that is gone
-            return float("inf")
+        return predicted_s(policy, topology, self.model_bytes, self.chunk_bytes)
 
     def on_rounds(self, round_seen: dict, policy_for_round, fresh: Topology,
                   stalled=(), now: float = None) -> list:
         """Judge every round completed since the last call: ``round_seen`` maps a round to
         when it was first reported (a round is complete when the next one was seen);
-        ``policy_for_round(k)`` is the policy round k ran; ``fresh``: the estimates now.
+        ``policy_for_round(k)`` is the policy round k ran; ``fresh``: the estimates now,
+        ``stalled`` the directions stalled among them.
         The first round of a new policy (a transition) is not judged. Returns one
         JSON-ready record per round measured (its seconds, both predictions, and from
         :data:`MIN_ROUNDS` rounds on both spreads and whether the fresh estimates became
         the trusted ones). With ``now`` (the clock of ``round_seen``), the round in
         progress is also checked for having outlasted the trusted rates (module
         docstring). O(new rounds · (prediction + window))."""
-        self.stalled = frozenset(stalled)
+        stalled = frozenset(stalled)
         records = []
         for k in sorted(r for r in round_seen if r > self.judged and r + 1 in round_seen):
             self.judged = k
@@ -116,7 +122,7 @@ class EstimateTrust:
                 continue
             seconds = round_seen[k + 1] - round_seen[k]
             predicted = self._predict(policy, fresh)
-            trusted = self._predict(policy, self.view(fresh))
+            trusted = self._predict(policy, self.view(fresh, stalled))
             if not (seconds > 0 and predicted < math.inf and trusted < math.inf):
                 continue
             self.window.append([seconds, trusted, predicted])
@@ -135,22 +141,23 @@ class EstimateTrust:
                               off_trusted=round(far, 4), off_fresh=round(near, 4),
                               trusted=adopt)
                 if adopt:
-                    self._adopt(fresh)
+                    self._adopt(fresh, stalled)
             records.append(record)
         if now is not None:
-            records += self._overdue(round_seen, policy_for_round, fresh, now)
+            records += self._overdue(round_seen, policy_for_round, fresh, stalled, now)
         return records
 
     def _reference(self) -> float:
         return statistics.median(self.agreed) if self.agreed else 0.0
 
-    def _adopt(self, fresh: Topology) -> None:
+    def _adopt(self, fresh: Topology, stalled) -> None:
         self.trusted.update((d, m) for d, m in fresh.rates().items()
-                            if d not in self.stalled)      # (a stall is no rate to keep)
+                            if d not in stalled)           # (a stall is no rate to keep)
         for row in self.window:                           # what the trusted rates predicted
             row[1] = row[2]
 
-    def _overdue(self, round_seen: dict, policy_for_round, fresh: Topology, now: float):
+    def _overdue(self, round_seen: dict, policy_for_round, fresh: Topology, stalled,
+                 now: float):
         """[a record] when the round in progress outlasted the trusted rates and the fresh
         estimates explain it (they are then trusted), else []. O(prediction)."""
         k = max(round_seen, default=0)
@@ -161,14 +168,14 @@ class EstimateTrust:
             return []
         elapsed = now - round_seen[k]
         factor = math.exp(self._reference())
-        trusted = self._predict(policy, self.view(fresh))
+        trusted = self._predict(policy, self.view(fresh, stalled))
         if not elapsed > trusted * factor * math.exp(MARGIN):
             return []
         predicted = self._predict(policy, fresh)
         if not elapsed <= predicted * factor < math.inf:
             return []
         self._overdue_round = k
-        self._adopt(fresh)
+        self._adopt(fresh, stalled)
         return [{"event": "trust", "round": k, "overdue_s": round(elapsed, 3),
                  "predicted_trusted_s": round(trusted, 4),
                  "predicted_fresh_s": round(predicted, 4), "trusted": True}]

@@ -138,3 +138,16 @@ def test_nothing_is_re_planned_while_the_policy_and_the_rates_stand_still():
     assert adapt.plans == 2
     plan = tick(8.5)                                                  # pending: confirmed
     assert plan is not None and adapt.plans == 3
+
+
+def test_a_stall_reported_between_ticks_reaches_the_relay_plan_at_once():
+    """Relays are planned on the trusted rates, but a direction stalled since the last
+    tick keeps its stall there (it is not overwritten by the rate trusted before). Two
+    DCs: their one link cannot be left out, so it stays at the stalled rate."""
+    from netstorm.scheduler.topology import Link, Topology
+    topo = Topology("two", ("p", "q"), (Link("p", "q", 40.0, 40.0),))
+    adapt = Adaptation(topo, Replanner(B, CHUNK, threshold=0.1, min_dwell_s=60.0),
+                       multipath=True)
+    adapt.on_report("p", {"stalled": ["q"]}, 1.0)
+    assert adapt.planning_topology().rate("p", "q") == STALLED_MBPS
+    assert adapt.planning_topology().rate("q", "p") == 40.0

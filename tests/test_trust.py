@@ -108,7 +108,7 @@ def test_stalled_directions_keep_their_stall_and_a_replaced_dc_is_forgotten(hete
     rates.observe_stall(a, b, now=1.0)
     trust = EstimateTrust(topo.rates(), B, CHUNK)
     trust.on_rounds({}, lambda k: policy, rates.topology(), rates.stalled())
-    view = trust.view(rates.topology())
+    view = trust.view(rates.topology(), rates.stalled())
     assert view.link(a, b) is None or view.rate(a, b) < 1.0
     trust.trusted[(a, b)] = 1.0
     trust.forget(a, topo.rates())
