@@ -38,6 +38,7 @@ from netstorm.geoserver.sync import SyncConfig, SyncError
 
 from . import accuracy, awareness
 from .accuracy import wan_bytes
+from .cpu import RoleCpu, cpu_by_role
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
 from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
@@ -270,7 +271,7 @@ def main(argv=None) -> int:
                     before = wan.link_bytes()
                     runner = wanlib.TraceRunner(wan, trace).start() if trace else None
                     try:
-                        with CpuSampler() as cpu:
+                        with CpuSampler() as cpu, RoleCpu() as roles:
                             code = SYSTEMS[name](ctx, out)
                     finally:
                         if runner is not None:
@@ -279,8 +280,9 @@ def main(argv=None) -> int:
                     r = collect(out, args.mode, args.target_accuracy,
                                 same_weights=name not in SYNCED)
                     after = wan.link_bytes()
-                    if args.mode == "train":
-                        r["wan_bytes_per_iter"] = wan_bytes(before, after) // args.iters
+                    # every link a byte crossed counts (a route of two links: twice)
+                    r["wan_bytes_per_iter"] = wan_bytes(before, after) // (
+                        args.iters + (args.mode == "comm"))
                     r["busiest_links"] = busiest_links(
                         before, after, topology, args.iters + (args.mode == "comm"))
                     if runner is not None and name in ADAPTIVE:
@@ -292,6 +294,7 @@ def main(argv=None) -> int:
                         r["rounds"] = rows
                         r["trace_started_monotonic"] = runner.started
                         r["round_costs"] = awareness.round_costs_summary(rows)
+                    r.update(cpu_by_role(roles, r, args.iters))
                     r.pop("_iter_start", None)
                     r.pop("_iter_all_s", None)
                 r.update(exit_code=code, cpu_util=round(cpu.mean, 3),

@@ -5,6 +5,8 @@ from pathlib import Path
 
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 
+from .cpu import describe
+
 CPU_BOUND = 0.85     # mean machine CPU use above which a run is flagged CPU-bound
 
 
@@ -39,6 +41,13 @@ def table(result: dict) -> str:
                         if "shared_predicted_s" in plan else "")
                      + (f" (measured {100 * plan['prediction_error']:+.0f}% vs prediction)"
                         if "prediction_error" in plan else ""))
+    for name, r in result["systems"].items():
+        if r.get("cpu"):
+            lines.append(f"{name} cpu: {describe(r['cpu'])}"
+                         f"{'' if r['cpu']['steady_state'] else ' (whole run)'}; "
+                         f"{r['cpu_s_per_model_gb']:.1f} CPU-s per model GB"
+                         + (f"; links carried {r['wan_bytes_per_iter'] / 1e9:.3f} GB/iter"
+                            if r.get("wan_bytes_per_iter") else ""))
     for name, r in result["systems"].items():
         aware = r.get("awareness")
         if aware:
