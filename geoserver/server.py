@@ -38,6 +38,7 @@ from .wire import Kind, Message
 
 log = logging.getLogger("netstorm.server")
 
+DRAIN_MESSAGES = 16         # messages handled per wake-up when more already wait
 MAX_LAYOUTS = 1 << 14      # chunk layouts cached for compression (keys x policy versions)
 TIMED_BY_WAN = {Kind.PROBE, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY}   # the rest: here
 WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
@@ -454,7 +455,16 @@ class GeoServer:
             readable, writable = self.po.wait(max(0.0, next_beat - now), self.wan.backlogged())
             looked = time.monotonic()
             self.wan.flush(writable, away)
-            msg = self.po.recv(0) if readable else None
-            if msg is not None and not self.handle(msg):
-                return
+            for handled in range(DRAIN_MESSAGES if readable else 0):
+                # what already waits is handled without a poll each (links with room get
+                # their next chunk in between)
+                if handled and (not self.po.van.pending() or time.monotonic() >= next_beat):
+                    break
+                if handled:
+                    self.wan.flush(self.wan.backlogged())
+                msg = self.po.recv(0)
+                if msg is None:
+                    break
+                if not self.handle(msg):
+                    return
             self._maybe_report_probe()        # a measurement's timeout also ends it

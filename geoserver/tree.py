@@ -48,6 +48,9 @@ class Tree:
     def __post_init__(self):
         if self.down is not None and self.down == self.parent:
             object.__setattr__(self, "down", None)        # one way to say "shared"
+        # every chunk asks for a DC's children: found once per tree, not once per chunk
+        object.__setattr__(self, "_children", _children_of(self.parent))
+        object.__setattr__(self, "_down_children", _children_of(self.down_parent))
 
     @property
     def split(self) -> bool:
@@ -60,12 +63,12 @@ class Tree:
         return self.parent if self.down is None else self.down
 
     def children(self, dc: str) -> list:
-        """The DCs that send ``dc`` their partial sums. O(n)."""
-        return sorted(c for c, p in self.parent.items() if p == dc)
+        """The DCs that send ``dc`` their partial sums, sorted. O(children)."""
+        return list(self._children.get(dc, ()))
 
     def down_children(self, dc: str) -> list:
-        """The DCs ``dc`` passes the total to. O(n)."""
-        return sorted(c for c, p in self.down_parent.items() if p == dc)
+        """The DCs ``dc`` passes the total to, sorted. O(children)."""
+        return list(self._down_children.get(dc, ()))
 
     def children_from(self, origin: str, dc: str) -> list:
         """``dc``'s children when the tree's links, taken undirected, carry something from
@@ -99,6 +102,15 @@ class Tree:
     def to_json(self) -> dict:
         out = {"root": self.root, "parent": self.parent}
         return out if self.down is None else {**out, "down": self.down}
+
+
+def _children_of(parent: dict) -> dict:
+    """dc -> its children under ``parent`` (sorted), for the DCs that have any. O(n log n)."""
+    out: dict = {}
+    for child, up in sorted(parent.items()):
+        if up is not None:
+            out.setdefault(up, []).append(child)
+    return {dc: tuple(kids) for dc, kids in out.items()}
 
 
 def _names(parent: dict) -> dict:

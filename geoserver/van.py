@@ -172,7 +172,12 @@ class Van:
         self._send(peer, msg, 0)
 
     def try_send(self, peer, msg: wire.Message) -> bool:
-        """Send without blocking; False (nothing sent) while ``peer``'s queue is full."""
+        """Send without blocking; False (nothing sent) while ``peer``'s queue is full (asked
+        of ZeroMQ first: a refused send would cost an exception and an encoding)."""
+        with self._send_lock:
+            sock = self._peers.get(peer)
+            if sock is not None and not sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT:
+                return False
         try:
             self._send(peer, msg, zmq.NOBLOCK)
         except zmq.Again:

@@ -123,3 +123,38 @@ def test_a_replacement_server_takes_a_peer_replica_before_any_worker_request():
                           tree=0, dtype=np.float32, frames=[up]))
     (total,) = replies(server, Kind.VALUE)
     assert total.request == 6 and total.seq == 4 and np.array_equal(total.arrays()[0], [3] * 4)
+
+
+class _Inbox(FakePostoffice):
+    """A FakePostoffice whose socket already holds ``messages``: the serve loop takes them
+    in order (``van.pending`` says whether more wait)."""
+
+    def __init__(self, *args, messages=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.inbox = list(messages)
+        self.van.pending = lambda: bool(self.inbox)
+        self.waits = 0
+
+    def wait(self, timeout_s, writable=()):
+        self.waits += 1
+        return bool(self.inbox), []
+
+    def recv(self, timeout_s):
+        return self.inbox.pop(0) if self.inbox else None
+
+
+def test_serve_handles_every_message_of_a_burst_longer_than_one_drain():
+    from netstorm.geoserver.server import DRAIN_MESSAGES
+    keys = 3 * DRAIN_MESSAGES + 1
+    burst = [init_message(EU_WORKER, k, np.zeros(4, np.float32)) for k in range(keys)] + \
+        [push_message(EU_WORKER, k, 1, np.ones(4, np.float32)) for k in range(keys)] + \
+        [Message(Kind.SHUTDOWN, sender=0)]
+    table = eu_server(round_gate=False).table
+    po = _Inbox(table, EU_SERVER, RuntimeSettings(timeout_s=10.0),
+                star_policy(["eu", "us"], "eu"), messages=burst)
+    server = GeoServer(po)
+    server.serve()
+    assert server.stats["messages"] == len(burst) and not po.inbox
+    assert len(replies(server, Kind.INIT_DONE)) == keys
+    assert server.exchange.in_flight == keys        # every push reached the WAN side
+    assert po.waits <= len(burst) // DRAIN_MESSAGES + 3     # a poll per drain, not per message
