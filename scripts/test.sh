@@ -2,4 +2,11 @@
 # Set up .venv, then run the test suite. Extra arguments go to pytest.
 source "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
 cd "$REPO"
+# Linux perf, for tests/test_bench_perf_profile.py (bench.py --perf): Debian's linux-perf
+if ! command -v perf >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "[setup] installing Debian's linux-perf (bench.py --perf and its test)"
+    apt-get install -y -q linux-perf >/dev/null 2>&1 || \
+        (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q linux-perf >/dev/null 2>&1) || \
+        echo "[setup] linux-perf could not be installed: its test will say so and skip"
+fi
 python -m pytest -q "$@"

@@ -36,7 +36,7 @@ from netstorm.datasets import DatasetError
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.sync import SyncConfig, SyncError
 
-from . import accuracy, awareness
+from . import accuracy, awareness, perf_profile
 from .accuracy import wan_bytes
 from .cpu import RoleCpu, cpu_by_role
 from .measure import CpuSampler, busiest_links, collect, model_bytes
@@ -82,6 +82,10 @@ def parse_args(argv=None):
                    help="PNG: iteration times (comm) or accuracy against time (train), "
                         "plus the topology and trees beside it")
     p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
+    p.add_argument("--perf", action="store_true",
+                   help="also sample the machine with Linux perf after each system's warm-up "
+                        "and say where its CPU went (TCP, same-host socket, page faults, "
+                        "Python, CURVE, ...), in CPU seconds per iteration")
     p.add_argument("--straggler", default=None, metavar="DC=SECONDS",
                    help="give DC's workers that much extra compute per iteration (a DC with "
                         "slower accelerators), e.g. dc1=2")
@@ -109,6 +113,8 @@ def parse_args(argv=None):
                    default=False, help="bsc/mpq: DGC momentum correction (SGD's momentum "
                                        "0.9 applied inside compression instead)")
     args = p.parse_args(argv)
+    if args.perf and perf_profile.unavailable():
+        p.error(f"--perf: {perf_profile.unavailable()}")
     if args.model is None:
         args.model = "resnet18_v1" if args.mode == "comm" else "mlp"
     if args.iters is None:
@@ -157,11 +163,16 @@ class Progress:
     """A system's log file that also shows rank 0's per-iteration lines on the console, so
     a long run is never silent."""
 
-    def __init__(self, log, name: str):
+    def __init__(self, log, name: str, after_warmup=None):
+        """``after_warmup``: called once rank 0 says its warm-up iteration ended."""
         self.log, self.name = log, name
+        self._after_warmup = after_warmup
 
     def write(self, text: str) -> None:
         self.log.write(text)
+        if "] iter warm-up" in text and self._after_warmup is not None:
+            self._after_warmup()
+            self._after_warmup = None
         if "] iter " in text:
             print(f"bench: {self.name}: {text.split('] ', 1)[1].rstrip()}", flush=True)
 
@@ -261,9 +272,12 @@ def main(argv=None) -> int:
                 out = logs / name
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
+                recorder = perf_profile.Recorder(logs / f"{name}.perf.data") \
+                    if args.perf else None
                 with open(logs / f"{name}.log", "w") as log:
                     ctx = RunContext(wan, topology, args.workers_per_dc, worker_args(args, wan),
-                                     out, Progress(log, name), args.chunk_bytes,
+                                     out, Progress(log, name, recorder and recorder.start),
+                                     args.chunk_bytes,
                                      compression_params(args), sync_settings(args),
                                      mixed_worker_args(args), latency=args.latency)
                     print(f"bench: running {name} ...", flush=True)
@@ -274,6 +288,7 @@ def main(argv=None) -> int:
                         with CpuSampler() as cpu, RoleCpu() as roles:
                             code = SYSTEMS[name](ctx, out)
                     finally:
+                        recorded = recorder is not None and recorder.stop()
                         if runner is not None:
                             runner.stop()
                             wan.apply_rates(topology.rates())   # same start for the next
@@ -295,6 +310,14 @@ def main(argv=None) -> int:
                         r["trace_started_monotonic"] = runner.started
                         r["round_costs"] = awareness.round_costs_summary(rows)
                     r.update(cpu_by_role(roles, r, args.iters))
+                    if recorded:    # the measured iterations only, as r["cpu"]
+                        starts, lasted = r.get("_iter_start"), r.get("_iter_all_s")
+                        profile = perf_profile.classify(
+                            recorder.path, starts[1] if starts else None,
+                            starts[-1] + lasted[-1] if starts else None)
+                        r["cpu_profile"] = {"samples": profile["samples"],
+                                            "cpu_s_per_iter": perf_profile.per_iteration(
+                                                profile, r["cpu"]["machine_s"])}
                     r.pop("_iter_start", None)
                     r.pop("_iter_all_s", None)
                 r.update(exit_code=code, cpu_util=round(cpu.mean, 3),

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
 
+from . import perf_profile
 from .cpu import describe
 
 CPU_BOUND = 0.85     # mean machine CPU use above which a run is flagged CPU-bound
@@ -48,6 +49,9 @@ def table(result: dict) -> str:
                          f"{r['cpu_s_per_model_gb']:.1f} CPU-s per model GB"
                          + (f"; links carried {r['wan_bytes_per_iter'] / 1e9:.3f} GB/iter"
                             if r.get("wan_bytes_per_iter") else ""))
+        if r.get("cpu_profile"):
+            lines.append(f"{name} where the CPU went (perf, CPU-s/iter): "
+                         f"{perf_profile.describe(r['cpu_profile']['cpu_s_per_iter'])}")
     for name, r in result["systems"].items():
         aware = r.get("awareness")
         if aware:
