@@ -25,6 +25,7 @@ from pathlib import Path
 from netstorm.geoserver.cluster import ClusterConfig, DataCenter
 from netstorm.launcher import free_port, interrupts_raise, run_cluster, run_pslite_cluster
 
+from . import perf_profile
 from .cli import Progress
 from .cpu import RoleCpu, cpu_by_role, describe
 from .measure import collect
@@ -48,13 +49,20 @@ def run_system(name: str, workers: int, model: str, iters: int, out: Path, log) 
     return run_cluster(config, _command(out, model, iters, "netstorm"), out=log)
 
 
-def measure(systems, workers: int, model: str, iters: int, logs: Path) -> dict:
-    """Run each system; its figures (see the module doc), keyed by name."""
+def measure(systems, workers: int, model: str, iters: int, logs: Path,
+            perf: bool = False) -> dict:
+    """Run each system; its figures (see the module doc), keyed by name. ``perf``: also
+    where the machine's CPU went (:mod:`netstorm.bench.perf_profile`)."""
     results = {}
     for name in systems:
+        recorder = perf_profile.Recorder(logs / f"{name}.perf.data") if perf else None
         with open(logs / f"{name}.log", "w") as log, RoleCpu() as roles:
             print(f"throughput: running {name} ...", flush=True)
-            code = run_system(name, workers, model, iters, logs / name, Progress(log, name))
+            try:
+                code = run_system(name, workers, model, iters, logs / name,
+                                  Progress(log, name, recorder and recorder.start))
+            finally:
+                recorded = recorder is not None and recorder.stop()
         r = collect(logs / name, "comm")
         if code != 0 or not r.get("iter_s"):
             results[name] = {"correct": False, "exit_code": code,
@@ -62,6 +70,12 @@ def measure(systems, workers: int, model: str, iters: int, logs: Path) -> dict:
             continue
         moved = 2 * workers * r["model_bytes"]
         r.update(cpu_by_role(roles, r, iters))
+        if recorded:        # the measured iterations only, as r["cpu"]
+            profile = perf_profile.classify(recorder.path, r["_iter_start"][1],
+                                            r["_iter_start"][-1] + r["_iter_all_s"][-1])
+            r["cpu_profile"] = {"samples": profile["samples"],
+                                "cpu_s_per_iter": perf_profile.per_iteration(
+                                    profile, r["cpu"]["machine_s"])}
         r.pop("_iter_start", None)
         r.pop("_iter_all_s", None)
         r.update(exit_code=code, gb_per_s=round(moved / r["median_s"] / 1e9, 3),
@@ -81,6 +95,10 @@ def table(results: dict, workers: int, model: str) -> str:
         lines.append(f"{name:<10}{r['median_s']:>10.3f}{r['gb_per_s']:>8.2f}"
                      f"{r['cpu_s_per_gb']:>10.2f}{'yes' if r['correct'] else 'NO':>9}  "
                      f"{describe(r['cpu'])}")
+    for name, r in results.items():
+        if r.get("cpu_profile"):
+            lines.append(f"{name} where the CPU went (perf, CPU-s/iter): "
+                         f"{perf_profile.describe(r['cpu_profile']['cpu_s_per_iter'])}")
     if all("gb_per_s" in results.get(s, {}) for s in SYSTEMS):
         lines.append(f"netstorm / pslite throughput: "
                      f"{results['netstorm']['gb_per_s'] / results['pslite']['gb_per_s']:.2f}x")
@@ -94,6 +112,8 @@ def main(argv=None) -> int:
     p.add_argument("--iters", type=int, default=10, help="measured iterations (+1 warm-up)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help=f"comma-separated, from: {', '.join(SYSTEMS)}")
+    p.add_argument("--perf", action="store_true",
+                   help="also sample the machine with Linux perf and say where the CPU went")
     p.add_argument("--json", help="write every figure to this file")
     p.add_argument("--keep-logs", help="folder for the processes' logs (default: temporary)")
     args = p.parse_args(argv)
@@ -101,11 +121,13 @@ def main(argv=None) -> int:
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown or args.workers < 1 or args.iters < 1:
         p.error(f"unknown systems {unknown}" if unknown else "--workers and --iters must be >= 1")
+    if args.perf and perf_profile.unavailable():
+        p.error(f"--perf: {perf_profile.unavailable()}")
     logs = Path(args.keep_logs or tempfile.mkdtemp(prefix="throughput-"))
     logs.mkdir(parents=True, exist_ok=True)
     try:
         with interrupts_raise():
-            results = measure(systems, args.workers, args.model, args.iters, logs)
+            results = measure(systems, args.workers, args.model, args.iters, logs, args.perf)
     except KeyboardInterrupt:
         print("throughput: interrupted; every process was stopped", file=sys.stderr)
         return 130
