@@ -459,8 +459,15 @@ class WorkerClient:
         self._wait(pending, Kind.BARRIER_DONE)
 
     def close(self, clean: bool = True, reason: str = "") -> None:
+        """Say BYE to the scheduler (``clean``: finished, else failed for ``reason``) and
+        close the sockets. After a failure, every request still waiting fails now (the
+        operators blocked on them end instead of waiting out ``timeout_s``); who caused the
+        failure stays as it was."""
         if self._closed.is_set():
             return
+        if not clean:
+            self._fail_all(reason or "the store was closed after a failure",
+                           caused_by_other=self.caused_by_other)
         self._closed.set()
         if not clean:
             write_reason(self.settings.reason_file, reason, self.caused_by_other)

@@ -99,6 +99,8 @@ class NetStorm(KVStore):
         self._ids: dict = {}            # str key -> id
         self._int_keys: set = set()
         self._tokens: dict = {}
+        self._ops = engine_ops.KeyOperators(self._token)
+        self._pushed: dict = {}         # key id -> the push operator's (unread) output
         self._sparse: set = set()       # keys initialized row_sparse
         self._updater = None
         self._spec = None               # the servers' optimizer, as sent
@@ -236,8 +238,12 @@ class NetStorm(KVStore):
             if self._local is not None:
                 self._local.step(kid, self._summed(vals))
                 continue
-            mx.nd.Custom(self._summed(vals), self._token_of(kid), op_type="netstorm_pushpull",
-                         store=self._token, key=str(kid), want_value="0")
+            summed = self._summed(vals)
+            dummy = self._pushed.get(kid)
+            if dummy is None or dummy.context != summed.context:
+                dummy = self._pushed[kid] = mx.nd.zeros((1,), ctx=summed.context)
+            self._ops("netstorm_pushpull", kid, summed, self._token_of(kid), dummy,
+                      want_value="0")
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         if out is None:
@@ -252,12 +258,13 @@ class NetStorm(KVStore):
                 self._local.pull(kid, outs)
                 continue
             dtype = self._client.keys[kid].dtype
-            template = outs[0] if np.dtype(outs[0].dtype) == dtype else \
-                mx.nd.empty(outs[0].shape, dtype=dtype)
-            value = mx.nd.Custom(template, self._token_of(kid), op_type="netstorm_pull",
-                                 store=self._token, key=str(kid))
+            # the operator writes the first output directly when it has the key's dtype
+            value = outs[0] if np.dtype(outs[0].dtype) == dtype else \
+                mx.nd.empty(outs[0].shape, dtype=dtype, ctx=outs[0].context)
+            self._ops("netstorm_pull", kid, value, self._token_of(kid), value)
             for o in outs:
-                value.copyto(o)
+                if o is not value:
+                    value.copyto(o)
 
     def pushpull(self, key, value, out=None, priority=0):
         groups = _group(key, value, "pushpull")
@@ -271,8 +278,8 @@ class NetStorm(KVStore):
                 self._local.step(kid, self._summed(vals), targets)
                 continue
             # the operator writes the first target directly (it may alias the gradient)
-            mx.nd.Custom(self._summed(vals), self._token_of(kid), op_type="netstorm_pushpull",
-                         store=self._token, key=str(kid), want_value="1", out=targets[0])
+            self._ops("netstorm_pushpull", kid, self._summed(vals), self._token_of(kid),
+                      targets[0], want_value="1")
             for o in targets[1:]:
                 targets[0].copyto(o)
 
@@ -481,3 +488,4 @@ class NetStorm(KVStore):
             except mx.base.MXNetError:
                 clean = False
         self._client.close(clean=clean, reason=reason)
+        self._ops.release()     # after close: an operator still waiting has failed by now
