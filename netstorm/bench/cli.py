@@ -113,8 +113,9 @@ def parse_args(argv=None):
                    default=False, help="bsc/mpq: DGC momentum correction (SGD's momentum "
                                        "0.9 applied inside compression instead)")
     args = p.parse_args(argv)
-    if args.perf and perf_profile.unavailable():
-        p.error(f"--perf: {perf_profile.unavailable()}")
+    why = perf_profile.unavailable() if args.perf else ""
+    if why:
+        p.error(f"--perf: {why}")
     if args.model is None:
         args.model = "resnet18_v1" if args.mode == "comm" else "mlp"
     if args.iters is None:

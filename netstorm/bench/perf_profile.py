@@ -64,7 +64,8 @@ class Recorder:
         if self._proc is None:
             self._proc = subprocess.Popen(
                 ["perf", "record", "-a", "-g", "-e", "cpu-clock", "-F", str(SAMPLE_HZ),
-                 "-k", "CLOCK_MONOTONIC", "-o", str(self.path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 "-k", "CLOCK_MONOTONIC", "-o", str(self.path)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self) -> bool:
         """Stop recording; whether anything was recorded."""

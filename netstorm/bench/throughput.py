@@ -121,8 +121,9 @@ def main(argv=None) -> int:
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown or args.workers < 1 or args.iters < 1:
         p.error(f"unknown systems {unknown}" if unknown else "--workers and --iters must be >= 1")
-    if args.perf and perf_profile.unavailable():
-        p.error(f"--perf: {perf_profile.unavailable()}")
+    why = perf_profile.unavailable() if args.perf else ""
+    if why:
+        p.error(f"--perf: {why}")
     logs = Path(args.keep_logs or tempfile.mkdtemp(prefix="throughput-"))
     logs.mkdir(parents=True, exist_ok=True)
     try:
