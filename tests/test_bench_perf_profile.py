@@ -59,4 +59,5 @@ def test_a_real_recording_is_classified(tmp_path):
     assert abs(sum(profile["shares"].values()) - 1.0) < 0.01
     assert profile["shares"].get("Python", 0) > 0.2
     everything = classify(tmp_path / "perf.data")
-    assert everything["samples"] > profile["samples"] and everything["idle"] > profile["idle"]
+    # the idle half-seconds around the window count only without it
+    assert everything["samples"] >= profile["samples"] and everything["idle"] > profile["idle"]
