@@ -76,7 +76,8 @@ class RoleCpu:
     def _sample(self) -> None:
         for proc in self._me.children(recursive=True):
             known = self.readings.get(proc.pid)
-            role = known[0] if known else role_of(proc)
+            # "other" may be a child seen between its fork and its exec: asked again
+            role = known[0] if known and known[0] != "other" else role_of(proc)
             if role is None:
                 continue
             try:
