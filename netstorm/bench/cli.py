@@ -38,7 +38,7 @@ from netstorm.geoserver.sync import SyncConfig, SyncError
 
 from . import accuracy, awareness, perf_profile
 from .accuracy import wan_bytes
-from .cpu import RoleCpu, cpu_by_role
+from .cpu import RoleCpu, cpu_by_role, measured_window
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
 from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
@@ -312,13 +312,8 @@ def main(argv=None) -> int:
                         r["round_costs"] = awareness.round_costs_summary(rows)
                     r.update(cpu_by_role(roles, r, args.iters))
                     if recorded:    # the measured iterations only, as r["cpu"]
-                        starts, lasted = r.get("_iter_start"), r.get("_iter_all_s")
-                        profile = perf_profile.classify(
-                            recorder.path, starts[1] if starts else None,
-                            starts[-1] + lasted[-1] if starts else None)
-                        r["cpu_profile"] = {"samples": profile["samples"],
-                                            "cpu_s_per_iter": perf_profile.per_iteration(
-                                                profile, r["cpu"]["machine_s"])}
+                        r["cpu_profile"] = perf_profile.cpu_profile(
+                            recorder.path, measured_window(r), r["cpu"]["machine_s"])
                     r.pop("_iter_start", None)
                     r.pop("_iter_all_s", None)
                 r.update(exit_code=code, cpu_util=round(cpu.mean, 3),

@@ -153,13 +153,22 @@ def describe(summary: dict) -> str:
         f"{summary['machine_s']:.2f}, of it softirq {summary['softirq_s']:.2f})"
 
 
-def cpu_by_role(roles: RoleCpu, result: dict, iterations: int) -> dict:
-    """The ``cpu`` figures of one system's run (``result``: what
-    :func:`~netstorm.bench.measure.collect` read): over its measured iterations when the
-    workers said when each began (comm mode), else over the whole run (start-up too)."""
+def measured_window(result: dict):
+    """``(iterations, start, end)`` of the measured iterations (the warm-up left out, in
+    monotonic seconds) when the workers said when each began (comm mode; ``result``: what
+    :func:`~netstorm.bench.measure.collect` read), else None."""
     starts, lasted = result.get("_iter_start"), result.get("_iter_all_s")
     if starts and lasted and len(starts) > 1:
-        summary = roles.summary(len(starts) - 1, starts[1], starts[-1] + lasted[-1])
+        return len(starts) - 1, starts[1], starts[-1] + lasted[-1]
+    return None
+
+
+def cpu_by_role(roles: RoleCpu, result: dict, iterations: int) -> dict:
+    """The ``cpu`` figures of one system's run: over its :func:`measured_window` when
+    there is one, else over the whole run (start-up too)."""
+    window = measured_window(result)
+    if window is not None:
+        summary = roles.summary(*window)
         summary["steady_state"] = True
     else:
         summary = roles.summary(iterations)

@@ -127,6 +127,16 @@ def classify(path: Path, start: float | None = None, end: float | None = None) -
             "idle": round(idle / (idle + busy), 4) if idle + busy else 0.0}
 
 
+def cpu_profile(path: Path, window, machine_s: float) -> dict:
+    """The ``cpu_profile`` figures of one system's run: the recording at ``path``
+    classified over ``window`` (``(iterations, start, end)``, see
+    :func:`netstorm.bench.cpu.measured_window`; None: all of it), in CPU seconds per
+    iteration of the machine's ``machine_s``."""
+    profile = classify(path, *(window[1:] if window else ()))
+    return {"samples": profile["samples"],
+            "cpu_s_per_iter": per_iteration(profile, machine_s)}
+
+
 def per_iteration(profile: dict, machine_s: float) -> dict:
     """``{bucket: CPU seconds per iteration}``: each bucket's share of ``machine_s``, the
     machine's busy seconds per iteration."""

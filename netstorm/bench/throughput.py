@@ -27,7 +27,7 @@ from netstorm.launcher import free_port, interrupts_raise, run_cluster, run_psli
 
 from . import perf_profile
 from .cli import Progress
-from .cpu import RoleCpu, cpu_by_role, describe
+from .cpu import RoleCpu, cpu_by_role, describe, measured_window
 from .measure import collect
 
 SYSTEMS = ("pslite", "netstorm")
@@ -71,11 +71,8 @@ def measure(systems, workers: int, model: str, iters: int, logs: Path,
         moved = 2 * workers * r["model_bytes"]
         r.update(cpu_by_role(roles, r, iters))
         if recorded:        # the measured iterations only, as r["cpu"]
-            profile = perf_profile.classify(recorder.path, r["_iter_start"][1],
-                                            r["_iter_start"][-1] + r["_iter_all_s"][-1])
-            r["cpu_profile"] = {"samples": profile["samples"],
-                                "cpu_s_per_iter": perf_profile.per_iteration(
-                                    profile, r["cpu"]["machine_s"])}
+            r["cpu_profile"] = perf_profile.cpu_profile(recorder.path, measured_window(r),
+                                                        r["cpu"]["machine_s"])
         r.pop("_iter_start", None)
         r.pop("_iter_all_s", None)
         r.update(exit_code=code, gb_per_s=round(moved / r["median_s"] / 1e9, 3),
