@@ -30,6 +30,7 @@ from .compression import payload
 from .optimizer_host import OptimizerHost, OptimizerSpecError
 from .mixed_sync import MixedError
 from .ratelog import RateLimitedLog
+from .shared_slots import SharedSegments
 from .settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
 from .sync import SyncConfig
 from .wire import Flag, Kind, Message
@@ -50,6 +51,7 @@ class _Round:
     chunks_done: int = 0
     local_only: bool = False    # hfa: a round that does not cross the WAN, complete once
                                 # every local worker pushed
+    owned: bool = False         # ``local`` is this store's array (else a received frame)
 
     @property
     def complete(self) -> bool:
@@ -67,14 +69,14 @@ class _Key:
     init_gen: int = 0
     applied: int = 0
     rounds: dict = field(default_factory=dict)
-    pulls: list = field(default_factory=list)   # (worker, request, min_round)
+    pulls: list = field(default_factory=list)   # (worker, request, min_round, shared)
     inits: list = field(default_factory=list)   # (worker, request, generation)
     next_push: dict = field(default_factory=dict)
     sparse: bool = False        # row_sparse gradients: the optimizer updates their rows only
+    size: int = field(init=False)   # elements
 
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+    def __post_init__(self):
+        self.size = int(np.prod(self.shape, dtype=np.int64))
 
 
 class KeyStore:
@@ -111,6 +113,7 @@ class KeyStore:
         self._spec = None
         self.hold_wan = False       # a lost DC's server is being replaced: nothing goes to
                                     # the WAN until the replay (docs/recovery.md)
+        self.shared = SharedSegments()  # local workers' keys in shared memory
         self._drops = RateLimitedLog(log)
 
     # ------------------------------------------------------------ helpers
@@ -133,9 +136,16 @@ class KeyStore:
             raise RequestError(f"key {key} has not been initialized (call init first)")
         return entry
 
-    def _value_message(self, entry: _Key, request: int) -> Message:
+    def _value_message(self, entry: _Key, worker: int, request: int, shared: bool) -> Message:
+        """The key's value for ``worker``: in its shared value slot if it asked for that
+        and has one (one copy), else as a frame (zero-copy)."""
+        slot = self.shared.value(worker, entry.key) if shared else None
+        if slot is None:
+            return Message(Kind.VALUE, key=entry.key, seq=entry.applied, request=request,
+                           dtype=entry.dtype, frames=[entry.value])
+        slot[:] = entry.value
         return Message(Kind.VALUE, key=entry.key, seq=entry.applied, request=request,
-                       dtype=entry.dtype, frames=[entry.value])
+                       flags=Flag.SHARED, dtype=entry.dtype)
 
     def _check_frame(self, entry: _Key, msg: Message) -> np.ndarray:
         """The one frame of a whole key, checked against the key's dtype and size."""
@@ -148,7 +158,14 @@ class KeyStore:
         return arrays[0]
 
     def _push_frame(self, entry: _Key, msg: Message) -> np.ndarray:
-        """A push's values: its frame, or the decoded payload of a compressed push."""
+        """A push's values: its frame, its worker's shared push slot (a view: copy it before
+        the push is answered), or the decoded payload of a compressed push."""
+        if msg.flags & Flag.SHARED:
+            slot = self.shared.push(msg.sender, entry.key)
+            if slot is None or msg.dtype != entry.dtype:
+                raise RequestError(f"key {entry.key}: a push in shared memory, but this "
+                                   f"worker shares no {entry.dtype} segment for the key")
+            return slot
         if not msg.flags & Flag.ENCODED:
             return self._check_frame(entry, msg)
         if not self.compressed_pushes or entry.dtype != np.float32:
@@ -186,8 +203,23 @@ class KeyStore:
             if msg.sender in self.workers:
                 self._forward_init(entry, generation)
         if msg.sender in self.workers:
+            if "shm_fd" in msg.meta:
+                self._share(entry, msg)
             entry.inits.append((msg.sender, msg.request, generation))
         self._answer_inits(entry)
+
+    def _share(self, entry: _Key, msg: Message) -> None:
+        """A local worker offers its segment for the key: map it, or say why not (the key
+        then goes by frames; its INIT_DONE tells the worker which)."""
+        if entry.sparse:
+            why = "a row_sparse key goes by frames"
+        else:
+            why = self.shared.attach(msg.sender, entry.key, msg.peer_pid,
+                                     msg.meta["shm_fd"], entry.size, entry.dtype)
+        if why:
+            self.shared.detach(msg.sender, entry.key)
+            self._drops.log(msg.sender, "%s: key %d of node %d goes by frames, not shared "
+                            "memory: %s", self.dc, entry.key, msg.sender, why)
 
     def _from_checkpoint(self, entry: _Key) -> None:
         """A key's value from the checkpoint of a resumed run: every DC's server reads the
@@ -204,7 +236,8 @@ class KeyStore:
         ready = [i for i in entry.inits if i[2] <= entry.init_gen]
         entry.inits = [i for i in entry.inits if i[2] > entry.init_gen]
         for worker, request, _ in ready:
-            self._reply(worker, Message(Kind.INIT_DONE, key=entry.key, request=request))
+            self._reply(worker, Message(Kind.INIT_DONE, key=entry.key, request=request,
+                                        meta={"shared": self.shared.has(worker, entry.key)}))
 
     # ------------------------------------------------------------ push / pull
     def on_push(self, msg: Message) -> None:
@@ -219,14 +252,17 @@ class KeyStore:
         self.max_round = max(self.max_round, self.sync.wan_round(msg.seq))
         rnd = entry.rounds.setdefault(msg.seq, _Round())
         rnd.pushed.add(msg.sender)
-        if rnd.local is None:
+        if rnd.local is None and msg.flags & Flag.SHARED:
+            rnd.local, rnd.owned = np.array(array), True    # the worker reuses its slot
+        elif rnd.local is None:
             rnd.local = array
-        elif len(rnd.pushed) == 2:
-            rnd.local = rnd.local + array       # the first sum allocates; inputs stay intact
+        elif not rnd.owned:
+            rnd.local, rnd.owned = rnd.local + array, True  # received frames stay intact
         else:
             np.add(rnd.local, array, out=rnd.local)
         if msg.flags & Flag.WANT_VALUE:
-            entry.pulls.append((msg.sender, msg.request, msg.seq))
+            entry.pulls.append((msg.sender, msg.request, msg.seq,
+                                bool(msg.flags & Flag.REPLY_SHARED)))
         if rnd.pushed >= self._needed(entry.key, msg.seq):
             self._round_ready(entry, msg.seq, rnd)
 
@@ -271,7 +307,8 @@ class KeyStore:
         nxt = entry.applied + 1
         if nxt not in entry.rounds and not self._needed(entry.key, nxt) and \
                 not self.all_departed:
-            rnd = entry.rounds[nxt] = _Round(local=np.zeros(entry.size, entry.dtype))
+            rnd = entry.rounds[nxt] = _Round(local=np.zeros(entry.size, entry.dtype),
+                                             owned=True)
             self._round_ready(entry, nxt, rnd)
 
     def _check_sync(self, entry: _Key, rnd: int) -> None:
@@ -304,7 +341,8 @@ class KeyStore:
 
     def on_pull(self, msg: Message) -> None:
         entry = self._known(msg.key)
-        entry.pulls.append((msg.sender, msg.request, msg.seq))
+        entry.pulls.append((msg.sender, msg.request, msg.seq,
+                            bool(msg.flags & Flag.REPLY_SHARED)))
         self._answer_pulls(entry)
 
     def _answer_pulls(self, entry: _Key) -> None:
@@ -315,8 +353,8 @@ class KeyStore:
         if not ready:
             return
         entry.pulls = [p for p in entry.pulls if p[2] > upto]
-        for worker, request, _ in ready:
-            self._reply(worker, self._value_message(entry, request))
+        for worker, request, _, shared in ready:
+            self._reply(worker, self._value_message(entry, worker, request, shared))
 
     def _expects(self, key: int, chunk: int, rnd_no: int, total) -> str:
         """Why a chunk total cannot be this DC's (a key, round or chunk it did not send to

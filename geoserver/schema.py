@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from .settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
+from .shared_slots import MAX_FD as MAX_SHM_FD
 from .sync import MAX_COUNT
 from .wire import DTYPE_CODES, MAX_META_BYTES, Flag, Kind, Message, WireError
 
@@ -257,6 +258,12 @@ def _init(msg: Message) -> None:
                           f"{_show(shape)} of {dtype} needs {size * dtype.itemsize}")
 
 
+def _not_shared_and_encoded(msg: Message) -> None:
+    """A push in shared memory (:mod:`netstorm.geoserver.shared_slots`) is never compressed."""
+    if msg.flags & Flag.SHARED and msg.flags & Flag.ENCODED:
+        raise SchemaError("SHARED and ENCODED together")
+
+
 def _state(node, where: str, frames) -> None:
     """One optimizer state: null, ``{"seq": [...]}``, ``{"num": x}`` or a frame reference."""
     if node is None:
@@ -340,16 +347,18 @@ SCHEMAS = {
                                 max_meta_bytes=MAX_META_BYTES),
     Kind.INIT: MessageSchema(Obj({"shape": ListOf(Int(), MAX_DIMS),
                                   "dtype": Str(16, KEY_DTYPES), "origin": Str(),
-                                  "stype": Str(16, ("row_sparse",))},
+                                  "stype": Str(16, ("row_sparse",)),
+                                  "shm_fd": Int(0, MAX_SHM_FD)},
                                  required=("shape", "dtype")),
                              frames=(0, 1), dtype="optional",
                              flags=Flag.HAS_VALUE | Flag.QUEUED, check=_init),
-    Kind.INIT_DONE: EMPTY,
-    Kind.PUSH: MessageSchema(frames=(1, 1), dtype="required",
-                             flags=Flag.WANT_VALUE | Flag.ENCODED),
-    Kind.PULL: EMPTY,
+    Kind.INIT_DONE: MessageSchema(Obj({"shared": Bool()})),
+    Kind.PUSH: MessageSchema(frames=(1, 1), dtype="required", check=_not_shared_and_encoded,
+                             flags=Flag.WANT_VALUE | Flag.ENCODED | Flag.SHARED |
+                             Flag.REPLY_SHARED),
+    Kind.PULL: MessageSchema(flags=Flag.REPLY_SHARED),
     Kind.VALUE: MessageSchema(Obj({"steps": Int(1, MAX_COUNT)}), frames=(1, 1),
-                              dtype="required"),
+                              dtype="required", flags=Flag.SHARED),
     Kind.SET_OPTIMIZER: MessageSchema(Obj({"spec": OPTIMIZER_SPEC}, required=("spec",)),
                                       max_meta_bytes=MAX_META_BYTES),
     Kind.OPTIMIZER_DONE: EMPTY,
@@ -409,7 +418,7 @@ def validate(msg: Message) -> Message:
     extra = int(msg.flags) & ~int(schema.flags)
     if extra:
         raise SchemaError(f"{name}: flags {extra:#x} not allowed on this kind")
-    least, most = schema.frames
+    least, most = (0, 0) if msg.flags & Flag.SHARED else schema.frames  # shared_slots.py
     if len(msg.frames) < least or most is not None and len(msg.frames) > most:
         raise SchemaError(f"{name}: {len(msg.frames)} tensor frames, expected "
                           f"{least if least == most else f'{least} to {most}'}")

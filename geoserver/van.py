@@ -244,6 +244,8 @@ class Van:
                 msg = schema.validate(wire.decode(frames[1:], schema.META_LIMITS))
                 if self.credentials is not None:
                     msg.origin = self._origin(frames[1])
+                if msg.kind == wire.Kind.INIT and "shm_fd" in msg.meta:
+                    msg.peer_pid = self._local_pid(frames[1])
                 delay = self._delays.get(self._source(frames[1])) if self._delays else None
                 if delay:
                     self._line.hold(msg, time.monotonic() + delay)
@@ -271,6 +273,18 @@ class Van:
             return str(frame.get("Peer-Address"))
         except zmq.ZMQError:
             return ""
+
+    def _local_pid(self, frame) -> int:
+        """The id of the process that sent ``frame`` over this node's ``ipc://`` endpoint
+        as this node's Unix user (the kernel's peer credentials: ZeroMQ names such a peer
+        "host:uid:gid:pid"); 0 for any other connection. O(1)."""
+        if not self.local_address:
+            return 0
+        parts = self._source(frame).split(":")
+        if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]) or \
+                int(parts[1]) != os.getuid():
+            return 0        # a TCP peer (an IPv6 address has empty or more parts)
+        return int(parts[3])
 
     def _origin(self, frame) -> str:
         """The principal the ZAP handler named for ``frame``'s connection; for the plain

@@ -84,6 +84,9 @@ class Flag(enum.IntFlag):
     HAS_VALUE = 2       # INIT: frames carry the initial value
     QUEUED = 4          # server -> server: waited behind a busy link (passive measurement)
     ENCODED = 8         # chunk: the frame is a compressed payload (compression/payload.py)
+    SHARED = 16         # PUSH, VALUE: no frame, the values are in the key's shared-memory
+                        # slot (worker and server on one host: shared_slots.py)
+    REPLY_SHARED = 32   # PULL, PUSH: answer into the key's shared value slot
 
 
 DTYPES = {
@@ -136,6 +139,9 @@ class Message:
     # set by the receiving Van, never sent: the principal whose key the sender proved
     # (a DC's name, or "" for the scheduler; None without CURVE). See security.py
     origin: str | None = None
+    # set by the receiving Van on an INIT offering shared memory, never sent: the sending
+    # process's id from the kernel's credentials of an ipc:// connection (0: not one)
+    peer_pid: int = 0
 
     def arrays(self) -> list:
         """The payload frames viewed as 1-D numpy arrays of ``dtype`` (zero-copy, read-only)."""

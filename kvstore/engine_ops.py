@@ -122,8 +122,8 @@ class _PushPull(_KeyOp):
 
     @_noting_errors
     def forward(self, is_train, req, in_data, out_data, aux):
-        if not self.want_value:     # the send may outlive forward: send a copy
-            self.client.start_push(self.key, in_data[0].asnumpy(), False)
+        if not self.want_value:     # the send may outlive forward: the client copies
+            self.client.start_push(self.key, _view(in_data[0]), False, borrowed=True)
             return
         # memory is no longer needed when forward returns, even if output aliases input
         handle = self.client.start_push(self.key, _view(in_data[0]), True)

@@ -48,7 +48,7 @@ FIELD_TYPES = {
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
     "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int, "stype": str,
     "node": dict, "pushed": list, "rejoined": bool, "base": int, "version": int, "keys": list,
-    "opened": int, "states_digest": str,
+    "opened": int, "states_digest": str, "shm_fd": int, "shared": bool,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -60,7 +60,9 @@ BASE_META = {
     Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": [], "step_s": 0.5},
     Kind.ABORT: {"reason": "fuzz"},
     Kind.BYE: {"clean": True, "reason": "fuzz"},
-    Kind.INIT: {"shape": [4], "dtype": "<f4", "origin": "dc1", "stype": "row_sparse"},
+    Kind.INIT: {"shape": [4], "dtype": "<f4", "origin": "dc1", "stype": "row_sparse",
+                "shm_fd": 3},
+    Kind.INIT_DONE: {"shared": True},
     Kind.SET_OPTIMIZER: {"spec": {"name": "sgd", "attrs": {}, "lr_mult": []}},
     Kind.STATES: {"states": [], "counts": [], "num_update": 0},
     Kind.LOAD_STATES: {"states": [], "counts": [], "num_update": 0},

@@ -239,3 +239,22 @@ def test_only_kinds_whose_meta_grows_with_the_cluster_or_model_may_be_large():
                      Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR, Kind.RESUMED,
                      Kind.STATE_REPORT, Kind.REPLAY, Kind.STATE_REQUEST, Kind.STATE}
     assert max(schema.META_LIMITS.values()) == wire.MAX_META_BYTES
+
+
+def test_a_push_or_value_in_shared_memory_has_no_frame_and_is_never_compressed():
+    shared = [Message(Kind.PUSH, key=1, dtype=F4.dtype,
+                      flags=Flag.SHARED | Flag.WANT_VALUE | Flag.REPLY_SHARED),
+              Message(Kind.VALUE, key=1, dtype=F4.dtype, flags=Flag.SHARED),
+              Message(Kind.PULL, key=1, flags=Flag.REPLY_SHARED)]
+    for msg in shared:
+        assert schema.validate(roundtrip(msg)).flags == msg.flags
+    with pytest.raises(schema.SchemaError, match=r"PUSH: 1 tensor frames, expected 0"):
+        schema.validate(roundtrip(Message(Kind.PUSH, key=1, dtype=F4.dtype, frames=[F4],
+                                          flags=Flag.SHARED)))
+    with pytest.raises(schema.SchemaError, match=r"PUSH: SHARED and ENCODED together"):
+        schema.validate(roundtrip(Message(Kind.PUSH, key=1, dtype=F4.dtype,
+                                          flags=Flag.SHARED | Flag.ENCODED)))
+    with pytest.raises(schema.SchemaError, match=r"PULL: flags 0x10 not allowed"):
+        schema.validate(roundtrip(Message(Kind.PULL, key=1, flags=Flag.SHARED)))
+    with pytest.raises(schema.SchemaError, match=r"INIT_DONE: meta.shared must be"):
+        schema.validate(roundtrip(Message(Kind.INIT_DONE, meta={"shared": 1})))
