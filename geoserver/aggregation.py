@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .buffer_pool import BufferPool
 from .ratelog import RateLimitedLog
 from .settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
 from .compression.feedback import DOWN, UP, DenseCodec
@@ -116,6 +117,7 @@ class TreeExchange:
         self.floor = 0                  # chunks of older policy versions are stale (a lost
                                         # DC's rounds in flight, replayed under this one)
         self.held: dict = {}            # neighbour -> bytes kept here for it
+        self.buffers = BufferPool()     # partial sums, reused round after round
         self._drops = RateLimitedLog(log)
         self._holds = RateLimitedLog(log, level=logging.INFO)
 
@@ -154,7 +156,7 @@ class TreeExchange:
         elif part.owned:
             np.add(part.acc, array, out=part.acc)
         else:
-            part.acc = part.acc + array
+            part.acc = self.buffers.add(part.acc, array)
             part.owned = True
         if len(part.heard) < 1 + len(tree.children(self.dc)):
             return

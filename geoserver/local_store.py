@@ -24,13 +24,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import checkpoint, replica
+from . import checkpoint
 from .aggregation import ChunkId
+from .buffer_pool import BufferPool
 from .compression import payload
 from .optimizer_host import OptimizerHost, OptimizerSpecError
 from .mixed_sync import MixedError
 from .ratelog import RateLimitedLog
 from .shared_slots import SharedSegments
+from .store_replicas import KeyStoreReplicas
 from .settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
 from .sync import SyncConfig
 from .wire import Flag, Kind, Message
@@ -79,7 +81,7 @@ class _Key:
         self.size = int(np.prod(self.shape, dtype=np.int64))
 
 
-class KeyStore:
+class KeyStore(KeyStoreReplicas):
     def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
                  forward_init, compressed_pushes: bool = False, momentum_corrected=False,
                  sync: SyncConfig = SyncConfig(), mixed=None, resumed=None):
@@ -114,6 +116,7 @@ class KeyStore:
         self.hold_wan = False       # a lost DC's server is being replaced: nothing goes to
                                     # the WAN until the replay (docs/recovery.md)
         self.shared = SharedSegments()  # local workers' keys in shared memory
+        self.buffers = BufferPool()     # round sums and totals, reused round after round
         self._drops = RateLimitedLog(log)
 
     # ------------------------------------------------------------ helpers
@@ -253,11 +256,11 @@ class KeyStore:
         rnd = entry.rounds.setdefault(msg.seq, _Round())
         rnd.pushed.add(msg.sender)
         if rnd.local is None and msg.flags & Flag.SHARED:
-            rnd.local, rnd.owned = np.array(array), True    # the worker reuses its slot
+            rnd.local, rnd.owned = self.buffers.copy(array), True   # the worker reuses it
         elif rnd.local is None:
             rnd.local = array
-        elif not rnd.owned:
-            rnd.local, rnd.owned = rnd.local + array, True  # received frames stay intact
+        elif not rnd.owned:     # received frames stay intact
+            rnd.local, rnd.owned = self.buffers.add(rnd.local, array), True
         else:
             np.add(rnd.local, array, out=rnd.local)
         if msg.flags & Flag.WANT_VALUE:
@@ -383,7 +386,7 @@ class KeyStore:
             rnd.total = total           # one chunk: the WAN's array is the value, no copy
         else:
             if rnd.total is None:
-                rnd.total = np.empty(entry.size, dtype=entry.dtype)
+                rnd.total = self.buffers.take(entry.size, entry.dtype)
             start, stop, _ = rnd.layout[chunk]
             rnd.total[start:stop] = total
         rnd.chunks_done += 1
@@ -452,56 +455,6 @@ class KeyStore:
         for msg, sender_dc in early:
             self._early_bytes[sender_dc] -= sum(len(f) for f in msg.frames)
             self.on_update(msg, sender_dc)
-
-    # ------------------------------------------------------------ replicas
-    def report(self) -> list:
-        """``[[key, rounds applied, digest of its value]]``: what a frozen DC offers."""
-        return [[e.key, e.applied, replica.digest(e.value)] for e in self.keys.values()
-                if e.value is not None]
-
-    def replicas(self, keys) -> tuple:
-        """``(meta, frames)`` of a STATE message with this DC's replica of ``keys``."""
-        entries = [self._known(k) for k in keys]
-        reps = [replica.KeyReplica(e.key, e.applied, e.shape, e.dtype, e.sparse, e.value)
-                for e in entries]
-        states = self.optimizer.key_states(keys) if self.optimizer is not None else None
-        return replica.encode(reps, self._spec if self.optimizer else None, states)
-
-    def adopt(self, replicas: list, spec, states_meta, state_frames) -> None:
-        """Take a peer's replica of some keys (checked by :func:`replica.decode`): their
-        values and rounds, and their optimizer states (the optimizer is built from the
-        peer's spec if this server has none yet)."""
-        # every key's shape and dtype checked before any is taken
-        entries = [self._entry(rep.key, rep.shape, rep.dtype) for rep in replicas]
-        for entry, rep in zip(entries, replicas):
-            entry.value = entry.base = rep.value
-            entry.applied, entry.sparse = rep.round, rep.sparse
-            entry.init_gen = max(entry.init_gen, 1)
-        if spec is None:
-            return
-        try:
-            if self.optimizer is None:
-                self.optimizer, self._spec = OptimizerHost(spec), spec
-            self.optimizer.merge_states(states_meta, state_frames, [r.key for r in replicas])
-        except (OptimizerSpecError, ValueError) as exc:
-            raise replica.ReplicaError(f"cannot take the peer's optimizer: {exc}") from exc
-
-    def replay(self, rounds: dict) -> None:
-        """Every key is at ``rounds[key]`` (its own or a peer's replica): the rounds after it
-        go to the WAN again, under the replay policy, once their pushes are all here; pulls
-        now answerable are answered."""
-        self.hold_wan = False
-        for entry in self.keys.values():
-            entry.applied = rounds.get(entry.key, entry.applied)
-            for rnd_no in sorted(entry.rounds):
-                rnd = entry.rounds[rnd_no]
-                if rnd_no <= entry.applied:
-                    del entry.rounds[rnd_no]
-                    continue
-                rnd.layout, rnd.total, rnd.chunks_done = [], None, 0
-                if rnd.pushed >= self._needed(entry.key, rnd_no):
-                    self._to_wan(entry, rnd_no, rnd)
-            self._answer_pulls(entry)
 
     # ------------------------------------------------------------ optimizer
     def on_resume(self, msg: Message) -> None:

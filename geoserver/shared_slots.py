@@ -29,8 +29,11 @@ import logging
 import mmap
 import os
 import stat
+import threading
 
 import numpy as np
+
+from .wire import Kind
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,81 @@ class WorkerSlots:
         _unmap(self._mapped)
         self._mapped = None
         os.close(self.fd)
+
+
+class WorkerShares:
+    """A worker's segments, one per key its server mapped, and when each slot may be used
+    (thread-safe: the store's operators call from MXNet's threads). O(1) per call besides
+    the copies."""
+
+    def __init__(self, enabled: bool):
+        """``enabled``: the server is on this host and pushes go uncompressed and unkept."""
+        self.enabled = enabled
+        self.slots: dict = {}           # key -> WorkerSlots the server mapped
+        self._lock = threading.Lock()
+
+    def offer(self, key: int, size: int, dtype):
+        """The segment to offer the server in the key's INIT: the one it maps already, a
+        new one, or None (the key goes by frames)."""
+        if not self.enabled or not worth_sharing(size, dtype):
+            return None
+        if key in self.slots:
+            return self.slots[key]
+        try:
+            return WorkerSlots(key, size, dtype)
+        except OSError as exc:
+            log.warning("no shared memory for key %d (%s): keys go by frames", key, exc)
+            self.enabled = False
+            return None
+
+    def settle(self, key: int, offered, accepted: bool) -> None:
+        """The server's answer to ``offered`` (see :meth:`offer`)."""
+        if offered is None or self.slots.get(key) is offered:
+            return
+        if accepted:
+            self.slots[key] = offered
+        else:
+            offered.close()     # the server logged why
+
+    def push(self, key: int, rnd: int, grad) -> bool:
+        """Write round ``rnd``'s ``grad`` into the key's push slot if it has a free one."""
+        slots = self.slots.get(key)
+        with self._lock:
+            return slots is not None and slots.take_push(rnd, grad)
+
+    def reserve_reply(self, key: int):
+        """The key's slots, reserved for one answer, if none is outstanding; else None."""
+        slots = self.slots.get(key)
+        with self._lock:
+            if slots is None or slots.reply_busy:
+                return None
+            slots.reply_busy = True
+            return slots
+
+    @staticmethod
+    def read(reserved, target) -> bool:
+        """Copy an answer in shared memory into ``target``; False if none was reserved."""
+        if reserved is None:
+            return False
+        target[:] = reserved.value
+        reserved.values += 1
+        return True
+
+    def done(self, key: int, reserved, reply) -> None:
+        """A request for ``key`` ended with ``reply`` (None: without one, so the server may
+        still write its reservation, which then stays taken)."""
+        if reply is None:
+            return
+        slots = self.slots.get(key)
+        with self._lock:
+            if reserved is not None:
+                reserved.reply_busy = False
+            if slots is not None and reply.kind == Kind.VALUE:
+                slots.applied(reply.seq)
+
+    def close(self) -> None:
+        for slots in self.slots.values():
+            slots.close()       # a view still in use keeps its mapping until freed
 
 
 class SharedSegments:

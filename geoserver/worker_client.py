@@ -20,7 +20,7 @@ from .compression.feedback import UP, ErrorFeedback
 from .nodes import WORKER, NodeInfo
 from .postoffice import Postoffice
 from .ratelog import RateLimitedLog
-from .shared_slots import WorkerSlots, worth_sharing
+from .shared_slots import WorkerShares
 from .van import Van
 from .wire import Flag, Kind, Message
 from .worker_settings import KVStoreError, WorkerSettings
@@ -45,7 +45,7 @@ class _Pending:
                                 # every worker (a barrier); None: nothing
         self.error = ""         # why it failed without a reply
         self.msg = None         # what went to the server (sent again if it is replaced)
-        self.slots = None       # the key's WorkerSlots, if asked to answer into them
+        self.slots = None       # the key's WorkerSlots reserved for the answer
 
 
 @dataclass
@@ -102,9 +102,8 @@ class WorkerClient:
         self._moving = None             # request id of the RESUME sent to a replacement
         # keys in shared memory with the DC server when it runs on this host (ipc://);
         # not when pushes are kept for a replacement, or pushes are compressed
-        self._share = self.po.address_of(self.server).startswith("ipc://") and \
-            not self._keep_pushes and self._push_codec is None
-        self._slots: dict = {}          # key -> WorkerSlots the server mapped
+        self.shares = WorkerShares(self.po.address_of(self.server).startswith("ipc://") and
+                                   not self._keep_pushes and self._push_codec is None)
         self._thread = threading.Thread(target=self._io_loop, name="netstorm-io", daemon=True)
         self._thread.start()
         # a worker restarted into its rank: the rounds of each key its lost process had
@@ -283,8 +282,10 @@ class WorkerClient:
             return (msg.key, msg.seq) if msg.seq else None
         return (None, 0) if msg.kind == Kind.BARRIER else None
 
-    def _submit(self, msg: Message, what: str, to_scheduler: bool = False, token=None):
+    def _submit(self, msg: Message, what: str, to_scheduler: bool = False, token=None,
+                reserved=None):
         pending = _Pending(what, self._needs(msg))
+        pending.slots = reserved
         with self._lock:
             if self._aborted:
                 raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
@@ -370,34 +371,15 @@ class WorkerClient:
         meta = {"shape": list(info.shape), "dtype": info.dtype.str}
         if sparse:
             meta["stype"] = "row_sparse"
-        slots = None if sparse else self._offer_slots(info)
-        if slots is not None:
-            meta["shm_fd"] = slots.fd
+        offered = None if sparse else self.shares.offer(key, value.size, info.dtype)
+        if offered is not None:
+            meta["shm_fd"] = offered.fd
         msg = Message(Kind.INIT, key=key, seq=info.inits,
                       flags=Flag.HAS_VALUE if carry else Flag.NONE, meta=meta,
                       dtype=info.dtype, frames=self._frames(info, value) if carry else [])
         reply = self._wait(self._submit(msg, f"init of key {key} from "
                                              f"{self.server.describe()}"), Kind.INIT_DONE)
-        if slots is not None and reply.meta.get("shared") and key not in self._slots:
-            self._slots[key] = slots
-        elif slots is not None and key not in self._slots:
-            slots.close()       # the server declined (it logged why): frames
-
-    def _offer_slots(self, info: KeyInfo):
-        """The key's shared-memory segment to offer the server (see :mod:`shared_slots`):
-        the one it already maps, a new one, or None (frames)."""
-        if not self._share or not worth_sharing(int(np.prod(info.shape)), info.dtype):
-            return None
-        slots = self._slots.get(info.key)
-        if slots is not None:
-            return slots
-        try:
-            return WorkerSlots(info.key, int(np.prod(info.shape)), info.dtype)
-        except OSError as exc:
-            log.warning("worker rank %d: no shared memory for key %d (%s); it goes by "
-                        "frames", self.me.rank, info.key, exc)
-            self._share = False
-            return None
+        self.shares.settle(key, offered, bool(reply.meta.get("shared")))
 
     def start_push(self, key: int, grad: np.ndarray, want_value: bool, borrowed=False):
         """Send round n+1 of ``key``; returns a handle for :meth:`finish_into` (if want_value).
@@ -412,13 +394,9 @@ class WorkerClient:
         if info.pushes <= info.received:    # the lost process of this rank sent it already
             return self.start_pull(key) if want_value else None
         flags = Flag.WANT_VALUE if want_value else Flag.NONE
-        slots = self._slots.get(key)
-        with self._lock:
-            shared = slots is not None and slots.take_push(info.pushes, grad)
-            reply_shared = want_value and slots is not None and not slots.reply_busy
-            if reply_shared:
-                slots.reply_busy = True
-        if shared:
+        reserved = self.shares.reserve_reply(key) if want_value else None
+        flags |= Flag.REPLY_SHARED if reserved is not None else Flag.NONE
+        if self.shares.push(key, info.pushes, grad):
             frames, flags = [], flags | Flag.SHARED
         else:
             frame, = self._frames(info, grad)
@@ -429,12 +407,11 @@ class WorkerClient:
                                                          frame.size, UP)
                 flags |= Flag.ENCODED if encoded else Flag.NONE
             frames = [frame]
-        msg = Message(Kind.PUSH, key=key, seq=info.pushes, dtype=frames[0].dtype if frames
-                      else info.dtype, frames=frames,
-                      flags=flags | (Flag.REPLY_SHARED if reply_shared else Flag.NONE))
+        msg = Message(Kind.PUSH, key=key, seq=info.pushes, flags=flags, frames=frames,
+                      dtype=frames[0].dtype if frames else info.dtype)
         what = f"value of key {key} after round {info.pushes} from {self.server.describe()}"
         if want_value:
-            return self._answered_into(self._submit(msg, what), slots if reply_shared else None)
+            return self._submit(msg, what, reserved=reserved)
         with self._lock:
             self._refuse_if_left(self._needs(msg), f"round {msg.seq} of key {key}")
             self._keep(msg)
@@ -446,47 +423,24 @@ class WorkerClient:
         info = self.keys.get(key)
         if info is None:
             raise KVStoreError(f"key {key} has not been initialized (call init first)")
-        slots = self._slots.get(key)
-        with self._lock:
-            reply_shared = slots is not None and not slots.reply_busy
-            if reply_shared:
-                slots.reply_busy = True
+        reserved = self.shares.reserve_reply(key)
         msg = Message(Kind.PULL, key=key, seq=info.pushes,
-                      flags=Flag.REPLY_SHARED if reply_shared else Flag.NONE)
-        return self._answered_into(self._submit(msg, f"value of key {key} after round "
-                                                     f"{info.pushes} from "
-                                                     f"{self.server.describe()}"),
-                                   slots if reply_shared else None)
-
-    def _answered_into(self, pending: _Pending, slots):
-        """``pending`` asked for its answer in ``slots`` (None: as a frame)."""
-        pending.slots = slots
-        return pending
+                      flags=Flag.REPLY_SHARED if reserved is not None else Flag.NONE)
+        return self._submit(msg, f"value of key {key} after round {info.pushes} from "
+                                 f"{self.server.describe()}", reserved=reserved)
 
     def finish_into(self, key: int, handle, target: np.ndarray) -> None:
         """Wait for the VALUE answering a push (want_value) or a pull and write it into the
         flat array ``target``."""
         try:
             reply = self._wait(handle, Kind.VALUE)
-        except KVStoreError:
-            if handle.slots is not None and handle.reply is not None:
-                handle.slots.reply_busy = False     # answered (an ERROR): nothing written
-            raise
-        slots = handle.slots
-        if reply.flags & Flag.SHARED:
-            if slots is None:
+            if not reply.flags & Flag.SHARED:
+                target[:] = self._value(self.keys[key], reply).reshape(-1)
+            elif not self.shares.read(handle.slots, target):
                 raise KVStoreError(f"worker rank {self.me.rank}: {self.server.describe()} "
                                    f"answered key {key} in shared memory, unasked")
-            target[:] = slots.value
-            slots.values += 1
-        else:
-            target[:] = self._value(self.keys[key], reply).reshape(-1)
-        slots = slots or self._slots.get(key)
-        if slots is not None:
-            with self._lock:
-                slots.applied(reply.seq)
-                if handle.slots is not None:
-                    handle.slots.reply_busy = False
+        finally:
+            self.shares.done(key, handle.slots, handle.reply)
         if self._keep_pushes:           # rounds before it are in every replica
             with self._lock:
                 kept = self._kept.get(key, {})
@@ -555,5 +509,4 @@ class WorkerClient:
                                                            "pushes": pushes}))
         finally:
             self.van.close()
-            for slots in self._slots.values():
-                slots.close()       # a view still in use keeps its mapping until freed
+            self.shares.close()

@@ -41,8 +41,7 @@ for step in range(1, 6):
         kv.pull(key, out=out)
         check(f"two pushes {key} step {step}", out, TOTAL * 3)
 mx.nd.waitall()
-client = kv._client
-slots = client._slots
+slots = kv._client.shares.slots
 print(f"worker {R}: shared keys {sorted(slots)}; key 0: {slots[0].pushes} pushes and "
       f"{slots[0].values} values shared" if 0 in slots else f"worker {R}: shared keys []",
       flush=True)
