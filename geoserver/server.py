@@ -371,8 +371,11 @@ class GeoServer:
                     self.balancer.cluster_slowest = float(msg.meta["step_s"])
                 return True
         if msg.kind == Kind.SHUTDOWN and msg.sender == self.scheduler_id:
-            log.info("%s: shutdown requested; %s; WAN chunks sent %s; compressed pushes %d",
-                     self.dc, self.stats, self.exchange.sent, self.store.compressed_received)
+            log.info("%s: shutdown requested; %s; WAN chunks sent %s; compressed pushes %d; "
+                     "sum arrays reused %d, made %d", self.dc, self.stats, self.exchange.sent,
+                     self.store.compressed_received,
+                     self.store.buffers.reused + self.exchange.buffers.reused,
+                     self.store.buffers.made + self.exchange.buffers.made)
             if self.gate.enabled:
                 log.info("%s: round gate: %d rounds waited for the scheduler, %.3fs in all",
                          self.dc, self.gate.waits, self.gate.waited_s)

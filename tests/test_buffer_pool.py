@@ -71,3 +71,11 @@ def test_an_array_zeromq_still_sends_is_not_handed_out():
         pull.close(0)
     finally:
         ctx.term()
+
+
+def test_no_more_than_max_bytes_are_kept():
+    pool = BufferPool(per_shape=100, max_bytes=3 * 400)
+    held = [pool.take(100, np.float32) for _ in range(5)]      # 400 bytes each
+    assert pool.kept_bytes == 1200
+    del held
+    assert [pool.take(100, np.float32) is not None for _ in range(3)] and pool.reused == 3
