@@ -8,7 +8,7 @@ left in any folder if a process dies. The protocol (flags of :class:`~netstorm.g
 - INIT carries ``meta.shm_fd``, the segment's descriptor in the worker. The server opens
   ``/proc/<pid>/fd/<fd>``, where ``pid`` is the connecting process's, from the kernel's
   credentials of the ``ipc://`` connection (never from the message), checks that it is a
-  regular file of this Unix user of exactly the size the key needs, and maps it.
+  ``memfd`` of this Unix user of exactly the size the key needs, and maps it.
   INIT_DONE's ``meta.shared`` says whether it did; if not, the key goes by frames.
 - PUSH with ``SHARED`` has no frame: its values are in the push slot. The worker writes that
   slot only when no earlier push through it is still unapplied (a VALUE of that round or a
@@ -204,8 +204,11 @@ class SharedSegments:
                 sum(w == worker for w, _ in self._slots) >= MAX_SHARED_KEYS:
             return f"the worker already shares {MAX_SHARED_KEYS} keys"
         need = segment_bytes(size, dtype)
+        path = f"/proc/{int(pid)}/fd/{fd}"
         try:
-            handle = os.open(f"/proc/{int(pid)}/fd/{fd}", os.O_RDWR | os.O_CLOEXEC)
+            if not os.readlink(path).startswith("/memfd:"):
+                return f"descriptor {fd} of process {pid} is not a memfd segment"
+            handle = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         except OSError as exc:
             return f"cannot open descriptor {fd} of process {pid}: {exc.strerror}"
         try:

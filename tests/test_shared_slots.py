@@ -66,10 +66,14 @@ def test_what_the_server_refuses_to_map(slots, tmp_path):
     assert "is not a segment" in server.attach(W1, 7, me, slots.fd, SIZE + 4096, np.float32)
     read, write = os.pipe()
     try:
-        assert "is not a segment" in server.attach(W1, 7, me, read, SIZE, np.float32)
+        assert "is not a memfd" in server.attach(W1, 7, me, read, SIZE, np.float32)
     finally:
         os.close(read)
         os.close(write)
+    plain = tmp_path / "segment"
+    plain.write_bytes(bytes(segment_bytes(SIZE, np.float32)))     # right size, not a memfd
+    with open(plain, "r+b") as f:
+        assert "is not a memfd" in server.attach(W1, 7, me, f.fileno(), SIZE, np.float32)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     assert "cannot open" in server.attach(W1, 7, int(gone.stdout), slots.fd, SIZE,
