@@ -89,13 +89,19 @@ class WorkerSlots:
         self.reply_busy = False     # a request answered into the value slot is outstanding
         self.pushes = self.values = 0   # rounds pushed and values read through the slots
 
-    def take_push(self, rnd: int, grad: np.ndarray) -> bool:
-        """Write round ``rnd``'s ``grad`` into the push slot if it is free. O(size)."""
+    def claim_push(self, rnd: int) -> bool:
+        """Take the push slot for round ``rnd`` if it is free. O(1)."""
         if self.push_round:
             return False
-        self.push[:] = grad.reshape(-1)
         self.push_round = rnd
         self.pushes += 1
+        return True
+
+    def take_push(self, rnd: int, grad: np.ndarray) -> bool:
+        """Write round ``rnd``'s ``grad`` into the push slot if it is free. O(size)."""
+        if not self.claim_push(rnd):
+            return False
+        self.push[:] = grad.reshape(-1)
         return True
 
     def applied(self, rnd: int) -> None:
@@ -148,7 +154,10 @@ class WorkerShares:
         """Write round ``rnd``'s ``grad`` into the key's push slot if it has a free one."""
         slots = self.slots.get(key)
         with self._lock:
-            return slots is not None and slots.take_push(rnd, grad)
+            claimed = slots is not None and slots.claim_push(rnd)
+        if claimed:     # copied outside the lock (other keys' requests go on meanwhile):
+            slots.push[:] = grad.reshape(-1)    # the slot stays this push's until a value
+        return claimed                          # of its round, which needs it sent first
 
     def reserve_reply(self, key: int):
         """The key's slots, reserved for one answer, if none is outstanding; else None."""

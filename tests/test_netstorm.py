@@ -243,3 +243,31 @@ def test_server_side_profiling_is_refused_clearly_and_worker_profiling_works(tmp
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "profile.json").stat().st_size > 0
+
+
+def test_pushpull_checks_each_new_array_and_skips_only_the_arrays_checked_last(store):
+    """A Trainer passes the same arrays every step: their checks run once; another array
+    (a wrong shape, a row_sparse output) is checked, and refused, every time."""
+    from netstorm.geoserver.worker_client import KeyInfo
+    kv, _, _ = store
+    kv._client.keys = {0: KeyInfo(0, (3,), np.dtype(np.float32))}
+    ran = []
+    kv._ops = lambda *args, **params: ran.append(args[2])
+    grad, other = mx.nd.ones(3), mx.nd.ones(3)
+    checks = []
+    real = kv._pushpull_checks
+    kv._pushpull_checks = lambda *a: checks.append(a[0]) or real(*a)
+    for _ in range(3):
+        kv.pushpull(0, grad, out=grad)
+    kv.pushpull(0, other, out=grad)
+    assert len(checks) == 2 and ran == [grad, grad, grad, other]
+    with pytest.raises(ValueError, match=r"key 0 is \(3,\) float32; got an array of \(4,\)"):
+        kv.pushpull(0, mx.nd.ones(4), out=grad)
+    sparse_out = mx.nd.zeros(3).tostype("row_sparse")
+    for _ in range(2):
+        with pytest.raises(mx.base.MXNetError, match="row_sparse output takes only"):
+            kv.pushpull(0, grad, out=sparse_out)
+    rows = mx.nd.ones(3).tostype("row_sparse")      # a row_sparse gradient goes dense
+    kv.pushpull(0, rows, out=grad)
+    kv.pushpull(0, rows, out=grad)
+    assert all(a.stype == "default" for a in ran[4:]) and len(ran) == 6
