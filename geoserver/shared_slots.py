@@ -142,13 +142,16 @@ class WorkerShares:
             return None
 
     def settle(self, key: int, offered, accepted: bool) -> None:
-        """The server's answer to ``offered`` (see :meth:`offer`)."""
-        if offered is None or self.slots.get(key) is offered:
+        """The server's answer to ``offered`` (see :meth:`offer`): a segment it declined is
+        not used again, even one it had mapped before (a key initialized again)."""
+        if offered is None:
             return
         if accepted:
             self.slots[key] = offered
-        else:
-            offered.close()     # the server logged why
+            return
+        if self.slots.get(key) is offered:
+            del self.slots[key]
+        offered.close()     # the server logged why
 
     def push(self, key: int, rnd: int, grad) -> bool:
         """Write round ``rnd``'s ``grad`` into the key's push slot if it has a free one."""

@@ -9,8 +9,9 @@ import pytest
 from conftest import launch, worker_cmd
 from fakes import init_message, push_message
 from netstorm.geoserver.local_store import KeyStore, RequestError
-from netstorm.geoserver.shared_slots import (MIN_SHARED_BYTES, SharedSegments, WorkerSlots,
-                                             segment_bytes, slot_bytes, worth_sharing)
+from netstorm.geoserver.shared_slots import (MIN_SHARED_BYTES, SharedSegments, WorkerShares,
+                                             WorkerSlots, segment_bytes, slot_bytes,
+                                             worth_sharing)
 from netstorm.geoserver.tree import PolicyBook
 from netstorm.geoserver.wire import Flag, Kind, Message
 from netstorm.scheduler.policy import star_policy
@@ -144,3 +145,31 @@ def test_a_cluster_on_one_host_moves_large_keys_through_shared_memory(no_leftove
             in run.output, run.output[-5000:]
         assert f"worker {rank} all checks passed" in run.output
     assert "FAILED" not in run.output and "goes by frames" not in run.output
+
+
+def test_a_worker_uses_a_segment_only_while_the_server_maps_it():
+    shares = WorkerShares(enabled=True)
+    assert shares.offer(1, 10, np.float32) is None              # too small: frames
+    offered = shares.offer(0, SIZE, np.float32)
+    shares.settle(0, offered, accepted=True)
+    assert shares.offer(0, SIZE, np.float32) is offered         # initialized again
+    assert shares.push(0, 1, np.ones(SIZE, np.float32)) and shares.slots[0].pushes == 1
+    shares.settle(0, offered, accepted=False)                   # declined this time
+    assert 0 not in shares.slots and offered.push is None
+    assert not shares.push(0, 2, np.ones(SIZE, np.float32))
+    assert shares.reserve_reply(0) is None
+    assert WorkerShares(enabled=False).offer(0, SIZE, np.float32) is None
+
+
+def test_one_answer_per_key_in_the_value_slot_at_a_time(slots):
+    shares = WorkerShares(enabled=True)
+    shares.settle(7, slots, accepted=True)
+    first = shares.reserve_reply(7)
+    assert first is slots and shares.reserve_reply(7) is None
+    shares.done(7, first, None)                 # no reply (a timeout): still reserved
+    assert shares.reserve_reply(7) is None
+    shares.done(7, first, Message(Kind.ERROR, key=7))
+    assert shares.reserve_reply(7) is slots
+    slots.take_push(3, np.ones(SIZE, np.float32))
+    shares.done(7, slots, Message(Kind.VALUE, key=7, seq=3))    # round 3 applied
+    assert slots.push_round == 0 and not slots.reply_busy
