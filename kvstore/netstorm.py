@@ -102,7 +102,8 @@ class NetStorm(KVStore):
         self._tokens: dict = {}
         self._ops = engine_ops.KeyOperators(self._token)
         self._pushed: dict = {}         # key id -> the push operator's (unread) output
-        self._checked: dict = {}        # (method, key) -> (key id, the arrays last checked)
+        self._checked: dict = {}        # (method, key) -> (what its checks returned, the
+                                        # arrays they passed last)
         self._sparse: set = set()       # keys initialized row_sparse
         self._updater = None
         self._spec = None               # the servers' optimizer, as sent
