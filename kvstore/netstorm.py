@@ -11,7 +11,6 @@ refuses to reset a distributed store).
 from __future__ import annotations
 
 import atexit
-import operator
 import os
 import signal
 import sys
@@ -30,6 +29,7 @@ from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, 
 from netstorm.geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops
+from .arguments import ArgumentChecks, as_list, check_arrays, dense, group, sparse_outs
 from .local_steps import LocalSteps
 
 MAX_KEY = 2 ** 32 - 1
@@ -37,45 +37,6 @@ MAX_KEY = 2 ** 32 - 1
 
 class UninitializedKey(KVStoreError, mx.base.MXNetError):
     """A key used before ``init``: an ``MXNetError``, like MXNet's own stores raise."""
-
-
-def _as_list(x):
-    return list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-def _group(keys, values, name: str):
-    """Normalise (key, value) arguments to [(key, [NDArray, ...]), ...] like MXNet does."""
-    if isinstance(keys, (list, tuple)):
-        if not isinstance(values, (list, tuple)) or len(values) != len(keys):
-            raise ValueError(f"{name}: {len(keys)} keys need a list of {len(keys)} values")
-        return [(k, _as_list(v)) for k, v in zip(keys, values)]
-    return [(keys, _as_list(values))]
-
-
-STYPES = ("default", "row_sparse")
-
-
-def _check_arrays(arrays, what: str) -> None:
-    for a in arrays:
-        if not isinstance(a, mx.nd.NDArray):
-            raise TypeError(f"{what}: expected mxnet NDArray, got {type(a).__name__}")
-        if a.stype not in STYPES:
-            raise ValueError(f"{what}: netstorm supports dense and row_sparse arrays, got "
-                             f"{a.stype}")
-
-
-def _dense(array):
-    """``array`` as a dense NDArray (a row_sparse one travels dense: see docs/kvstore.md)."""
-    return array if array.stype == "default" else array.tostype("default")
-
-
-def _sparse_outs(outs, ignore_sparse: bool, what: str) -> list:
-    """The dense ones of ``outs``; a row_sparse one is skipped when ``ignore_sparse`` (as
-    MXNet's dist_sync does), else refused with MXNet's own error type."""
-    if not ignore_sparse and any(o.stype != "default" for o in outs):
-        raise mx.base.MXNetError(f"{what}: a row_sparse output takes only the rows asked "
-                                 f"for: use row_sparse_pull")
-    return [o for o in outs if o.stype == "default"]
 
 
 @KVStoreBase.register
@@ -102,8 +63,7 @@ class NetStorm(KVStore):
         self._tokens: dict = {}
         self._ops = engine_ops.KeyOperators(self._token)
         self._pushed: dict = {}         # key id -> the push operator's (unread) output
-        self._checked: dict = {}        # (method, key) -> (what its checks returned, the
-                                        # arrays they passed last)
+        self._checked = ArgumentChecks()
         self._sparse: set = set()       # keys initialized row_sparse
         self._updater = None
         self._spec = None               # the servers' optimizer, as sent
@@ -200,20 +160,6 @@ class NetStorm(KVStore):
                                  f"of {tuple(a.shape)} {np.dtype(a.dtype)}")
         return kid
 
-    def _checked_once(self, method: str, key, arrays, check):
-        """``check()``, the call's argument checks (what it returns is returned), unless
-        these very arrays passed them for this key and method last time: a Trainer passes
-        the same arrays every step, and each of MXNet's property reads is a C call."""
-        if not isinstance(key, (int, str)):
-            return check()
-        seen = self._checked.get((method, key))
-        if seen is not None and len(seen[1]) == len(arrays) and \
-                all(map(operator.is_, seen[1], arrays)):
-            return seen[0]
-        kid = check()
-        self._checked[(method, key)] = (kid, tuple(arrays))
-        return kid
-
     def _token_of(self, key_id: int):
         token = self._tokens.get(key_id)
         if token is None:
@@ -222,10 +168,10 @@ class NetStorm(KVStore):
 
     # ------------------------------------------------------------ data path
     def init(self, key, value):
-        for k, vals in _group(key, value, "init"):
-            _check_arrays(vals, f"init of key {k!r}")
+        for k, vals in group(key, value, "init"):
+            check_arrays(vals, f"init of key {k!r}")
             kid = self._key_id(k, create=True)
-            self._client.init(kid, _dense(vals[0]).asnumpy(),
+            self._client.init(kid, dense(vals[0]).asnumpy(),
                               sparse=vals[0].stype == "row_sparse")
             if vals[0].stype == "row_sparse":
                 self._sparse.add(kid)
@@ -245,12 +191,12 @@ class NetStorm(KVStore):
         self.pull(key, out=out, priority=priority)
 
     def _summed(self, vals):
-        vals = [_dense(v) for v in vals]
+        vals = [dense(v) for v in vals]
         return vals[0] if len(vals) == 1 else mx.nd.add_n(*vals)
 
     def push(self, key, value, priority=0):
-        for k, vals in _group(key, value, "push"):
-            _check_arrays(vals, f"push of key {k!r}")
+        for k, vals in group(key, value, "push"):
+            check_arrays(vals, f"push of key {k!r}")
             kid = self._declared(k, vals)
             if self._local is not None:
                 self._local.step(kid, self._summed(vals))
@@ -265,10 +211,10 @@ class NetStorm(KVStore):
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         if out is None:
             raise ValueError("pull needs out=")
-        for k, outs in _group(key, out, "pull"):
-            _check_arrays(outs, f"pull of key {k!r}")
+        for k, outs in group(key, out, "pull"):
+            check_arrays(outs, f"pull of key {k!r}")
             kid = self._declared(k, outs, any_dtype=True)
-            outs = _sparse_outs(outs, ignore_sparse, f"pull of key {k!r}")
+            outs = sparse_outs(outs, ignore_sparse, f"pull of key {k!r}")
             if not outs:
                 continue
             if self._local is not None:
@@ -284,26 +230,26 @@ class NetStorm(KVStore):
                     value.copyto(o)
 
     def pushpull(self, key, value, out=None, priority=0):
-        groups = _group(key, value, "pushpull")
+        groups = group(key, value, "pushpull")
         outs = [vals for _, vals in groups] if out is None else \
-            [o for _, o in _group(key, out, "pushpull out")]
+            [o for _, o in group(key, out, "pushpull out")]
         for (k, vals), targets in zip(groups, outs):
-            kid, dense = self._checked_once("pushpull", k, vals + targets,
-                                            lambda: self._pushpull_checks(k, vals, targets))
+            kid, all_dense = self._checked.once("pushpull", k, vals + targets,
+                                                lambda: self._pushpull_checks(k, vals, targets))
             if self._local is not None:
                 self._local.step(kid, self._summed(vals), targets)
                 continue
             # the operator writes the first target directly (it may alias the gradient)
-            self._ops("netstorm_pushpull", kid, vals[0] if dense and len(vals) == 1 else
+            self._ops("netstorm_pushpull", kid, vals[0] if all_dense and len(vals) == 1 else
                       self._summed(vals), self._token_of(kid), targets[0], want_value="1")
             for o in targets[1:]:
                 targets[0].copyto(o)
 
     def _pushpull_checks(self, key, vals, targets) -> tuple:
         """(key id, whether every value is dense)"""
-        _check_arrays(vals + targets, f"pushpull of key {key!r}")
+        check_arrays(vals + targets, f"pushpull of key {key!r}")
         kid = self._declared(key, vals + targets)
-        _sparse_outs(targets, False, f"pushpull of key {key!r}")
+        sparse_outs(targets, False, f"pushpull of key {key!r}")
         return kid, all(v.stype == "default" for v in vals)
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
@@ -314,16 +260,16 @@ class NetStorm(KVStore):
             raise ValueError("row_sparse_pull needs out= and row_ids=")
         single_key = not isinstance(key, (list, tuple))
         ids = [row_ids] if single_key else row_ids
-        groups = _group(key, out, "row_sparse_pull")
+        groups = group(key, out, "row_sparse_pull")
         if not isinstance(ids, (list, tuple)) or len(ids) != len(groups):
             raise ValueError(f"row_sparse_pull: {len(groups)} key(s) need as many row_ids")
         for (k, outs), rows in zip(groups, ids):
-            rows = _as_list(rows)
+            rows = as_list(rows)
             rows = rows * len(outs) if len(rows) == 1 else rows
             if len(rows) != len(outs):
                 raise ValueError(f"row_sparse_pull of key {k!r}: {len(outs)} outputs, "
                                  f"{len(rows)} row_ids")
-            _check_arrays(outs + rows, f"row_sparse_pull of key {k!r}")
+            check_arrays(outs + rows, f"row_sparse_pull of key {k!r}")
             if any(o.stype != "row_sparse" for o in outs):
                 raise ValueError(f"row_sparse_pull of key {k!r}: out must be row_sparse")
             self._declared(k, outs, any_dtype=True)
