@@ -1,6 +1,7 @@
 """``NetStorm``: the MXNet KVStore API mapped onto netstorm's worker client.
 
-Thin by design: argument normalisation here, protocol in :mod:`netstorm.geoserver.worker_client`,
+Thin by design: the API's semantics here, argument normalisation in
+:mod:`netstorm.kvstore.arguments`, protocol in :mod:`netstorm.geoserver.worker_client`,
 asynchrony in :mod:`netstorm.kvstore.engine_ops`.
 
 ``type`` is ``'dist_sync_netstorm'``: it contains ``'dist'`` and ``'_sync'`` on purpose, so
