@@ -197,12 +197,12 @@ class NetStorm(KVStore):
 
     def push(self, key, value, priority=0):
         for k, vals in group(key, value, "push"):
-            check_arrays(vals, f"push of key {k!r}")
-            kid = self._declared(k, vals)
+            kid, all_dense = self._checked.once("push", k, vals,
+                                                lambda: self._push_checks(k, vals))
             if self._local is not None:
                 self._local.step(kid, self._summed(vals))
                 continue
-            summed = self._summed(vals)
+            summed = vals[0] if all_dense and len(vals) == 1 else self._summed(vals)
             dummy = self._pushed.get(kid)
             if dummy is None or dummy.context != summed.context:
                 dummy = self._pushed[kid] = mx.nd.zeros((1,), ctx=summed.context)
@@ -212,19 +212,18 @@ class NetStorm(KVStore):
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         if out is None:
             raise ValueError("pull needs out=")
-        for k, outs in group(key, out, "pull"):
-            check_arrays(outs, f"pull of key {k!r}")
-            kid = self._declared(k, outs, any_dtype=True)
-            outs = sparse_outs(outs, ignore_sparse, f"pull of key {k!r}")
+        method = "pull" if ignore_sparse else "pull, row_sparse outputs refused"
+        for k, given in group(key, out, "pull"):
+            kid, outs, direct = self._checked.once(
+                method, k, given, lambda: self._pull_checks(k, given, ignore_sparse))
             if not outs:
                 continue
             if self._local is not None:
                 self._local.pull(kid, outs)
                 continue
-            dtype = self._client.keys[kid].dtype
             # the operator writes the first output directly when it has the key's dtype
-            value = outs[0] if np.dtype(outs[0].dtype) == dtype else \
-                mx.nd.empty(outs[0].shape, dtype=dtype, ctx=outs[0].context)
+            value = outs[0] if direct else mx.nd.empty(
+                outs[0].shape, dtype=self._client.keys[kid].dtype, ctx=outs[0].context)
             self._ops("netstorm_pull", kid, value, self._token_of(kid), value)
             for o in outs:
                 if o is not value:
@@ -245,6 +244,18 @@ class NetStorm(KVStore):
                       self._summed(vals), self._token_of(kid), targets[0], want_value="1")
             for o in targets[1:]:
                 targets[0].copyto(o)
+
+    def _push_checks(self, key, vals) -> tuple:
+        """(key id, whether every value is dense)"""
+        check_arrays(vals, f"push of key {key!r}")
+        return self._declared(key, vals), all(v.stype == "default" for v in vals)
+
+    def _pull_checks(self, key, outs, ignore_sparse: bool) -> tuple:
+        """(key id, the outputs written, whether the first has the key's dtype)"""
+        check_arrays(outs, f"pull of key {key!r}")
+        kid = self._declared(key, outs, any_dtype=True)
+        outs = sparse_outs(outs, ignore_sparse, f"pull of key {key!r}")
+        return kid, outs, bool(outs) and np.dtype(outs[0].dtype) == self._client.keys[kid].dtype
 
     def _pushpull_checks(self, key, vals, targets) -> tuple:
         """(key id, whether every value is dense)"""

@@ -271,3 +271,28 @@ def test_pushpull_checks_each_new_array_and_skips_only_the_arrays_checked_last(s
     kv.pushpull(0, rows, out=grad)
     kv.pushpull(0, rows, out=grad)
     assert all(a.stype == "default" for a in ran[4:]) and len(ran) == 6
+
+
+def test_push_and_pull_check_new_arrays_and_keep_each_way_of_calling_apart(store):
+    """The same checks as pushpull's skip only arrays that passed them for the same call:
+    a pull that refuses row_sparse outputs is checked apart from one that skips them."""
+    from netstorm.geoserver.worker_client import KeyInfo
+    kv, _, _ = store
+    kv._client.keys = {0: KeyInfo(0, (3,), np.dtype(np.float32))}
+    ran = []
+    kv._ops = lambda *args, **params: ran.append((args[0], args[2]))
+    grad, weight = mx.nd.ones(3), mx.nd.zeros(3)
+    for _ in range(2):
+        kv.push(0, grad)
+        kv.pull(0, out=weight)
+    assert ran == [("netstorm_pushpull", grad), ("netstorm_pull", weight)] * 2
+    with pytest.raises(ValueError, match=r"key 0 is \(3,\) float32; got an array of \(2,\)"):
+        kv.push(0, mx.nd.ones(2))
+    sparse_out = mx.nd.zeros(3).tostype("row_sparse")
+    kv.pull(0, out=sparse_out)                      # skipped, as dist_sync does
+    assert len(ran) == 4
+    with pytest.raises(mx.base.MXNetError, match="row_sparse output takes only"):
+        kv.pull(0, out=sparse_out, ignore_sparse=False)
+    halves = mx.nd.zeros(3, dtype="float16")        # another dtype: a float32 value first
+    kv.pull(0, out=halves)
+    assert ran[-1][1] is not halves and ran[-1][1].dtype == np.float32
