@@ -18,6 +18,7 @@ import numpy as np
 from .cli import write_reason
 from .compression.feedback import UP, ErrorFeedback
 from .nodes import WORKER, NodeInfo
+from .pending import Pending
 from .postoffice import Postoffice
 from .ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
@@ -32,20 +33,6 @@ KEPT_STEP_COUNTS = 64   # esync: step counts kept per worker (keys a few rounds 
 
 
 KEPT_PUSH_ROUNDS = 8    # with server_restarts: a key's pushes kept at most, newest first
-
-
-class _Pending:
-    __slots__ = ("event", "reply", "what", "needs", "error", "msg", "slots")
-
-    def __init__(self, what: str, needs=None):
-        self.event = threading.Event()
-        self.reply: Message | None = None
-        self.what = what
-        self.needs = needs      # (key, round) it needs every worker's push of; (None, 0):
-                                # every worker (a barrier); None: nothing
-        self.error = ""         # why it failed without a reply
-        self.msg = None         # what went to the server (sent again if it is replaced)
-        self.slots = None       # the key's WorkerSlots reserved for the answer
 
 
 @dataclass
@@ -132,6 +119,7 @@ class WorkerClient:
             if now >= next_beat:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT))
                 next_beat = now + self.heartbeat_s
+                self._expire(now)
                 if now - scheduler_seen > dead_after_s and not self._aborted:
                     self._fail_all(f"the scheduler at {scheduler.address} sent nothing for "
                                    f"{now - scheduler_seen:.1f}s (dead_after_s="
@@ -176,8 +164,7 @@ class WorkerClient:
                             self.me.rank, msg.kind.name, token,
                             self.po.table.describe(msg.sender))
             return
-        pending.reply = msg
-        pending.event.set()
+        pending.end(reply=msg)
 
     def _server_moved(self, node: NodeInfo) -> None:
         """This DC's server was replaced (docs/recovery.md): reach the new process and ask
@@ -229,7 +216,7 @@ class WorkerClient:
             pending, self._pending = list(self._pending.values()), {}
             self._steps_known.notify_all()
         for p in pending:
-            p.event.set()
+            p.end()
 
     def note_error(self, exc: BaseException) -> None:
         """Keep the latest error raised on the caller's behalf (see :attr:`last_error`)."""
@@ -249,7 +236,7 @@ class WorkerClient:
                     doomed.append(pending)
             self.caused_by_other |= bool(doomed)
         for pending in doomed:
-            pending.event.set()
+            pending.end()
 
     def _left_error(self, needs, what: str) -> str:
         """Why a request for ``what`` needing ``needs`` can never be answered: the first
@@ -277,14 +264,14 @@ class WorkerClient:
     @staticmethod
     def _needs(msg: Message):
         """What ``msg`` needs every worker for: pushes and pulls their key's round, barriers
-        every worker (see :class:`_Pending`)."""
+        every worker (see :class:`Pending`)."""
         if msg.kind in (Kind.PUSH, Kind.PULL):
             return (msg.key, msg.seq) if msg.seq else None
         return (None, 0) if msg.kind == Kind.BARRIER else None
 
     def _submit(self, msg: Message, what: str, to_scheduler: bool = False, token=None,
                 reserved=None):
-        pending = _Pending(what, self._needs(msg))
+        pending = Pending(what, self._needs(msg))
         pending.slots = reserved
         with self._lock:
             if self._aborted:
@@ -309,10 +296,31 @@ class WorkerClient:
             kept[msg.seq] = msg
             kept.pop(msg.seq - KEPT_PUSH_ROUNDS, None)
 
-    def _wait(self, pending: _Pending, expect: Kind) -> Message:
-        if not pending.event.wait(self.timeout_s):
-            raise KVStoreError(f"worker rank {self.me.rank}: waited {self.timeout_s:g}s for "
-                               f"{pending.what}; no answer (timeout_s in the cluster file)")
+    def _unanswered(self, pending: Pending) -> str:
+        return (f"worker rank {self.me.rank}: waited {self.timeout_s:g}s for "
+                f"{pending.what}; no answer (timeout_s in the cluster file)")
+
+    def _expire(self, now: float) -> None:
+        """Fail the requests a function waits for (:meth:`when_answered`) that are overdue,
+        as :meth:`_wait` fails a thread's (I/O thread, once a beat; O(requests))."""
+        with self._lock:
+            overdue = [(token, p) for token, p in self._pending.items() if p.overdue(now)]
+            for token, _ in overdue:
+                del self._pending[token]
+        for _, pending in overdue:
+            pending.end(error=self._unanswered(pending))
+
+    def when_answered(self, handle: Pending, function) -> None:
+        """Call ``function()`` once the request ``handle`` (from :meth:`start_push` with
+        ``want_value`` or :meth:`start_pull`) is answered or has failed, in the thread that
+        learns it (at once, if it already is); :meth:`finish_into` then takes the value
+        without waiting. Unanswered after ``timeout_s``, it fails as a waiting thread's
+        would. Holds no thread meanwhile."""
+        handle.then(function, time.monotonic() + self.timeout_s)
+
+    def _wait(self, pending: Pending, expect: Kind) -> Message:
+        if not pending.wait(self.timeout_s):
+            raise KVStoreError(self._unanswered(pending))
         reply = pending.reply
         if reply is None:
             raise KVStoreError(pending.error or f"worker rank {self.me.rank}: "

@@ -2,7 +2,7 @@
 
 Thin by design: the API's semantics here, argument normalisation in
 :mod:`netstorm.kvstore.arguments`, protocol in :mod:`netstorm.geoserver.worker_client`,
-asynchrony in :mod:`netstorm.kvstore.engine_ops`.
+engine operations in :mod:`netstorm.kvstore.key_ops`.
 
 ``type`` is ``'dist_sync_netstorm'``: it contains ``'dist'`` and ``'_sync'`` on purpose, so
 gluon.Trainer and Module treat netstorm exactly as ``dist_sync`` (Module multiplies the batch
@@ -30,6 +30,7 @@ from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, 
 from netstorm.geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops
+from .key_ops import key_operations
 from .arguments import ArgumentChecks, as_list, check_arrays, dense, group, sparse_outs
 from .local_steps import LocalSteps
 
@@ -62,8 +63,7 @@ class NetStorm(KVStore):
         self._ids: dict = {}            # str key -> id
         self._int_keys: set = set()
         self._tokens: dict = {}
-        self._ops = engine_ops.KeyOperators(self._token)
-        self._pushed: dict = {}         # key id -> the push operator's (unread) output
+        self._ops = key_operations(self._client, self._token)
         self._checked = ArgumentChecks()
         self._sparse: set = set()       # keys initialized row_sparse
         self._updater = None
@@ -184,8 +184,9 @@ class NetStorm(KVStore):
 
     def _push_value(self, kid: int, delta):
         """Push ``delta`` as the key's next round; an NDArray that gets the value after it."""
-        return mx.nd.Custom(delta, self._token_of(kid), op_type="netstorm_pushpull",
-                            store=self._token, key=str(kid), want_value="1")
+        value = mx.nd.empty(delta.shape, dtype=delta.dtype, ctx=delta.context)
+        self._ops.pushpull(kid, delta, value, self._token_of(kid), fresh_out=True)
+        return value
 
     def broadcast(self, key, value, out, priority=0):
         self.init(key, value)
@@ -203,11 +204,7 @@ class NetStorm(KVStore):
                 self._local.step(kid, self._summed(vals))
                 continue
             summed = vals[0] if all_dense and len(vals) == 1 else self._summed(vals)
-            dummy = self._pushed.get(kid)
-            if dummy is None or dummy.context != summed.context:
-                dummy = self._pushed[kid] = mx.nd.zeros((1,), ctx=summed.context)
-            self._ops("netstorm_pushpull", kid, summed, self._token_of(kid), dummy,
-                      want_value="0")
+            self._ops.push(kid, summed, self._token_of(kid), priority)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         if out is None:
@@ -224,7 +221,7 @@ class NetStorm(KVStore):
             # the operator writes the first output directly when it has the key's dtype
             value = outs[0] if direct else mx.nd.empty(
                 outs[0].shape, dtype=self._client.keys[kid].dtype, ctx=outs[0].context)
-            self._ops("netstorm_pull", kid, value, self._token_of(kid), value)
+            self._ops.pull(kid, value, self._token_of(kid), priority)
             for o in outs:
                 if o is not value:
                     value.copyto(o)
@@ -240,8 +237,8 @@ class NetStorm(KVStore):
                 self._local.step(kid, self._summed(vals), targets)
                 continue
             # the operator writes the first target directly (it may alias the gradient)
-            self._ops("netstorm_pushpull", kid, vals[0] if all_dense and len(vals) == 1 else
-                      self._summed(vals), self._token_of(kid), targets[0], want_value="1")
+            data = vals[0] if all_dense and len(vals) == 1 else self._summed(vals)
+            self._ops.pushpull(kid, data, targets[0], self._token_of(kid), priority)
             for o in targets[1:]:
                 targets[0].copyto(o)
 

@@ -245,6 +245,14 @@ def test_server_side_profiling_is_refused_clearly_and_worker_profiling_works(tmp
     assert (tmp_path / "profile.json").stat().st_size > 0
 
 
+class Recorder:
+    """Stands in for the store's key operations: each call goes to ``record(method, ...)``."""
+
+    def __init__(self, record):
+        self.pushpull, self.push, self.pull = (
+            lambda *args, method=m: record(method, *args) for m in ("pushpull", "push", "pull"))
+
+
 def test_pushpull_checks_each_new_array_and_skips_only_the_arrays_checked_last(store):
     """A Trainer passes the same arrays every step: their checks run once; another array
     (a wrong shape, a row_sparse output) is checked, and refused, every time."""
@@ -252,7 +260,7 @@ def test_pushpull_checks_each_new_array_and_skips_only_the_arrays_checked_last(s
     kv, _, _ = store
     kv._client.keys = {0: KeyInfo(0, (3,), np.dtype(np.float32))}
     ran = []
-    kv._ops = lambda *args, **params: ran.append(args[2])
+    kv._ops = Recorder(lambda method, kid, data, *rest: ran.append(data))
     grad, other = mx.nd.ones(3), mx.nd.ones(3)
     checks = []
     real = kv._pushpull_checks
@@ -280,12 +288,12 @@ def test_push_and_pull_check_new_arrays_and_keep_each_way_of_calling_apart(store
     kv, _, _ = store
     kv._client.keys = {0: KeyInfo(0, (3,), np.dtype(np.float32))}
     ran = []
-    kv._ops = lambda *args, **params: ran.append((args[0], args[2]))
+    kv._ops = Recorder(lambda method, kid, array, *rest: ran.append((method, array)))
     grad, weight = mx.nd.ones(3), mx.nd.zeros(3)
     for _ in range(2):
         kv.push(0, grad)
         kv.pull(0, out=weight)
-    assert ran == [("netstorm_pushpull", grad), ("netstorm_pull", weight)] * 2
+    assert ran == [("push", grad), ("pull", weight)] * 2
     with pytest.raises(ValueError, match=r"key 0 is \(3,\) float32; got an array of \(2,\)"):
         kv.push(0, mx.nd.ones(2))
     sparse_out = mx.nd.zeros(3).tostype("row_sparse")

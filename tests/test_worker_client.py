@@ -69,7 +69,7 @@ def test_under_esync_a_worker_that_left_dooms_only_barriers():
 
 
 def test_a_worker_that_left_dooms_only_the_rounds_it_never_pushed():
-    from netstorm.geoserver.worker_client import _Pending
+    from netstorm.geoserver.pending import Pending as _Pending
     client = _bare_client()
     waiting = {"last": _Pending("value of key 5 round 50", (5, 50)),
                "next": _Pending("value of key 5 round 51", (5, 51)),
