@@ -89,3 +89,38 @@ def test_a_worker_that_left_dooms_only_the_rounds_it_never_pushed():
     assert not client._left_error((5, 50), "x") and client._left_error((5, 51), "x") \
         and not client._left_error(None, "x")
     assert client.caused_by_other          # the launcher looks for the worker that left
+
+
+def test_a_function_waiting_for_a_request_runs_when_it_fails_or_is_overdue():
+    """The kvstore's asynchronous operations hold no thread: a function waits for the
+    request instead, and is called when a worker that left dooms it, when the run aborts,
+    or, unanswered after timeout_s, with the same error a waiting thread would raise."""
+    import time
+
+    from netstorm.geoserver.pending import Pending
+    import threading
+    client = _bare_client()
+    client.timeout_s = 30.0
+    client._steps_known = threading.Condition(client._lock)
+    ended = []
+    doomed, late, aborted, answered = (Pending(f"value of key 5 round {r}", (5, r))
+                                       for r in (51, 50, 49, 48))
+    client._pending = {1: doomed, 2: late, 3: aborted, 4: answered}
+    for p in (doomed, late, aborted, answered):
+        client.when_answered(p, lambda p=p: ended.append((p.what, p.reply, p.error)))
+        client.timeout_s = 300.0 if p is late else client.timeout_s   # the later ones wait longer
+    client.timeout_s = 30.0
+    client._worker_left("worker rank 1 (dc1/0, node 4)", {5: 50})
+    assert ended == [("value of key 5 round 51", None, doomed.error)] and "can never" in \
+        doomed.error
+    client._expire(time.monotonic() + 10)            # not overdue yet
+    assert len(ended) == 1
+    client._expire(time.monotonic() + 31)
+    assert ended[1][0] == "value of key 5 round 50" and ended[1][2] == (
+        "worker rank 0: waited 30s for value of key 5 round 50; no answer (timeout_s in the "
+        "cluster file)")
+    assert set(client._pending) == {3, 4}
+    client._pending.pop(4).end(reply="VALUE")
+    client._fail_all("the scheduler aborted the run")
+    assert [e[0] for e in ended[2:]] == ["value of key 5 round 48", "value of key 5 round 49"]
+    assert ended[2][1] == "VALUE" and ended[3][1] is None and client._pending == {}
