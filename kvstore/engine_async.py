@@ -84,7 +84,7 @@ class Completion:
         self._lock = threading.Lock()
         self.error: str | None = None   # why it failed (None: it did not, or not yet)
 
-    def _take(self) -> bool:
+    def _take(self):
         with self._lock:
             fn, self._fn = self._fn, None
         return fn
@@ -122,7 +122,9 @@ def memory_view(array) -> np.ndarray | None:
     blocked layout (an inference pass reorders convolution weights in place). Never waits:
     MXNet's ``MXNDArrayGetData`` would reorder such an array by an engine operation and wait
     for it, which inside an operation holding the array is a deadlock; its DLPack export
-    refuses at once instead. Valid while an operation holds the array. O(1)."""
+    refuses at once instead (keeping, as MXNet 1.9.1 does on that path, a reference to the
+    array: the callers only take it when they fail the operation). Valid while an operation
+    holds the array. O(1)."""
     size = int(np.prod(array.shape))
     dtype = np.dtype(array.dtype)
     if size == 0:
@@ -229,9 +231,11 @@ class AsyncEngine:
         """The engine starts an operation (in the thread that pushed it or made it ready).
         Nothing may escape into the engine: an exception fails the operation."""
         record = self._calls.pop(ticket or 0, None)
-        if record is None:
+        completion = Completion(on_complete, self._runtime)
+        if record is None:          # never expected; completing it keeps the engine going
+            completion.fail(f"{self._name.decode()}: unknown operation {ticket}")
             return
-        completion = record[1] = Completion(on_complete, self._runtime)
+        record[1] = completion
         try:
             record[0](completion)
         except BaseException as exc:        # noqa: BLE001 - becomes the operator's error

@@ -30,8 +30,8 @@ from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, 
 from netstorm.geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops
-from .key_ops import key_operations
 from .arguments import ArgumentChecks, as_list, check_arrays, dense, group, sparse_outs
+from .key_ops import key_operations
 from .local_steps import LocalSteps
 
 MAX_KEY = 2 ** 32 - 1
@@ -218,7 +218,7 @@ class NetStorm(KVStore):
             if self._local is not None:
                 self._local.pull(kid, outs)
                 continue
-            # the operator writes the first output directly when it has the key's dtype
+            # the operation writes the first output when it has the key's dtype
             value = outs[0] if direct else mx.nd.empty(
                 outs[0].shape, dtype=self._client.keys[kid].dtype, ctx=outs[0].context)
             self._ops.pull(kid, value, self._token_of(kid), priority)
@@ -236,7 +236,7 @@ class NetStorm(KVStore):
             if self._local is not None:
                 self._local.step(kid, self._summed(vals), targets)
                 continue
-            # the operator writes the first target directly (it may alias the gradient)
+            # the operation writes the first target (in place when it is the gradient)
             data = vals[0] if all_dense and len(vals) == 1 else self._summed(vals)
             self._ops.pushpull(kid, data, targets[0], self._token_of(kid), priority)
             for o in targets[1:]:
