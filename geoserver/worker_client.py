@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -340,9 +341,9 @@ class WorkerClient:
 
     def _value(self, info: KeyInfo, reply: Message) -> np.ndarray:
         arrays = reply.arrays()
-        if len(arrays) != 1 or arrays[0].size != int(np.prod(info.shape)):
+        if len(arrays) != 1 or arrays[0].size != math.prod(info.shape):
             raise KVStoreError(f"value of key {info.key}: expected one frame of "
-                               f"{int(np.prod(info.shape))} elements, got "
+                               f"{math.prod(info.shape)} elements, got "
                                f"{[a.size for a in arrays]}")
         return arrays[0].reshape(info.shape)
 
@@ -396,7 +397,7 @@ class WorkerClient:
         info = self.keys.get(key)
         if info is None:
             raise KVStoreError(f"key {key} has not been initialized (call init first)")
-        if grad.shape != info.shape and grad.size != int(np.prod(info.shape)):
+        if grad.shape != info.shape and grad.size != math.prod(info.shape):
             raise KVStoreError(f"key {key}: pushed shape {grad.shape}, key is {info.shape}")
         info.pushes += 1
         if info.pushes <= info.received:    # the lost process of this rank sent it already

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import logging
+import math
 import platform
 import sys
 import threading
@@ -125,7 +126,7 @@ def memory_view(array) -> np.ndarray | None:
     refuses at once instead (keeping, as MXNet 1.9.1 does on that path, a reference to the
     array: the callers only take it when they fail the operation). Valid while an operation
     holds the array. O(1)."""
-    size = int(np.prod(array.shape))
+    size = math.prod(array.shape)
     dtype = np.dtype(array.dtype)
     if size == 0:
         return np.empty(0, dtype=dtype)

@@ -17,6 +17,7 @@ given, so the calls stay asynchronous and in order exactly as before.
 from __future__ import annotations
 
 import ctypes
+import math
 import weakref
 
 import mxnet as mx
@@ -44,7 +45,7 @@ def _view(array) -> np.ndarray:
     holds the array for this operator, i.e. inside ``forward``."""
     if array.context.device_type != "cpu":
         return array.asnumpy().reshape(-1)
-    size = int(np.prod(array.shape))
+    size = math.prod(array.shape)
     if size == 0:
         return np.empty(0, dtype=array.dtype)
     ptr = ctypes.c_void_p()
