@@ -147,14 +147,9 @@ class AsyncKeyOps:
         client.when_answered(handle, finish)
 
     def _push(self, start, reads, writes, priority) -> None:
-        try:
-            self._engine.push(_noted(self._client, start), reads, writes, priority)
-        except mx.base.MXNetError as exc:
-            if not reads or "uplicate" not in str(exc):
-                raise
-            # an input and an output share memory (views of one array): the output's
-            # write reservation covers the read
-            self._engine.push(_noted(self._client, start), [], writes, priority)
+        """(The arrays written are the key's own - its staging array, its token - or the
+        pushed array itself, read through the same reservation: never an input's view.)"""
+        self._engine.push(_noted(self._client, start), reads, writes, priority)
 
 
 def _memory(array, kid):
