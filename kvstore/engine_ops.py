@@ -16,13 +16,12 @@ given, so the calls stay asynchronous and in order exactly as before.
 """
 from __future__ import annotations
 
-import ctypes
-import math
 import weakref
 
 import mxnet as mx
 import numpy as np
-from mxnet.base import _LIB, check_call
+
+from .engine_async import memory_view
 
 # Operators are instantiated by MXNet from a name and string parameters, so they find their
 # client through this table, keyed by a token the store puts in the parameters.
@@ -41,18 +40,17 @@ def _client(token: str):
 
 
 def _view(array) -> np.ndarray:
-    """Zero-copy flat numpy view of a CPU NDArray's memory. Only valid while the engine
-    holds the array for this operator, i.e. inside ``forward``."""
+    """Zero-copy flat numpy view of a CPU NDArray's memory (a copy for another context).
+    Only valid while the engine holds the array for this operator, i.e. inside
+    ``forward``. Read as the asynchronous path reads it (``memory_view``, which never
+    waits); MXNet hands custom operators arrays in its default layout."""
     if array.context.device_type != "cpu":
         return array.asnumpy().reshape(-1)
-    size = math.prod(array.shape)
-    if size == 0:
-        return np.empty(0, dtype=array.dtype)
-    ptr = ctypes.c_void_p()
-    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(ptr)))
-    dtype = np.dtype(array.dtype)
-    buf = (ctypes.c_char * (size * dtype.itemsize)).from_address(ptr.value)
-    return np.frombuffer(buf, dtype=dtype)
+    view = memory_view(array)
+    if view is None:
+        raise RuntimeError("netstorm: an array in MKL-DNN's blocked layout reached a custom "
+                           "operator; reading it in place would wait for the operator itself")
+    return view
 
 
 STATIC = [("static_alloc", "true"), ("static_shape", "true")]   # build once, write into out
