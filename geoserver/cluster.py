@@ -26,6 +26,8 @@ Example (``docs/cluster.example.toml`` has the commented version)::
                             # (also the scheduler: every node then stops, naming it)
     stall_s = 2             # a WAN link that moves nothing this long while data waits
                             # is reported stalled (treated as failed; see adapt)
+    fuse_bytes = 65536      # a worker's requests of smaller keys travel together (0: never)
+    fuse_linger_s = 0.001   # how long the first of them waits for others
 
     [wan]
     policy = "fapt"         # fapt: multi-root aggregation trees; star: one global server
@@ -71,8 +73,9 @@ from .emulation import EmulationConfig, parse_emulation
 from .hosts import SshConfig, parse_ssh, reachable, resolve_host
 from .sync import SyncConfig, SyncError
 from .security import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
-from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_HEARTBEAT_S, \
-    DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES
+from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_FUSE_BYTES, \
+    DEFAULT_FUSE_LINGER_S, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, \
+    MAX_FUSE_LINGER_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES
 
 POLICIES = ("star", "fapt")
 TREE_KINDS = ("split", "shared")   # [wan] trees
@@ -127,6 +130,8 @@ class ClusterConfig:
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     dead_after_s: float = DEFAULT_DEAD_AFTER_S
     stall_s: float = DEFAULT_STALL_S
+    fuse_bytes: int = DEFAULT_FUSE_BYTES
+    fuse_linger_s: float = DEFAULT_FUSE_LINGER_S
     policy: str = "star"
     hub: str = ""
     adapt: bool = False
@@ -222,7 +227,8 @@ FIELDS = {     # what each table of a cluster file may hold; anything else is a 
                  "server_restarts"),
     "scheduler": ("host", "advertise", "port", "stats"),
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts"),
-    "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s"),
+    "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s",
+                  "fuse_bytes", "fuse_linger_s"),
     "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s",
             "trees"),
     "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"),
@@ -308,6 +314,15 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
         kwargs["chunk_bytes"] = _need(transport, "chunk_bytes", int, where)
         if kwargs["chunk_bytes"] < MIN_CHUNK_BYTES:
             raise ClusterFileError(f"{where}: chunk_bytes must be >= {MIN_CHUNK_BYTES}")
+    if "fuse_bytes" in transport:
+        kwargs["fuse_bytes"] = _need(transport, "fuse_bytes", int, where)
+        if kwargs["fuse_bytes"] < 0:
+            raise ClusterFileError(f"{where}: fuse_bytes must be >= 0 (0: no fusion)")
+    if "fuse_linger_s" in transport:
+        kwargs["fuse_linger_s"] = _need(transport, "fuse_linger_s", float, where)
+        if not 0 <= kwargs["fuse_linger_s"] <= MAX_FUSE_LINGER_S:
+            raise ClusterFileError(f"{where}: fuse_linger_s must be in [0, "
+                                   f"{MAX_FUSE_LINGER_S:g}]")
     if "stats" in sched:
         kwargs["stats"] = _need(sched, "stats", str, f"{source} [scheduler]")
     for key in ("timeout_s", "heartbeat_s", "dead_after_s", "stall_s"):

@@ -42,7 +42,9 @@ def to_toml(config: ClusterConfig) -> str:
         lines.append("")
     lines += ["[transport]", f"chunk_bytes = {config.chunk_bytes}",
               f"timeout_s = {config.timeout_s}", f"heartbeat_s = {config.heartbeat_s}",
-              f"dead_after_s = {config.dead_after_s}", f"stall_s = {config.stall_s}", "",
+              f"dead_after_s = {config.dead_after_s}", f"stall_s = {config.stall_s}",
+              f"fuse_bytes = {config.fuse_bytes}", f"fuse_linger_s = {config.fuse_linger_s}",
+              "",
               "[wan]", f'policy = "{config.policy}"',
               f"adapt = {str(config.adapt).lower()}",
               f"replan_threshold = {config.replan_threshold}",

@@ -19,12 +19,14 @@ import numpy as np
 from .settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
 from .shared_slots import MAX_FD as MAX_SHM_FD
 from .sync import MAX_COUNT
-from .wire import DTYPE_CODES, MAX_META_BYTES, Flag, Kind, Message, WireError
+from .wire import DTYPE_CODES, DTYPES, MAX_META_BYTES, Flag, Kind, Message, WireError
 
 U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1
 MAX_DIMS = 32                   # numpy's own limit on array dimensions
 SMALL_META_BYTES = 16 << 10     # kinds whose meta is a few fixed fields
 KEY_DTYPES = {dt.str for dt in DTYPE_CODES} | {dt.name for dt in DTYPE_CODES}
+FUSIBLE = frozenset({Kind.PUSH, Kind.PULL, Kind.VALUE})    # what a BATCH may carry
+MAX_BATCH_MESSAGES = 128       # and how many (batch.py): its meta stays small
 
 
 class SchemaError(WireError):
@@ -309,6 +311,14 @@ def _replica(msg: Message) -> None:
         _state(node, f"meta.states.states[{i}][1]", msg.frames[len(keys):])
 
 
+def _batch(msg: Message) -> None:
+    """A BATCH's rows name one to :data:`MAX_BATCH_MESSAGES` messages, its header uint8."""
+    if not msg.meta["items"]:
+        raise SchemaError("BATCH: meta.items is empty")
+    if msg.dtype != np.uint8:
+        raise SchemaError(f"BATCH: header dtype {msg.dtype}, expected uint8")
+
+
 EMPTY = MessageSchema()
 DATA = MessageSchema(frames=(1, 1), dtype="required", flags=Flag.QUEUED)
 
@@ -406,6 +416,14 @@ SCHEMAS = {
                               frames=(0, None), dtype="optional", check=_replica,
                               flags=Flag.QUEUED, max_meta_bytes=MAX_META_BYTES),
     Kind.RECOVERED: EMPTY,
+    # [kind, key, seq, request, flags, dtype code, frames, meta] per message carried; each
+    # is then checked against its own kind's schema (batch.unpack)
+    Kind.BATCH: MessageSchema(Obj({"items": ListOf(Row(
+        Int(choices={int(k) for k in FUSIBLE}), Int(0, U32), Int(0, I64), Int(0, I64),
+        Int(0, U16), Int(choices=set(DTYPES)), Int(0, 1), AnyObj()),
+        max_len=MAX_BATCH_MESSAGES)}, required=("items",)),
+                              frames=(0, MAX_BATCH_MESSAGES), dtype="required",
+                              check=_batch),
 }
 # for wire.decode, which checks a meta frame's size before parsing it
 META_LIMITS = {kind: schema.max_meta_bytes for kind, schema in SCHEMAS.items()}

@@ -21,6 +21,7 @@ import time
 
 from . import wire
 from .aggregation import TreeExchange
+from .batch import MAX_MESSAGES, pack
 from .compression import WanCodec
 from .local_store import KeyStore, RequestError
 from .esync import StepBalancer
@@ -95,7 +96,9 @@ class GeoServer:
         if postoffice.rejoined:     # the replica it copies may bring an optimizer: MXNet's
             threading.Thread(target=importlib.import_module, args=("mxnet",), daemon=True,
                              name="import-mxnet").start()       # import overlaps the copy
-        self.stats = {"messages": 0, "dropped": 0}
+        self.stats = {"messages": 0, "dropped": 0, "fused": 0}
+        self._fuse_bytes = settings.fuse_bytes
+        self._replies: dict = {}        # worker -> small VALUEs to send together
         self._departed: set = set()     # esync: workers (anywhere) that finished
         # round gate (adapt): a worker's push of a round not yet open waits there; asking
         # for the round is an early heartbeat, so a re-planned policy starts at the next round
@@ -129,11 +132,27 @@ class GeoServer:
 
     def _reply_worker(self, worker: int, msg: Message) -> None:
         """A reply to a local worker; under esync a value carries the worker's local steps
-        until the next round."""
+        until the next round. A small VALUE waits for the others the message being handled
+        makes, to go with them in one BATCH (:meth:`_send_replies`)."""
         if self.balancer is not None and msg.kind == Kind.VALUE:
             msg.meta = {"steps": self.balancer.steps(worker, msg.seq)}
             self.balancer.on_reply(worker, msg.seq, time.monotonic())
+        if msg.kind == Kind.VALUE and self._fuse_bytes and \
+                sum(memoryview(f).nbytes for f in msg.frames) < self._fuse_bytes:
+            self._replies.setdefault(worker, []).append(msg)
+            return
+        self._send_replies(worker)          # in the order they were made
         self.po.send(worker, msg)
+
+    def _send_replies(self, worker=None) -> None:
+        """Send the VALUEs that wait for ``worker`` (None: for every worker), several in a
+        BATCH. O(replies)."""
+        for who in list(self._replies) if worker is None else [worker]:
+            replies = self._replies.pop(who, ())
+            for first in range(0, len(replies), MAX_MESSAGES):
+                part = replies[first:first + MAX_MESSAGES]
+                self.po.send(who, part[0] if len(part) == 1 else pack(part))
+                self.stats["fused"] += len(part) if len(part) > 1 else 0
 
     def _update_route(self, origin: str, dc: str) -> list:
         """mixed: where ``dc`` passes ``origin``'s updates on to: the origin sends its own
@@ -362,7 +381,15 @@ class GeoServer:
         self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=self._heartbeat_meta()))
 
     def handle(self, msg: Message) -> bool:
-        """Process one message; False once the server should stop."""
+        """Process one message and send the replies it made; False once the server should
+        stop."""
+        try:
+            return self._handle(msg)
+        finally:
+            self._send_replies()
+
+    def _handle(self, msg: Message) -> bool:
+        """:meth:`handle`, the small replies kept for :meth:`_send_replies`."""
         self.stats["messages"] += 1
         if msg.sender == self.scheduler_id:       # admitted: it is the scheduler's key
             self._scheduler_seen = time.monotonic()
@@ -454,20 +481,30 @@ class GeoServer:
                                      f"{self.settings.dead_after_s:g}); it is presumed dead")
                 self._send_heartbeat()
                 next_beat = now + self.settings.heartbeat_s
+            self._send_replies()            # nothing waits while the server does
             away = time.monotonic() - looked
             readable, writable = self.po.wait(max(0.0, next_beat - now), self.wan.backlogged())
             looked = time.monotonic()
             self.wan.flush(writable, away)
-            for handled in range(DRAIN_MESSAGES if readable else 0):
-                # what already waits is handled without a poll each (links with room get
-                # their next chunk in between)
-                if handled and (not self.po.van.pending() or time.monotonic() >= next_beat):
-                    break
-                if handled:
-                    self.wan.flush(self.wan.backlogged())
-                msg = self.po.recv(0)
-                if msg is None:
-                    break
-                if not self.handle(msg):
+            try:
+                if not self._drain(readable, next_beat):
                     return
+            finally:
+                self._send_replies()        # what this drain made, fused per worker
             self._maybe_report_probe()        # a measurement's timeout also ends it
+
+    def _drain(self, readable: bool, next_beat: float) -> bool:
+        """Handle up to :data:`DRAIN_MESSAGES` that already wait, without a poll each
+        (links with room get their next chunk in between); False once the server should
+        stop."""
+        for handled in range(DRAIN_MESSAGES if readable else 0):
+            if handled and (not self.po.van.pending() or time.monotonic() >= next_beat):
+                break
+            if handled:
+                self.wan.flush(self.wan.backlogged())
+            msg = self.po.recv(0)
+            if msg is None:
+                break
+            if not self._handle(msg):
+                return False
+        return True

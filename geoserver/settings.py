@@ -21,6 +21,11 @@ DEFAULT_CHUNK_BYTES = 1 << 18   # tensors larger than this travel as several WAN
                                 # (256 KiB: a chunk is what each tree hop must receive
                                 # before it forwards, so it sets the pipeline fill)
 MIN_CHUNK_BYTES = 1024
+DEFAULT_FUSE_BYTES = 1 << 16   # a worker's requests of smaller keys (and every pull) wait a
+                                # moment for others and travel with them in one message
+DEFAULT_FUSE_LINGER_S = 0.001   # that moment (0: until the worker's I/O thread, woken by
+                                # the first request, next looks); docs/kvstore.md, Fusion
+MAX_FUSE_LINGER_S = 1.0
 DEFAULT_TIMEOUT_S = 60.0        # how long any node waits for a peer before a clear error
 DEFAULT_HEARTBEAT_S = 0.5       # how often every node tells the scheduler it is alive
                                 # (and the scheduler every node)
@@ -151,6 +156,9 @@ class RuntimeSettings(_Wire):
 
     chunk_bytes: int = _setting(DEFAULT_CHUNK_BYTES, int, minimum=MIN_CHUNK_BYTES)
     timeout_s: float = _setting(DEFAULT_TIMEOUT_S, float, positive=True)
+    fuse_bytes: int = _setting(DEFAULT_FUSE_BYTES, int, minimum=0)   # 0: no fusion
+    fuse_linger_s: float = _setting(DEFAULT_FUSE_LINGER_S, float, minimum=0.0,
+                                    maximum=MAX_FUSE_LINGER_S)
     heartbeat_s: float = _setting(DEFAULT_HEARTBEAT_S, float, positive=True)
     dead_after_s: float = _setting(DEFAULT_DEAD_AFTER_S, float, positive=True)
     stall_s: float = _setting(DEFAULT_STALL_S, float, positive=True)
@@ -171,6 +179,8 @@ class RuntimeSettings(_Wire):
         adds the WAN once it is known). The round gate is on exactly when the scheduler
         re-plans (adapt, multi-root trees, several DCs); idle links are probed with adapt."""
         return cls(chunk_bytes=int(config.chunk_bytes), timeout_s=float(config.timeout_s),
+                   fuse_bytes=int(config.fuse_bytes),
+                   fuse_linger_s=float(config.fuse_linger_s),
                    heartbeat_s=float(config.heartbeat_s),
                    dead_after_s=float(config.dead_after_s), stall_s=float(config.stall_s),
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,

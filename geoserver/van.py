@@ -33,6 +33,7 @@ address is held that long (a :class:`~netstorm.geoserver.delay_line.DelayLine`) 
 """
 from __future__ import annotations
 
+import collections
 import errno
 import logging
 import math
@@ -44,7 +45,7 @@ import time
 
 import zmq
 
-from . import schema, security, wire
+from . import batch, schema, security, wire
 from .delay_line import DelayLine
 from .heap import RELEASE_AFTER_BYTES, HeapReleaser
 from .ratelog import RateLimitedLog
@@ -74,10 +75,12 @@ class Van:
     def __init__(self, name: str, host: str, port: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  credentials: security.Credentials | None = None,
-                 local_dir: str | None = None, advertise: str = "", delays: dict | None = None):
+                 local_dir: str | None = None, advertise: str = "", delays: dict | None = None,
+                 wakeable: bool = False):
         """Bind ``host`` (TCP ``port``, 0: any free one); peers are told to reach this node
         at ``advertise`` ("": ``host``), e.g. its public address behind NAT. ``delays``:
-        emulated one-way delays by source address (see above)."""
+        emulated one-way delays by source address (see above). ``wakeable``: another thread
+        may end a :meth:`recv` early (:meth:`wake`)."""
         self.name = name
         self.node_id = wire.NO_NODE
         self.credentials = credentials
@@ -86,6 +89,8 @@ class Van:
             security.ZapHandler(self._ctx, credentials, name)
         self._peers: dict = {}
         self._send_lock = threading.Lock()
+        self._wake_fd = None
+        self._wake_lock = threading.Lock()      # no wake-up writes into a closed descriptor
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.RCVHWM, 0)
         self._router.setsockopt(zmq.LINGER, 0)
@@ -118,6 +123,13 @@ class Van:
         self.address = f"tcp://{advertise or host}:{port}"
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
+        self._unpacked = collections.deque()    # the rest of a BATCH received (batch.py)
+        if wakeable:
+            self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._in_poller = zmq.Poller()          # recv's: the ROUTER and the wake-up
+        self._in_poller.register(self._router, zmq.POLLIN)
+        if self._wake_fd is not None:
+            self._in_poller.register(self._wake_fd, zmq.POLLIN)
         self._watched: dict = {}        # DEALER socket -> peer, polled for POLLOUT
         self.dropped = 0
         self._bad = RateLimitedLog(log)
@@ -207,9 +219,12 @@ class Van:
         due_in = self._line.wait_s(time.monotonic())
         if due_in is not None:
             timeout_s = min(timeout_s, due_in)
+        if self._unpacked:          # the rest of a BATCH waits: look without waiting
+            timeout_s = 0
         events = dict(self._poller.poll(max(0, int(math.ceil(timeout_s * 1000)))))
         ready = [wanted[s] for s in events if s is not self._router]
-        return self._router in events or self._line.wait_s(time.monotonic()) == 0, ready
+        return self._router in events or bool(self._unpacked) or \
+            self._line.wait_s(time.monotonic()) == 0, ready
 
     def recv(self, timeout_s: float | None):
         """Next valid message, or None once ``timeout_s`` passed (None: wait forever).
@@ -224,6 +239,8 @@ class Van:
             held = self._line.pop_due(time.monotonic())
             if held is not None:
                 return held
+            if self._unpacked:
+                return self._unpacked.popleft()
             if self._router.poll(0, zmq.POLLIN) == 0:
                 self._heap.poll()
                 now = time.monotonic()
@@ -234,8 +251,9 @@ class Van:
                 if due_in is not None:
                     remaining = due_in if remaining is None else min(remaining, due_in)
                 wait_ms = None if remaining is None else max(1, math.ceil(remaining * 1000))
-                if not self._router.poll(wait_ms, zmq.POLLIN):
-                    if deadline is not None and time.monotonic() >= deadline:
+                readable, woken = self._poll_in(wait_ms)
+                if not readable:
+                    if woken or deadline is not None and time.monotonic() >= deadline:
                         return None
                     continue
             frames = self._router.recv_multipart(copy=False)
@@ -246,11 +264,14 @@ class Van:
                     msg.origin = self._origin(frames[1])
                 if msg.kind == wire.Kind.INIT and "shm_fd" in msg.meta:
                     msg.peer_pid = self._local_pid(frames[1])
+                carried = batch.unpack(msg) if msg.kind == wire.Kind.BATCH else [msg]
                 delay = self._delays.get(self._source(frames[1])) if self._delays else None
                 if delay:
-                    self._line.hold(msg, time.monotonic() + delay)
+                    for one in carried:
+                        self._line.hold(one, time.monotonic() + delay)
                     continue
-                return msg
+                self._unpacked.extend(carried[1:])
+                return carried[0]
             except wire.WireError as exc:
                 self.dropped += 1
                 peer = bytes(frames[0].buffer).hex()
@@ -260,10 +281,30 @@ class Van:
                 if sum(map(len, frames)) >= RELEASE_AFTER_BYTES:
                     self._heap.request()
 
+    def _poll_in(self, wait_ms) -> tuple:
+        """Wait up to ``wait_ms`` (None: forever) for a message or a :meth:`wake`:
+        ``(message waiting, woken)``."""
+        if self._wake_fd is None:
+            return bool(self._router.poll(wait_ms, zmq.POLLIN)), False
+        events = dict(self._in_poller.poll(wait_ms))
+        woken = self._wake_fd in events
+        if woken:
+            os.eventfd_read(self._wake_fd)      # the count back to 0: one wake-up for all
+        return self._router in events, woken
+
+    def wake(self) -> None:
+        """Make the receiving thread's :meth:`recv` return now (None if no message waits);
+        any thread, any number of times (they add up to one wake-up). Only for a Van made
+        ``wakeable``."""
+        with self._wake_lock:
+            if self._wake_fd is not None:
+                os.eventfd_write(self._wake_fd, 1)
+
     def pending(self) -> bool:
         """Whether a message already waits to be received (this node is behind its
         senders). O(1)."""
-        return bool(self._router.getsockopt(zmq.EVENTS) & zmq.POLLIN) or \
+        return bool(self._unpacked) or \
+            bool(self._router.getsockopt(zmq.EVENTS) & zmq.POLLIN) or \
             self._line.wait_s(time.monotonic()) == 0
 
     @staticmethod
@@ -319,5 +360,9 @@ class Van:
             self._peers.clear()
         self._router.close(linger=0)
         self._ctx.term()
+        with self._wake_lock:
+            if self._wake_fd is not None:
+                os.close(self._wake_fd)
+                self._wake_fd = None
         if self._local_dir is not None:
             shutil.rmtree(self._local_dir, ignore_errors=True)

@@ -76,6 +76,8 @@ class Kind(enum.IntEnum):
     STATE_REQUEST = 38  # server -> server: send me your replica of these keys
     STATE = 39          # server -> server: keys' values and optimizer states, with digests
     RECOVERED = 40      # server -> scheduler: every key at its planned round; replaying
+    BATCH = 41          # worker <-> local server: several small PUSH, PULL or VALUE
+                        # messages in one (batch.py); the receiving Van takes it apart
 
 
 class Flag(enum.IntFlag):

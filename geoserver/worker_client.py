@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .batch import Outbox
 from .cli import write_reason
 from .compression.feedback import UP, ErrorFeedback
 from .nodes import WORKER, NodeInfo
@@ -45,13 +46,16 @@ class KeyInfo:
     inits: int = 0
     received: int = 0       # rounds the server already has from this rank (a rejoined one)
 
+    def __post_init__(self):
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+
 
 class WorkerClient:
     def __init__(self, settings: WorkerSettings):
         self.settings = settings
         self.van = Van(f"worker {settings.dc}", settings.host, 0,
                        credentials=settings.credentials(),
-                       local_dir=settings.run_dir)
+                       local_dir=settings.run_dir, wakeable=True)
         self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
         try:
             self.me: NodeInfo = self.po.register(settings.timeout_s, settings.local_index)
@@ -67,6 +71,9 @@ class WorkerClient:
         self._push_codec = ErrorFeedback(self.compression, seed=self.me.id) \
             if self.compression.on and self.compression.scope == "all" else None
         self.server = self.po.table.server_of(self.me.dc)
+        # small requests wait here a moment for others, to go as one BATCH (batch.py)
+        self._fuse_bytes = self.po.settings.fuse_bytes
+        self.outbox = Outbox(self.po.settings.fuse_linger_s)
         self.num_workers = len(self.po.table.workers())
         self.keys: dict = {}
         self._pending: dict = {}
@@ -126,7 +133,9 @@ class WorkerClient:
                                    f"{now - scheduler_seen:.1f}s (dead_after_s="
                                    f"{dead_after_s:g}); it is presumed dead",
                                    caused_by_other=False)   # the cause is not in this launcher
-            msg = self.po.recv(max(0.0, next_beat - now))
+            due = self._send_due(now) if self.outbox.messages else None
+            msg = self.po.recv(max(0.0, (next_beat if due is None else min(due, next_beat))
+                                   - now))
             if msg is not None:
                 if msg.sender == scheduler.id:      # admitted: the scheduler's key
                     scheduler_seen = time.monotonic()
@@ -177,6 +186,7 @@ class WorkerClient:
         with self._lock:
             self.server = self.po.table.nodes[node.id] = self.server.moved_to(node)
             self.po.van.disconnect(node.id, linger_s=0)
+            self.outbox.clear()     # as if lost with the old process: sent again below
             self._moving = next(self._ids)
             self.po.send(node.id, Message(Kind.RESUME, request=self._moving))
         log.warning("worker rank %d: %s was replaced (now at %s); resuming there",
@@ -282,13 +292,46 @@ class WorkerClient:
                 token = msg.request = next(self._ids)
             self._pending[token] = pending
             if to_scheduler:
+                self._send_now()            # a barrier comes after what was asked before
                 self.po.send_scheduler(msg)
                 return pending
             pending.msg = msg
             self._keep(msg)
-            if self._moving is None:        # else sent once the replacement answered
-                self.po.send(self.server.id, msg)
+            self._post(msg)
         return pending
+
+    def _post(self, msg: Message) -> None:
+        """Send ``msg`` to this DC's server (lock held): a PULL, or a PUSH of a key smaller
+        than ``fuse_bytes``, waits in the outbox for others; anything else goes now, after
+        what waits there. While a replacement server is awaited nothing goes (it is sent
+        once that one answered)."""
+        if self._moving is not None:
+            return
+        if self._fuse_bytes and (msg.kind == Kind.PULL or msg.kind == Kind.PUSH and
+                                 self.keys[msg.key].nbytes < self._fuse_bytes):
+            action = self.outbox.add(msg, time.monotonic())
+            if action == Outbox.WAKE:
+                self.van.wake()             # the I/O thread sends it by outbox.due()
+            elif action == Outbox.SEND:
+                self._send_now()
+            return
+        self._send_now()
+        self.po.send(self.server.id, msg)
+
+    def _send_now(self) -> None:
+        """Send what waits in the outbox (lock held)."""
+        waiting = self.outbox.take()
+        if waiting is not None:
+            self.po.send(self.server.id, waiting)
+
+    def _send_due(self, now: float):
+        """Send what waits in the outbox if it is due (I/O thread); when the rest is."""
+        with self._lock:
+            due = self.outbox.due()
+            if due is not None and due <= now:
+                self._send_now()
+                return None
+            return due
 
     def _keep(self, msg: Message) -> None:
         """Keep a push until its round's value came (lock held)."""
@@ -424,8 +467,7 @@ class WorkerClient:
         with self._lock:
             self._refuse_if_left(self._needs(msg), f"round {msg.seq} of key {key}")
             self._keep(msg)
-            if self._moving is None:
-                self.po.send(self.server.id, msg)
+            self._post(msg)
         return None
 
     def start_pull(self, key: int):
@@ -505,7 +547,14 @@ class WorkerClient:
         failure stays as it was."""
         if self._closed.is_set():
             return
-        if not clean:
+        if clean:
+            with self._lock:
+                self._send_now()
+            if self.outbox.batches:
+                log.info("worker rank %d: %d small requests went to %s in %d messages",
+                         self.me.rank, self.outbox.fused, self.server.describe(),
+                         self.outbox.batches)
+        else:
             self._fail_all(reason or "the store was closed after a failure",
                            caused_by_other=self.caused_by_other)
         self._closed.set()

@@ -48,7 +48,7 @@ FIELD_TYPES = {
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
     "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int, "stype": str,
     "node": dict, "pushed": list, "rejoined": bool, "base": int, "version": int, "keys": list,
-    "opened": int, "states_digest": str, "shm_fd": int, "shared": bool,
+    "opened": int, "states_digest": str, "shm_fd": int, "shared": bool, "items": list,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -92,6 +92,8 @@ BASE_META = {
     Kind.STATE_REQUEST: {"keys": [0]},
     Kind.STATE: {"keys": [[0, 3, [4], "<f4", False, "ab" * 32]], "spec": None,
                  "states": None},
+    # one PUSH of 4 float32 to an unknown key, far ahead (the base payload is its frame)
+    Kind.BATCH: {"items": [[int(Kind.PUSH), FAR_KEY + 3, FAR, 0, 0, F32, 1, {}]]},
 }
 # nested fields worth breaking: where each sits in its kind's base meta, and its JSON type
 NESTED_PATHS = {
@@ -119,11 +121,12 @@ NATURAL_SENDERS = {
     Kind.ROUTES: (0,), Kind.ROUND_OPEN: (0,), Kind.ERROR: (1, 0), Kind.WORKER_LEFT: (0,),
     Kind.UPDATE: (2,), Kind.NODE_MOVED: (0,), Kind.RESUME: (3,), Kind.RESUMED: (1,),
     Kind.RECOVER: (0,), Kind.STATE_REPORT: (1, 2), Kind.REPLAY: (0,), Kind.STATE_REQUEST: (2,),
-    Kind.STATE: (2,), Kind.RECOVERED: (1, 2),
+    Kind.STATE: (2,), Kind.RECOVERED: (1, 2), Kind.BATCH: (3, 1),
 }
 KINDS = {int(k) for k in Kind}
 DATA_KINDS = (Kind.INIT, Kind.PUSH, Kind.VALUE, Kind.STATES, Kind.LOAD_STATES,
-              Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE, Kind.RELAY, Kind.UPDATE, Kind.STATE)
+              Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE, Kind.RELAY, Kind.UPDATE, Kind.STATE,
+              Kind.BATCH)
 
 # Raw JSON fragments no ``json.dumps`` of a sane value produces.
 RAW = {
@@ -421,6 +424,7 @@ class _Builder:
             self.message("plausible", kind, "unknown key", {}, 3,
                          payload=[bytes(16)] if kind == Kind.PUSH else [], key=FAR_KEY + 9,
                          seq=1)
+        self.batches()
         parts = [[-1, 4], [0, 0], [0, 1 << 40], [3, 2], [4, 4], [0, 2], [2, 4], [0, 3.5],
                  ["0", 4], [0], [0, 4, 8]]
         for kind in (Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY):
@@ -464,6 +468,46 @@ class _Builder:
         for shares in ([0.5], [2.0, -1.0], [float("nan")], []):
             policy = _set(BASE_META[Kind.POLICY], ("policy", "shares"), shares)
             self.message("plausible", Kind.POLICY, f"shares {shares}", policy, 0)
+
+    def batches(self) -> None:
+        """BATCHes (batch.py) as a worker or its server sends them, with garbage in the
+        rows or in what they carry: each carried message is checked as if alone."""
+        push, pull, value = int(Kind.PUSH), int(Kind.PULL), int(Kind.VALUE)
+        cases = [  # (note, sender, rows, frames)
+            ("a PUSH of the live key, round 0", 3, [[push, LIVE_KEY, 0, 0, 0, F32, 1, {}]],
+             [bytes(2112 * 4)]),
+            ("a PUSH of the live key, wrong size", 3,
+             [[push, LIVE_KEY, FAR, 0, 1, F32, 1, {}]], [bytes(12)]),
+            ("PULLs of unknown keys", 3,
+             [[pull, FAR_KEY + k, 1, 0, 0, 0, 0, {}] for k in range(128)], []),
+            ("129 PULLs", 3, [[pull, FAR_KEY, 1, 0, 0, 0, 0, {}]] * 129, []),
+            ("a BATCH inside", 3, [[int(Kind.BATCH), 0, 0, 0, 0, 6, 0, {"items": []}]], []),
+            ("an INIT inside", 3, [[int(Kind.INIT), FAR_KEY, 1, 0, 2, F32, 1,
+                                    {"shape": [4], "dtype": "<f4"}]], [bytes(16)]),
+            ("rows name 2 frames, 1 sent", 3, [[push, FAR_KEY, FAR, 0, 0, F32, 1, {}]] * 2,
+             [bytes(16)]),
+            ("rows name 1 frame, 2 sent", 3, [[push, FAR_KEY, FAR, 0, 0, F32, 1, {}]],
+             [bytes(16)] * 2),
+            ("a frame of 7 bytes of float32", 3, [[push, FAR_KEY, FAR, 0, 0, F32, 1, {}]],
+             [bytes(7)]),
+            ("a frame without a dtype", 3, [[push, FAR_KEY, FAR, 0, 0, 0, 1, {}]], [bytes(16)]),
+            ("a SHARED PUSH with a frame", 3, [[push, FAR_KEY, FAR, 0, 16, F32, 1, {}]],
+             [bytes(16)]),
+            ("a PULL with a meta field", 3, [[pull, FAR_KEY, 1, 0, 0, 0, 0, {"steps": 2}]], []),
+            ("a VALUE no one asked for", 1, [[value, LIVE_KEY, 1, 0, 0, F32, 1, {}]],
+             [bytes(2112 * 4)]),
+            ("a VALUE with steps 0", 1, [[value, FAR_KEY, 1, 0, 0, F32, 1, {"steps": 0}]],
+             [bytes(16)]),
+            ("a VALUE from a worker", 3, [[value, FAR_KEY, 1, 0, 0, F32, 1, {}]], [bytes(16)]),
+            ("a PUSH from a server", 1, [[push, FAR_KEY, FAR, 0, 0, F32, 1, {}]], [bytes(16)]),
+            ("no rows", 3, [], []),
+            ("a row of 7", 3, [[pull, FAR_KEY, 1, 0, 0, 0, 0]], []),
+        ]
+        for note, sender, rows, frames in cases:
+            self.message("plausible", Kind.BATCH, note, {"items": rows}, sender,
+                         payload=frames, dtype=6)
+        self.message("plausible", Kind.BATCH, "header dtype float32", BASE_META[Kind.BATCH],
+                     3, payload=[bytes(16)], dtype=F32)
 
     def future(self) -> None:
         """Well-formed data that can only wait: rounds, versions and barriers that never

@@ -86,6 +86,9 @@ VALID = {
         "keys": [[0, 11, [3], "<f4", False, "0f" * 32]], "spec": None, "states": None},
         dtype=np.uint8, frames=[np.zeros(12, np.uint8)], flags=Flag.QUEUED),   # it may wait
     Kind.RECOVERED: Message(Kind.RECOVERED),
+    Kind.BATCH: Message(Kind.BATCH, dtype=np.uint8, frames=[F4], meta={"items": [
+        [int(Kind.PUSH), 1, 2, 3, int(Flag.WANT_VALUE), 1, 1, {}],
+        [int(Kind.PULL), 4, 2, 5, 0, 0, 0, {}]]}),
 }
 
 

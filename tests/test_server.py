@@ -158,3 +158,31 @@ def test_serve_handles_every_message_of_a_burst_longer_than_one_drain():
     assert len(replies(server, Kind.INIT_DONE)) == keys
     assert server.exchange.in_flight == keys        # every push reached the WAN side
     assert po.waits <= len(burst) // DRAIN_MESSAGES + 3     # a poll per drain, not per message
+
+
+@pytest.mark.parametrize("fuse_bytes", [1 << 16, 0])
+def test_the_small_values_one_drain_makes_go_to_each_worker_in_one_batch(fuse_bytes):
+    from netstorm.geoserver import batch
+    from netstorm.geoserver.server import DRAIN_MESSAGES
+    table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
+                       NodeInfo(EU_SERVER, "server", "eu", "tcp://127.0.0.1:2"),
+                       NodeInfo(EU_WORKER, "worker", "eu", "tcp://127.0.0.1:4", 0, 0),
+                       NodeInfo(5, "worker", "eu", "tcp://127.0.0.1:5", 1, 1)])
+    keys = DRAIN_MESSAGES // 2
+    burst = [init_message(w, k, np.zeros(4, np.float32) if w == EU_WORKER else None, [4])
+             for k in range(keys) for w in (EU_WORKER, 5)] + \
+        [push_message(w, k, 1, np.full(4, w, np.float32), request=100 * w + k)
+         for k in range(keys) for w in (EU_WORKER, 5)] + [Message(Kind.SHUTDOWN, sender=0)]
+    po = _Inbox(table, EU_SERVER, RuntimeSettings(timeout_s=10.0, fuse_bytes=fuse_bytes),
+                star_policy(["eu"], "eu"), messages=burst)
+    server = GeoServer(po)
+    server.serve()
+    for worker in (EU_WORKER, 5):
+        sent = [m for to, m in po.sent if to == worker and m.kind in (Kind.VALUE, Kind.BATCH)]
+        values = [v for m in sent for v in
+                  (batch.unpack(m) if m.kind == Kind.BATCH else [m])]
+        assert sorted((v.key, v.request) for v in values) == \
+            [(k, 100 * worker + k) for k in range(keys)]
+        assert all(np.array_equal(v.arrays()[0], np.full(4, EU_WORKER + 5)) for v in values)
+        assert len(sent) < keys if fuse_bytes else len(sent) == keys
+    assert server.stats["fused"] == (2 * keys if fuse_bytes else 0)

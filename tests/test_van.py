@@ -211,3 +211,58 @@ def test_emulated_delays_hold_messages_by_the_address_they_came_from():
     finally:
         for van in (b, far, near):
             van.close()
+
+
+def test_a_batch_arrives_as_the_messages_it_carries_in_order(pair):
+    from netstorm.geoserver import batch
+    a, b = pair
+    a.node_id = 5
+    data = np.arange(6, dtype=np.float32)
+    carried = [wire.Message(wire.Kind.PULL, key=k, seq=1, request=k) for k in range(3)] + \
+        [wire.Message(wire.Kind.PUSH, key=9, seq=1, dtype=data.dtype, frames=[data])]
+    a.send("b", batch.pack(carried))
+    a.send("b", wire.Message(wire.Kind.PULL, key=10))
+    assert b.wait(5)[0]
+    got = [b.recv(5) for _ in range(5)]
+    assert [(m.kind, m.key, m.sender) for m in got] == \
+        [(wire.Kind.PULL, 0, 5), (wire.Kind.PULL, 1, 5), (wire.Kind.PULL, 2, 5),
+         (wire.Kind.PUSH, 9, 5), (wire.Kind.PULL, 10, 5)]
+    assert np.array_equal(got[3].arrays()[0], data)
+
+
+def test_the_rest_of_a_batch_counts_as_waiting(pair):
+    from netstorm.geoserver import batch
+    a, b = pair
+    a.send("b", batch.pack([wire.Message(wire.Kind.PULL, key=k) for k in range(2)]))
+    assert b.recv(5).key == 0
+    started = time.monotonic()
+    assert b.pending() and b.wait(5) == (True, [])      # at once: nothing to wait for
+    assert time.monotonic() - started < 1 and b.recv(0).key == 1 and not b.pending()
+
+
+def test_a_batch_carrying_a_message_its_schema_refuses_is_dropped_whole(pair, caplog):
+    from netstorm.geoserver import batch
+    a, b = pair
+    bad = batch.pack([wire.Message(wire.Kind.PULL, key=1),
+                      wire.Message(wire.Kind.PULL, key=2, flags=wire.Flag.HAS_VALUE)])
+    a.send("b", bad)
+    a.send("b", wire.Message(wire.Kind.PULL, key=3))
+    assert b.recv(5).key == 3 and b.dropped == 1
+    assert "BATCH: message 1: PULL: flags 0x2 not allowed" in caplog.text
+
+
+def test_wake_ends_a_wait_in_recv_from_another_thread():
+    van = Van("w", "127.0.0.1", 0, wakeable=True)
+    try:
+        threading.Timer(0.2, van.wake).start()
+        started = time.monotonic()
+        assert van.recv(30) is None
+        assert 0.1 < time.monotonic() - started < 5
+        van.wake()
+        van.wake()                      # two wake-ups before a look: one early return
+        assert van.recv(30) is None
+        started = time.monotonic()
+        assert van.recv(0.3) is None and time.monotonic() - started >= 0.25
+    finally:
+        van.close()
+    van.wake()                          # after close: nothing happens

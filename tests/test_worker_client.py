@@ -124,3 +124,21 @@ def test_a_function_waiting_for_a_request_runs_when_it_fails_or_is_overdue():
     client._fail_all("the scheduler aborted the run")
     assert [e[0] for e in ended[2:]] == ["value of key 5 round 48", "value of key 5 round 49"]
     assert ended[2][1] == "VALUE" and ended[3][1] is None and client._pending == {}
+
+
+def test_small_requests_travel_in_batches_and_every_sum_stays_exact(no_leftovers):
+    """2 DCs x 2 workers, 96 small keys and a large one (tests/workers/fused_worker.py):
+    each worker's small requests went in BATCHes, several per BATCH, and its DC server's
+    replies too."""
+    import re
+
+    from conftest import launch, worker_cmd
+    run = launch(["--dcs", 2, "--workers-per-dc", 2], worker_cmd("fused_worker.py"),
+                 no_leftovers)
+    assert run.code == 0, run.output[-5000:]
+    for rank in range(4):
+        assert f"worker {rank} all checks passed" in run.output, run.output[-5000:]
+        fused, batches = map(int, re.search(rf"worker {rank}: (\d+) requests in (\d+) "
+                                            rf"batches", run.output).groups())
+        assert batches > 0 and fused >= 2 * batches, run.output[-3000:]
+    assert len(re.findall(r"'fused': [1-9]", run.output)) == 2, run.output[-3000:]

@@ -1,0 +1,128 @@
+"""Fused messages: many small requests or replies between a worker and its DC server as one.
+
+A Trainer step sends one PUSH per parameter and gets one VALUE back; most of resnet18's 62
+parameters are a few hundred bytes (batch-norm scales and shifts), and each message costs
+both processes a ZeroMQ send and receive, a poll and a wake-up, a header and a meta frame to
+decode and check, whatever its size. Like Horovod's tensor fusion, the worker holds its small
+requests for a moment (:class:`Outbox`) and sends what gathered as one BATCH; the server
+sends the replies one drain of its socket produced as one BATCH.
+
+A BATCH is an envelope, not a new request: its meta lists one row per message it carries,
+``[kind, key, seq, request, flags, dtype code, frames, meta]``, and its tensor frames are
+theirs, in order (its header names ``uint8``: a frame's element type is its row's). The
+receiving Van takes it apart (:func:`unpack`) and checks every message it carried against
+that message's own kind's schema, exactly as if it had come alone; handlers never see a
+BATCH. Only :data:`FUSIBLE` kinds travel inside one (never a BATCH), at most
+:data:`MAX_MESSAGES`. Pure: no sockets, no clock (times are passed in).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import schema
+from .wire import DTYPES, Flag, Kind, Message, WireError, dtype_code
+
+FUSIBLE = schema.FUSIBLE                # the kinds a BATCH may carry
+MAX_MESSAGES = schema.MAX_BATCH_MESSAGES  # and how many
+MAX_BATCH_BYTES = 4 << 20   # an outbox sends at once when its frames reach this many bytes
+
+
+def pack(messages) -> Message:
+    """One BATCH carrying ``messages`` (each of a :data:`FUSIBLE` kind, at least one, at
+    most :data:`MAX_MESSAGES`); their frames are passed on untouched (zero-copy). O(n)."""
+    if not 0 < len(messages) <= MAX_MESSAGES:
+        raise ValueError(f"a BATCH carries 1 to {MAX_MESSAGES} messages, not "
+                         f"{len(messages)}")
+    items, frames = [], []
+    for msg in messages:
+        if msg.kind not in FUSIBLE:
+            raise ValueError(f"{msg.kind.name} does not travel in a BATCH")
+        items.append([int(msg.kind), msg.key, msg.seq, msg.request, int(msg.flags),
+                      0 if msg.dtype is None else dtype_code(msg.dtype), len(msg.frames),
+                      msg.meta or {}])
+        frames.extend(msg.frames)
+    return Message(Kind.BATCH, meta={"items": items}, dtype=np.uint8, frames=frames)
+
+
+def unpack(batch: Message) -> list:
+    """The messages a BATCH (already checked against the BATCH schema) carries, each with
+    the envelope's sender and origin, each checked against its own kind's schema; raises
+    :class:`~netstorm.geoserver.wire.WireError` naming the first one that is not valid
+    (the whole BATCH is then refused: its sender built it wrong). O(messages + frames)."""
+    items, frames = batch.meta["items"], batch.frames
+    carried = sum(item[6] for item in items)
+    if carried != len(frames):
+        raise schema.SchemaError(f"BATCH: its rows name {carried} frames, it has "
+                                 f"{len(frames)}")
+    messages, first = [], 0
+    for i, (kind, key, seq, request, flags, code, count, meta) in enumerate(items):
+        dtype = DTYPES[code]
+        own = frames[first:first + count]
+        first += count
+        if own and dtype is None:
+            raise schema.SchemaError(f"BATCH: message {i} has frames but no dtype")
+        for frame in own:
+            if len(frame) % dtype.itemsize:
+                raise schema.SchemaError(f"BATCH: message {i} has a frame of {len(frame)} "
+                                         f"bytes, not a multiple of {dtype}'s itemsize")
+        msg = Message(Kind(kind), sender=batch.sender, key=key, seq=seq, request=request,
+                      flags=Flag(flags), dtype=dtype, meta=meta, frames=own,
+                      origin=batch.origin)
+        try:
+            messages.append(schema.validate(msg))
+        except WireError as exc:
+            raise schema.SchemaError(f"BATCH: message {i}: {exc}") from None
+    return messages
+
+
+class Outbox:
+    """A worker's small requests waiting to go to its DC server together.
+
+    :meth:`add` says what the caller must do: ``WAKE`` (the first message: tell the
+    thread that sends to send by :meth:`due`), ``SEND`` (it is full: send now) or nothing.
+    The sending thread :meth:`take`\\ s what gathered once :meth:`due` has passed.
+    ``linger_s``: how long the first message waits for others (0: until the sending thread
+    next looks). Not thread-safe: its owner holds a lock."""
+
+    WAKE, SEND, NONE = "wake", "send", ""
+
+    def __init__(self, linger_s: float, max_bytes: int = MAX_BATCH_BYTES,
+                 max_messages: int = MAX_MESSAGES):
+        self.linger_s, self.max_bytes, self.max_messages = linger_s, max_bytes, max_messages
+        self.messages: list = []
+        self.bytes = 0
+        self._due: float | None = None
+        self.batches = 0            # BATCHes taken (several messages each)
+        self.fused = 0              # messages they carried
+
+    def add(self, msg: Message, now: float) -> str:
+        """Keep ``msg`` to send later. O(frames of msg)."""
+        self.messages.append(msg)
+        self.bytes += sum(memoryview(f).nbytes for f in msg.frames)
+        if len(self.messages) >= self.max_messages or self.bytes >= self.max_bytes:
+            return self.SEND
+        if len(self.messages) == 1:
+            self._due = now + self.linger_s
+            return self.WAKE
+        return self.NONE
+
+    def due(self):
+        """When what waits must go (None: nothing waits)."""
+        return self._due if self.messages else None
+
+    def take(self) -> Message | None:
+        """What waits, as one message (alone: as itself; several: a BATCH), and empty the
+        outbox; None if nothing waits. O(messages)."""
+        if not self.messages:
+            return None
+        messages, self.messages, self.bytes, self._due = self.messages, [], 0, None
+        if len(messages) == 1:
+            return messages[0]
+        self.batches += 1
+        self.fused += len(messages)
+        return pack(messages)
+
+    def clear(self) -> int:
+        """Drop what waits (it is sent again some other way); how many were dropped."""
+        dropped, self.messages, self.bytes, self._due = len(self.messages), [], 0, None
+        return dropped

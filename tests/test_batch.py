@@ -1,0 +1,127 @@
+"""netstorm.geoserver.batch: a BATCH carries small messages whole, each still checked
+against its own kind's schema; the outbox says when to wake the sender and when to send."""
+import numpy as np
+import pytest
+
+from netstorm.geoserver import batch, schema, wire
+from netstorm.geoserver.batch import Outbox
+from netstorm.geoserver.wire import Flag, Kind, Message
+
+F4 = np.arange(5, dtype=np.float32)
+F2 = np.arange(3, dtype=np.float16)
+
+
+def roundtrip(msg: Message) -> Message:
+    return schema.validate(wire.decode([bytes(f) for f in wire.encode(msg)]))
+
+
+def carried():
+    return [Message(Kind.PUSH, key=3, seq=2, request=7, flags=Flag.WANT_VALUE,
+                    dtype=F4.dtype, frames=[F4]),
+            Message(Kind.PULL, key=4, seq=2, request=8, flags=Flag.REPLY_SHARED),
+            Message(Kind.PUSH, key=5, seq=2, flags=Flag.SHARED, dtype=F4.dtype),
+            Message(Kind.VALUE, key=6, seq=1, request=9, meta={"steps": 3}, dtype=F2.dtype,
+                    frames=[F2])]
+
+
+def test_every_message_comes_out_as_it_went_in_with_the_envelopes_sender_and_origin():
+    envelope = roundtrip(batch.pack(carried()))
+    envelope.sender, envelope.origin = 12, "eu"
+    out = batch.unpack(envelope)
+    assert [(m.kind, m.key, m.seq, m.request, m.flags, m.dtype, m.meta) for m in out] == \
+        [(m.kind, m.key, m.seq, m.request, m.flags, m.dtype, m.meta) for m in carried()]
+    assert all(m.sender == 12 and m.origin == "eu" for m in out)
+    assert np.array_equal(out[0].arrays()[0], F4) and out[1].frames == [] and \
+        np.array_equal(out[3].arrays()[0], F2)
+
+
+def test_pack_refuses_what_may_not_travel_in_a_batch():
+    with pytest.raises(ValueError, match="INIT does not travel in a BATCH"):
+        batch.pack([Message(Kind.INIT, meta={"shape": [1], "dtype": "<f4"})])
+    with pytest.raises(ValueError, match="1 to 128 messages"):
+        batch.pack([])
+    with pytest.raises(ValueError, match="1 to 128 messages"):
+        batch.pack([Message(Kind.PULL, key=k) for k in range(129)])
+
+
+def rows(msg: Message) -> list:
+    return msg.meta["items"]
+
+
+@pytest.mark.parametrize("change,reason", [
+    (lambda m: rows(m)[0].__setitem__(6, 0), "rows name 0 frames, it has 1"),
+    (lambda m: rows(m)[1].__setitem__(4, int(Flag.HAS_VALUE)),
+     "message 1: PULL: flags 0x2 not allowed"),
+    (lambda m: rows(m)[0].__setitem__(5, 0), "message 0 has frames but no dtype"),
+    (lambda m: rows(m)[0].__setitem__(5, 3), "not a multiple of float64's itemsize"),
+    (lambda m: rows(m)[1].__setitem__(7, {"steps": 2}), "message 1: PULL: meta has unknown "
+                                                        "field 'steps'"),
+    (lambda m: rows(m)[0].__setitem__(4, int(Flag.SHARED)),
+     "message 0: PUSH: 1 tensor frames, expected 0"),
+])
+def test_a_carried_message_its_schema_refuses_refuses_the_batch_naming_it(change, reason):
+    msg = batch.pack([Message(Kind.PUSH, key=1, seq=1, dtype=F4.dtype, frames=[F4]),
+                      Message(Kind.PULL, key=2, seq=1)])
+    change(msg)
+    with pytest.raises(schema.SchemaError, match=reason):
+        batch.unpack(roundtrip(msg))
+
+
+@pytest.mark.parametrize("items,reason", [
+    ([], "meta.items is empty"),
+    ([[int(Kind.BATCH), 0, 0, 0, 0, 0, 0, {}]], r"meta.items\[0\]\[0\] must be one of"),
+    ([[int(Kind.INIT), 0, 0, 0, 0, 0, 0, {}]], r"meta.items\[0\]\[0\] must be one of"),
+    ([[int(Kind.PULL), 0, 0, 0, 0, 99, 0, {}]], r"meta.items\[0\]\[5\] must be one of"),
+    ([[int(Kind.PULL), 0, 0, 0, 0, 0, 2, {}]], r"meta.items\[0\]\[6\] must be an integer in"),
+    ([[int(Kind.PULL), -1, 0, 0, 0, 0, 0, {}]], r"meta.items\[0\]\[1\] must be an integer"),
+    ([[int(Kind.PULL), 0, 0, 0, 0, 0, 0]], r"meta.items\[0\] must be a list of 8 items"),
+    ([[int(Kind.PULL), 0, 0, 0, 0, 0, 0, []]], r"meta.items\[0\]\[7\] must be an object"),
+    ([[int(Kind.PULL), 0, 0, 0, 0, 0, 0, {}]] * 129, "a list of at most 128 items"),
+])
+def test_the_envelope_itself_is_checked_before_anything_is_taken_apart(items, reason):
+    msg = Message(Kind.BATCH, meta={"items": items}, dtype=np.uint8)
+    with pytest.raises(schema.SchemaError, match=reason):
+        roundtrip(msg)
+
+
+def test_the_envelope_must_say_uint8():
+    msg = batch.pack([Message(Kind.PULL, key=1)])
+    msg.dtype = np.float32
+    with pytest.raises(schema.SchemaError, match="header dtype float32, expected uint8"):
+        roundtrip(msg)
+
+
+def test_the_outbox_wakes_on_the_first_message_and_is_due_a_linger_later():
+    box = Outbox(linger_s=0.002)
+    assert box.due() is None and box.take() is None
+    assert box.add(Message(Kind.PULL, key=1), now=10.0) == Outbox.WAKE
+    assert box.add(Message(Kind.PULL, key=2), now=10.001) == Outbox.NONE
+    assert box.due() == pytest.approx(10.002)
+    sent = box.take()
+    assert sent.kind == Kind.BATCH and [m.key for m in batch.unpack(roundtrip(sent))] == [1, 2]
+    assert box.due() is None and (box.batches, box.fused) == (1, 2)
+    assert box.add(Message(Kind.PULL, key=3), now=11.0) == Outbox.WAKE    # a new batch
+
+
+def test_one_message_alone_goes_as_itself():
+    box = Outbox(linger_s=0.0)
+    msg = Message(Kind.PUSH, key=1, seq=1, dtype=F4.dtype, frames=[F4])
+    box.add(msg, now=0.0)
+    assert box.take() is msg and box.batches == 0
+
+
+def test_the_outbox_says_send_when_full_by_count_or_by_bytes():
+    box = Outbox(linger_s=1.0, max_bytes=40, max_messages=3)
+    assert [box.add(Message(Kind.PULL, key=k), 0.0) for k in range(3)] == \
+        [Outbox.WAKE, Outbox.NONE, Outbox.SEND]
+    box.take()
+    big = np.zeros(6, np.float32)      # 24 bytes each
+    assert box.add(Message(Kind.PUSH, key=1, dtype=big.dtype, frames=[big]), 0.0) == Outbox.WAKE
+    assert box.add(Message(Kind.PUSH, key=2, dtype=big.dtype, frames=[big]), 0.0) == Outbox.SEND
+    assert box.bytes == 48
+
+
+def test_clear_drops_what_waits():
+    box = Outbox(linger_s=0.0)
+    box.add(Message(Kind.PULL, key=1), 0.0)
+    assert box.clear() == 1 and box.take() is None and box.due() is None
