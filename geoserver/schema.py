@@ -25,7 +25,8 @@ U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1
 MAX_DIMS = 32                   # numpy's own limit on array dimensions
 SMALL_META_BYTES = 16 << 10     # kinds whose meta is a few fixed fields
 KEY_DTYPES = {dt.str for dt in DTYPE_CODES} | {dt.name for dt in DTYPE_CODES}
-FUSIBLE = frozenset({Kind.PUSH, Kind.PULL, Kind.VALUE})    # what a BATCH may carry
+FUSIBLE = frozenset({Kind.PUSH, Kind.PULL, Kind.VALUE,    # what a BATCH may carry
+                     Kind.CHUNK_UP, Kind.CHUNK_DOWN})
 MAX_BATCH_MESSAGES = 128       # and how many (batch.py): its meta stays small
 
 

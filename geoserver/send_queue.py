@@ -17,6 +17,11 @@ A sender that was away from its sockets for a while (busy, or descheduled on a l
 waiting peer then goes unmarked, so that its receiver does not time the idle gap as the
 link's.
 
+Small chunks that wait for one peer leave together: :meth:`SendQueue.flush` hands the
+most urgent waiting chunk, and the chunks smaller than ``fuse_bytes`` right behind it, to the
+Van as one BATCH (:mod:`netstorm.geoserver.batch`), up to :data:`FUSED_BYTES` of them. Its
+receiver times the BATCH as one arrival.
+
 Messages to one peer with equal priority keep their order. ``send`` is O(log q) for q waiting
 messages; nothing is copied.
 """
@@ -28,16 +33,23 @@ import itertools
 import time
 
 from . import wire
+from .batch import MAX_MESSAGES, pack
 from .van import Van
 
 SEND_HWM = 1        # messages ZeroMQ may hold per peer beyond the one being written
+FUSIBLE = (wire.Kind.CHUNK_UP, wire.Kind.CHUNK_DOWN)
+FUSED_BYTES = 1 << 18   # a BATCH of chunks holds at most this much (the default chunk's size)
 
 
 class SendQueue:
-    def __init__(self, van: Van, clock=time.monotonic, keep_recent: int = 0):
+    def __init__(self, van: Van, clock=time.monotonic, keep_recent: int = 0,
+                 fuse_bytes: int = 0):
         """``keep_recent``: remember that many messages last handed over per peer (they may
-        still sit in socket buffers when the link stalls; see :meth:`take`)."""
+        still sit in socket buffers when the link stalls; see :meth:`take`). ``fuse_bytes``:
+        waiting chunks smaller than this leave together (0: never)."""
         self.van = van
+        self.fuse_bytes = fuse_bytes
+        self.fused = 0                 # chunks that left in a BATCH
         self._clock = clock
         self._heaps: dict = {}
         self._order = itertools.count()
@@ -55,7 +67,7 @@ class SendQueue:
         waited = bool(heap)
         if not waited:
             if self.van.try_send(peer, msg):
-                self._handed(peer, msg)
+                self._handed(peer, [msg])
                 return
             self._progress[peer] = self._clock()       # the wait starts now
         msg.flags |= wire.Flag.QUEUED
@@ -69,29 +81,54 @@ class SendQueue:
         while heap:
             if peer in self._paused:        # the link may have idled before this one
                 heap[0][2].flags &= ~wire.Flag.QUEUED
-            if not self.van.try_send(peer, heap[0][2]):
+            taken = self._small_ones(heap)
+            if len(taken) > 1:
+                if not self.van.try_send(peer, pack([item[2] for item in taken])):
+                    for item in taken:
+                        heapq.heappush(heap, item)
+                    return
+                self.fused += len(taken)
+            elif not self.van.try_send(peer, heap[0][2]):
                 return
+            else:
+                taken = [heapq.heappop(heap)]
             self._paused.discard(peer)
-            self._handed(peer, heapq.heappop(heap)[2])
+            self._handed(peer, [item[2] for item in taken])
+
+    def _small_ones(self, heap) -> list:
+        """The most urgent waiting chunks while each is smaller than ``fuse_bytes``, taken
+        off ``heap`` (up to :data:`FUSED_BYTES` and :data:`~netstorm.geoserver.batch.
+        MAX_MESSAGES`); [] if the most urgent is not one. O(k log q)."""
+        taken, total = [], 0
+        while heap and len(taken) < MAX_MESSAGES and heap[0][2].kind in FUSIBLE:
+            size = sum(memoryview(f).nbytes for f in heap[0][2].frames)
+            if size >= self.fuse_bytes or total + size > FUSED_BYTES:
+                break
+            total += size
+            taken.append(heapq.heappop(heap))
+        if len(taken) == 1:                 # alone: it goes as itself
+            heapq.heappush(heap, taken.pop())
+        return taken
 
     def paused(self) -> None:
         """The sender was away from its sockets long enough for a waiting peer's socket to
         drain: the next message each such peer gets is not marked QUEUED. O(peers)."""
         self._paused.update(self.backlogged())
 
-    def _handed(self, peer, msg: wire.Message) -> None:
+    def _handed(self, peer, messages: list) -> None:
+        """``messages`` (one, or those of a BATCH) left for ``peer``."""
         self._progress[peer] = self._clock()
-        if msg.flags & wire.Flag.QUEUED:
+        if messages[0].flags & wire.Flag.QUEUED:
             self._timed[peer] = self._progress[peer]
         sizes = self._last_bytes.get(peer)
         if sizes is None:
             sizes = self._last_bytes[peer] = collections.deque(maxlen=SEND_HWM + 2)
-        sizes.append(sum(memoryview(f).nbytes for f in msg.frames))
+        sizes.append(sum(memoryview(f).nbytes for msg in messages for f in msg.frames))
         if self._keep:
             recent = self._recent.get(peer)
             if recent is None:
                 recent = self._recent[peer] = collections.deque(maxlen=self._keep)
-            recent.append(msg)
+            recent.extend(messages)
 
     def last_timed(self, peer) -> float:
         """When a message to ``peer`` that had waited here (so followed another back to back,

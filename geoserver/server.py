@@ -64,7 +64,8 @@ class GeoServer:
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
         # links: the WAN the scheduler planned on (detours choose by its rates)
         self.wan = WanTransport(self.dc, self.servers, self.po, settings.rates(),
-                                settings.chunk_bytes, settings.stall_s, time.monotonic)
+                                settings.chunk_bytes, settings.stall_s, time.monotonic,
+                                settings.fuse_bytes)
         self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
         codec = WanCodec(settings.compression, self._locate, seed=self.po.me.id,
                          max_elements=max(1, settings.chunk_bytes // 4)) \
@@ -398,8 +399,9 @@ class GeoServer:
                     self.balancer.cluster_slowest = float(msg.meta["step_s"])
                 return True
         if msg.kind == Kind.SHUTDOWN and msg.sender == self.scheduler_id:
-            log.info("%s: shutdown requested; %s; WAN chunks sent %s; compressed pushes %d; "
-                     "sum arrays reused %d, made %d", self.dc, self.stats, self.exchange.sent,
+            log.info("%s: shutdown requested; %s; WAN chunks sent %s, %d of them in "
+                     "BATCHes; compressed pushes %d; sum arrays reused %d, made %d", self.dc,
+                     self.stats, self.exchange.sent, self.wan.outbox.fused,
                      self.store.compressed_received,
                      self.store.buffers.reused + self.exchange.buffers.reused,
                      self.store.buffers.made + self.exchange.buffers.made)

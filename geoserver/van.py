@@ -301,10 +301,13 @@ class Van:
                 os.eventfd_write(self._wake_fd, 1)
 
     def pending(self) -> bool:
-        """Whether a message already waits to be received (this node is behind its
-        senders). O(1)."""
-        return bool(self._unpacked) or \
-            bool(self._router.getsockopt(zmq.EVENTS) & zmq.POLLIN) or \
+        """Whether a message already waits to be received. O(1)."""
+        return bool(self._unpacked) or self.socket_pending()
+
+    def socket_pending(self) -> bool:
+        """Whether a message already waits that came after the last one received (this
+        node is behind its senders; the rest of a BATCH does not count). O(1)."""
+        return bool(self._router.getsockopt(zmq.EVENTS) & zmq.POLLIN) or \
             self._line.wait_s(time.monotonic()) == 0
 
     @staticmethod

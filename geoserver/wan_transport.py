@@ -52,15 +52,19 @@ def probe_pieces(known_mbps: float) -> int:
 
 class WanTransport:
     def __init__(self, dc: str, servers: dict, postoffice, rates: dict, chunk_bytes: int,
-                 stall_s: float, clock):
-        """``servers``: DC -> server node id; ``rates``: (a, b) -> Mbit/s of known links."""
+                 stall_s: float, clock, fuse_bytes: int = 0):
+        """``servers``: DC -> server node id; ``rates``: (a, b) -> Mbit/s of known links;
+        ``fuse_bytes``: waiting chunks smaller than this leave together (a BATCH)."""
         self.dc = dc
         self.servers = servers
         self.dc_of = {node: name for name, node in servers.items()}
         self.clock = clock
         self.stall_s = stall_s
-        self.outbox = SendQueue(postoffice.van, clock, keep_recent=RECENT)
-        self._behind = postoffice.van.pending       # another message already waits here
+        self.outbox = SendQueue(postoffice.van, clock, keep_recent=RECENT,
+                                fuse_bytes=fuse_bytes)
+        # another message already waits on the socket (the rest of a BATCH came with this
+        # one: it does not make the receiver late)
+        self._behind = postoffice.van.socket_pending
         self.router = Router(dc, rates)
         self.monitor = LinkMonitor(known={a: mbps for (a, b), mbps in rates.items()
                                           if b == dc})
@@ -169,7 +173,7 @@ class WanTransport:
         self._time_arrival(source, msg, self.clock())
 
     def _time_arrival(self, source: str, msg: Message, now: float) -> None:
-        self.monitor.on_arrival(source, wire.HEADER.size + sum(len(f) for f in msg.frames),
+        self.monitor.on_arrival(source, wire.wire_size(msg),
                                 bool(msg.flags & wire.Flag.QUEUED), now, self._behind())
 
     def _check_meta(self, meta: dict, relay: bool):

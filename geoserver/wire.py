@@ -76,8 +76,9 @@ class Kind(enum.IntEnum):
     STATE_REQUEST = 38  # server -> server: send me your replica of these keys
     STATE = 39          # server -> server: keys' values and optimizer states, with digests
     RECOVERED = 40      # server -> scheduler: every key at its planned round; replaying
-    BATCH = 41          # worker <-> local server: several small PUSH, PULL or VALUE
-                        # messages in one (batch.py); the receiving Van takes it apart
+    BATCH = 41          # several small PUSH, PULL or VALUE messages between a worker and
+                        # its server, or CHUNK_UP/DOWN between servers, in one (batch.py);
+                        # the receiving Van takes it apart
 
 
 class Flag(enum.IntFlag):
@@ -144,12 +145,23 @@ class Message:
     # set by the receiving Van on an INIT offering shared memory, never sent: the sending
     # process's id from the kernel's credentials of an ipc:// connection (0: not one)
     peer_pid: int = 0
+    # set by the receiving Van, never sent: the bytes the message took on the wire when it
+    # came in a BATCH (the first carried message counts the whole BATCH, the others 0);
+    # None: its own frames (see wire_size)
+    wire_bytes: int | None = None
 
     def arrays(self) -> list:
         """The payload frames viewed as 1-D numpy arrays of ``dtype`` (zero-copy, read-only)."""
         if self.dtype is None:
             raise WireError(f"{self.kind.name} message carries no dtype")
         return [np.frombuffer(f, dtype=self.dtype) for f in self.frames]
+
+
+def wire_size(msg: Message) -> int:
+    """The bytes ``msg`` took on the wire (a BATCH's are counted on its first message)."""
+    if msg.wire_bytes is not None:
+        return msg.wire_bytes
+    return HEADER.size + sum(memoryview(f).nbytes for f in msg.frames)
 
 
 def encode(msg: Message) -> list:

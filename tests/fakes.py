@@ -47,6 +47,9 @@ class FakeVan:
         """Whether a message waits to be received: ``behind`` (set by a test)."""
         return self.behind
 
+    def socket_pending(self) -> bool:
+        return self.behind
+
     behind = False
 
 

@@ -125,3 +125,36 @@ def test_clear_drops_what_waits():
     box = Outbox(linger_s=0.0)
     box.add(Message(Kind.PULL, key=1), 0.0)
     assert box.clear() == 1 and box.take() is None and box.due() is None
+
+
+def test_a_chunk_keeps_its_policy_tree_and_index_and_the_first_message_counts_the_bytes():
+    up = Message(Kind.CHUNK_UP, key=3, seq=9, policy=7, tree=2, chunk=5,
+                 flags=Flag.QUEUED, dtype=F4.dtype, frames=[F4])
+    down = Message(Kind.CHUNK_DOWN, key=4, seq=9, policy=7, tree=1, chunk=0,
+                   meta={"part": [0, 10], "from": "eu"}, dtype=F4.dtype, frames=[F4])
+    envelope = roundtrip(batch.pack([up, down]))
+    first, second = batch.unpack(envelope)
+    assert (first.policy, first.tree, first.chunk, first.flags) == (7, 2, 5, Flag.QUEUED)
+    assert (second.policy, second.tree, second.chunk, second.meta) == \
+        (7, 1, 0, {"part": [0, 10], "from": "eu"})
+    assert first.wire_bytes == wire.wire_size(envelope) > 2 * F4.nbytes
+    assert second.wire_bytes == 0 and wire.wire_size(up) == wire.HEADER.size + F4.nbytes
+
+
+@pytest.mark.parametrize("at,reason", [
+    ([1, 256, 0], r"meta.at\[1\] must be an integer in \[0, 255\]"),
+    ([1, 2], "meta.at must be a list of 3 items"),
+    ("x", "meta.at must be a list of 3 items"),
+])
+def test_a_chunks_position_is_checked(at, reason):
+    msg = batch.pack([Message(Kind.CHUNK_UP, key=1, seq=1, dtype=F4.dtype, frames=[F4])])
+    rows(msg)[0][7] = {"at": at}
+    with pytest.raises(schema.SchemaError, match=reason):
+        batch.unpack(roundtrip(msg))
+
+
+def test_a_request_may_not_carry_a_position():
+    msg = batch.pack([Message(Kind.PULL, key=1)])
+    rows(msg)[0][7] = {"at": [0, 0, 0]}
+    with pytest.raises(schema.SchemaError, match="PULL: meta has unknown field 'at'"):
+        batch.unpack(roundtrip(msg))

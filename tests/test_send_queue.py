@@ -90,3 +90,71 @@ def test_after_a_pause_the_next_message_to_a_waiting_peer_is_not_marked_queued()
     van.room["idle"] = 1
     queue.flush("idle")
     assert van.sent[-1] == ("idle", 9)
+
+
+class BatchVan(FakeVan):
+    """Records what each send carried: a key, or the keys of a BATCH."""
+
+    def __init__(self):
+        super().__init__()
+        self.carried = []
+
+    def take(self, peer, msg) -> None:
+        super().take(peer, msg)
+        from netstorm.geoserver import batch
+        self.carried.append([m.key for m in batch.unpack(msg)] if msg.kind == wire.Kind.BATCH
+                            else msg.key)
+
+
+def sized(key, nbytes, kind=wire.Kind.CHUNK_UP):
+    import numpy as np
+    data = np.zeros(nbytes // 4, np.float32)
+    return wire.Message(kind, key=key, seq=1, dtype=data.dtype, frames=[data])
+
+
+def test_small_waiting_chunks_leave_together_most_urgent_first_until_a_large_one():
+    from netstorm.geoserver.send_queue import FUSED_BYTES
+    van = BatchVan()
+    queue = SendQueue(van, fuse_bytes=1024, keep_recent=8)
+    for key, nbytes in [(5, 64), (1, 512), (2, 2048), (3, 16), (4, 16), (0, 1024 - 4)]:
+        queue.send("p", sized(key, nbytes), (1, key, 0))
+    van.room["p"] = 1
+    queue.flush("p")
+    assert van.carried == [[0, 1]]              # 2 is not small: the BATCH ends there
+    van.room["p"] = 5
+    queue.flush("p")
+    assert van.carried == [[0, 1], 2, [3, 4, 5]] and queue.fused == 5
+    handed, waiting = queue.take("p")
+    assert [m.key for m in handed] == [0, 1, 2, 3, 4, 5] and waiting == []   # one by one
+    many = SendQueue(van, fuse_bytes=FUSED_BYTES)
+    for key in range(5):
+        many.send("q", sized(key, FUSED_BYTES // 2 - 4), (1, key, 0))
+    van.room["q"] = 9
+    many.flush("q")
+    assert van.carried[-3:] == [[0, 1], [2, 3], 4]     # at most FUSED_BYTES a BATCH
+
+
+def test_a_refused_batch_leaves_everything_waiting_in_order():
+    van = BatchVan()
+    queue = SendQueue(van, fuse_bytes=1024)
+    for key in (3, 1, 2):
+        queue.send("p", sized(key, 16), (1, key, 0))
+    queue.flush("p")                            # no room: nothing leaves
+    assert van.carried == [] and queue.waiting("p") == 3
+    van.room["p"] = 1
+    queue.flush("p")
+    assert van.carried == [[1, 2, 3]] and queue.waiting() == 0
+
+
+def test_only_chunks_are_fused_and_not_without_fuse_bytes():
+    van = BatchVan()
+    queue = SendQueue(van, fuse_bytes=1024)
+    queue.send("p", sized(1, 16, wire.Kind.UPDATE), (1, 1, 0))
+    queue.send("p", sized(2, 16, wire.Kind.UPDATE), (1, 2, 0))
+    plain = SendQueue(van)
+    plain.send("q", sized(1, 16), (1, 1, 0))
+    plain.send("q", sized(2, 16), (1, 2, 0))
+    van.room.update(p=5, q=5)
+    queue.flush("p")
+    plain.flush("q")
+    assert van.carried == [1, 2, 1, 2]
