@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import schema
-from .wire import DTYPES, Flag, Kind, Message, WireError, dtype_code, wire_size
+from .wire import DTYPES, Kind, Message, WireError, dtype_code, flags_of, kind_of, wire_size
 
 FUSIBLE = schema.FUSIBLE                # the kinds a BATCH may carry
 MAX_MESSAGES = schema.MAX_BATCH_MESSAGES  # and how many
@@ -81,8 +81,8 @@ def unpack(batch: Message) -> list:
                 raise schema.SchemaError(f"BATCH: message {i} has a frame of "
                                          f"{memoryview(frame).nbytes} "
                                          f"bytes, not a multiple of {dtype}'s itemsize")
-        msg = Message(Kind(kind), sender=batch.sender, key=key, seq=seq, request=request,
-                      flags=Flag(flags), dtype=dtype, meta=meta, frames=own,
+        msg = Message(kind_of(kind), sender=batch.sender, key=key, seq=seq, request=request,
+                      flags=flags_of(flags), dtype=dtype, meta=meta, frames=own,
                       origin=batch.origin, policy=policy, tree=tree, chunk=chunk,
                       wire_bytes=0 if i else wire_size(batch))
         try:

@@ -12,11 +12,12 @@ import threading
 
 
 class Pending:
-    __slots__ = ("event", "reply", "what", "needs", "error", "msg", "slots", "deadline",
-                 "_then", "_lock")
+    __slots__ = ("reply", "what", "needs", "error", "msg", "slots", "deadline",
+                 "_then", "_lock", "_ended", "_event")
 
     def __init__(self, what: str, needs=None):
-        self.event = threading.Event()
+        self._ended = False
+        self._event = None      # made when a thread waits (most requests a function awaits)
         self.reply = None       # the answer (a wire Message), once it came
         self.what = what
         self.needs = needs      # (key, round) it needs every worker's push of; (None, 0):
@@ -36,7 +37,9 @@ class Pending:
         elif error:
             self.error = error
         with self._lock:
-            self.event.set()
+            self._ended = True
+            if self._event is not None:
+                self._event.set()
             then, self._then = self._then, None
         if then is not None:
             then()
@@ -45,7 +48,7 @@ class Pending:
         """Call ``function()`` once this request ends (now, if it already has); if it has
         not by ``deadline`` (``time.monotonic``), whoever checks :meth:`overdue` ends it."""
         with self._lock:
-            if not self.event.is_set():
+            if not self._ended:
                 self._then, self.deadline = function, deadline
                 return
         function()
@@ -53,6 +56,16 @@ class Pending:
     def overdue(self, now: float) -> bool:
         """A function waits for it and its deadline has passed."""
         return self._then is not None and self.deadline is not None and now > self.deadline
+
+    @property
+    def event(self) -> threading.Event:
+        """Set once it ended (made on first use)."""
+        with self._lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self._ended:
+                    self._event.set()
+            return self._event
 
     def wait(self, timeout_s: float) -> bool:
         """Block until it ends; False if ``timeout_s`` passed first."""

@@ -117,6 +117,30 @@ class WireError(ValueError):
     """A frame sequence that is not a valid message; the text says why."""
 
 
+_KINDS = {int(k): k for k in Kind}
+_FLAGS = {int(f): f for f in Flag}      # and every combination seen (at most 2**6)
+_FLAG_BITS = sum(int(f) for f in Flag)
+
+
+def kind_of(code: int) -> Kind:
+    """The :class:`Kind` numbered ``code`` (:class:`WireError` if none). O(1), no enum call
+    (a message's fields are read for every message received)."""
+    kind = _KINDS.get(code)
+    if kind is None:
+        raise WireError(f"unknown message kind {code}")
+    return kind
+
+
+def flags_of(bits: int) -> Flag:
+    """``bits`` as a :class:`Flag`, cached for the combinations of known flags. O(1)."""
+    flags = _FLAGS.get(bits)
+    if flags is None:
+        flags = Flag(bits)
+        if not bits & ~_FLAG_BITS:
+            _FLAGS[bits] = flags
+    return flags
+
+
 def dtype_code(dtype) -> int:
     try:
         return DTYPE_CODES[np.dtype(dtype)]
@@ -256,10 +280,7 @@ def decode(frames: Sequence, meta_limits: Mapping | None = None) -> Message:
         raise WireError(f"bad magic {bytes(magic)!r}")
     if proto != PROTOCOL_VERSION:
         raise WireError(f"protocol version {proto}, this node speaks {PROTOCOL_VERSION}")
-    try:
-        kind = Kind(kind)
-    except ValueError as exc:
-        raise WireError(f"unknown message kind {kind}") from exc
+    kind = kind_of(kind)
     if code not in DTYPES:
         raise WireError(f"unknown dtype code {code}")
     dtype = DTYPES[code]
@@ -277,5 +298,5 @@ def decode(frames: Sequence, meta_limits: Mapping | None = None) -> Message:
                 raise WireError(f"frame {i + 2} has {len(buf)} bytes, not a multiple of "
                                 f"{dtype} itemsize {dtype.itemsize}")
     return Message(kind=kind, sender=sender, key=key, chunk=chunk, seq=seq, request=request,
-                   policy=policy, tree=tree, flags=Flag(flags), dtype=dtype, meta=meta,
+                   policy=policy, tree=tree, flags=flags_of(flags), dtype=dtype, meta=meta,
                    frames=payload)

@@ -118,16 +118,16 @@ class _DLTensor(ctypes.Structure):      # DLPack's, as MXNet 1.9 exports it
                 ("byte_offset", ctypes.c_uint64)]
 
 
-def memory_view(array) -> np.ndarray | None:
+def memory_view(array, size: int | None = None, dtype=None) -> np.ndarray | None:
     """A flat numpy view of a CPU NDArray's memory, or None when the array holds MKL-DNN's
     blocked layout (an inference pass reorders convolution weights in place). Never waits:
     MXNet's ``MXNDArrayGetData`` would reorder such an array by an engine operation and wait
     for it, which inside an operation holding the array is a deadlock; its DLPack export
     refuses at once instead (keeping, as MXNet 1.9.1 does on that path, a reference to the
     array: the callers only take it when they fail the operation). Valid while an operation
-    holds the array. O(1)."""
-    size = math.prod(array.shape)
-    dtype = np.dtype(array.dtype)
+    holds the array. ``size`` and ``dtype``: its elements and dtype, if known. O(1)."""
+    size = math.prod(array.shape) if size is None else size
+    dtype = np.dtype(array.dtype) if dtype is None else dtype
     if size == 0:
         return np.empty(0, dtype=dtype)
     exported = ctypes.c_void_p()
@@ -146,7 +146,7 @@ def _handles(arrays) -> ctypes.Array:
     return (NDArrayHandle * len(arrays))(*[a.handle for a in arrays])
 
 
-def _context(array) -> ctypes.Array:
+def context_struct(array) -> ctypes.Array:
     """MXNet's ``Context`` struct ``{int dev_type; int dev_id}`` of ``array``."""
     ctx = array.context
     return (ctypes.c_int * 2)(ctx.device_typeid, ctx.device_id)
@@ -209,15 +209,17 @@ class AsyncEngine:
         self.errors_propagate = False       # only the naive engine completes in the push
         return started == [False]
 
-    def push(self, function, reads, writes, priority: int = 0) -> None:
+    def push(self, function, reads, writes, priority: int = 0, context=None) -> None:
         """Run ``function(completion)`` once ``reads`` can be read and ``writes`` written
-        (NDArrays; none in both lists); they stay reserved until it completes."""
+        (NDArrays; none in both lists); they stay reserved until it completes. ``context``:
+        :func:`context_struct` of the first array written (else read), if known."""
         ticket = next(self._tickets)
         record = [function, None]
         self._calls[ticket] = record
         try:
             check_call(_LIB.MXEnginePushAsyncND(
-                self._entry, ctypes.c_void_p(ticket), None, _context((writes or reads)[0]),
+                self._entry, ctypes.c_void_p(ticket), None,
+                context_struct((writes or reads)[0]) if context is None else context,
                 _handles(reads), len(reads), _handles(writes), len(writes),
                 ctypes.byref(_KASYNC), int(priority), self._name, False))
         except BaseException:
