@@ -25,7 +25,7 @@ from .postoffice import Postoffice
 from .ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
 from .van import Van
-from .wire import Flag, Kind, Message
+from .wire import Flag, Kind, Message, WireError, dtype_code
 from .worker_settings import KVStoreError, WorkerSettings
 
 log = logging.getLogger("netstorm.worker")
@@ -74,6 +74,7 @@ class WorkerClient:
         # small requests wait here a moment for others, to go as one BATCH (batch.py)
         self._fuse_bytes = self.po.settings.fuse_bytes
         self.outbox = Outbox(self.po.settings.fuse_linger_s)
+        self._unsent: list = []         # (request, why) that could not be sent
         self.num_workers = len(self.po.table.workers())
         self.keys: dict = {}
         self._pending: dict = {}
@@ -134,6 +135,9 @@ class WorkerClient:
                                    f"{dead_after_s:g}); it is presumed dead",
                                    caused_by_other=False)   # the cause is not in this launcher
             due = self._send_due(now) if self.outbox.messages else None
+            while self._unsent:
+                pending, error = self._unsent.pop()
+                pending.end(error=error)
             msg = self.po.recv(max(0.0, (next_beat if due is None else min(due, next_beat))
                                    - now))
             if msg is not None:
@@ -319,10 +323,23 @@ class WorkerClient:
         self.po.send(self.server.id, msg)
 
     def _send_now(self) -> None:
-        """Send what waits in the outbox (lock held)."""
+        """Send what waits in the outbox (lock held). Should that fail, the requests it
+        held fail with the reason (the I/O thread, which may be the sender, goes on)."""
+        held = list(self.outbox.messages)
         waiting = self.outbox.take()
-        if waiting is not None:
+        if waiting is None:
+            return
+        try:
             self.po.send(self.server.id, waiting)
+        except Exception as exc:        # noqa: BLE001 - each request carries it
+            log.error("worker rank %d: could not send %d requests to %s: %r", self.me.rank,
+                      len(held), self.server.describe(), exc)
+            for msg in held:            # ended by the I/O thread, without the lock
+                pending = self._pending.pop(msg.request, None) if msg.request else None
+                if pending is not None:
+                    self._unsent.append((pending, f"worker rank {self.me.rank}: could not "
+                                                  f"send {pending.what}: {exc!r}"))
+            self.van.wake()
 
     def _send_due(self, now: float):
         """Send what waits in the outbox if it is due (I/O thread); when the rest is."""
@@ -403,6 +420,10 @@ class WorkerClient:
 
     def declare(self, key: int, shape, dtype) -> KeyInfo:
         shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+        try:
+            dtype_code(dtype)
+        except WireError as exc:
+            raise KVStoreError(f"key {key}: {exc}") from None
         info = self.keys.get(key)
         if info is None:
             info = self.keys[key] = KeyInfo(key, shape, dtype)

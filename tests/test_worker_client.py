@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from netstorm.geoserver.worker_client import KVStoreError, WorkerSettings
@@ -142,3 +143,49 @@ def test_small_requests_travel_in_batches_and_every_sum_stays_exact(no_leftovers
                                             rf"batches", run.output).groups())
         assert batches > 0 and fused >= 2 * batches, run.output[-3000:]
     assert len(re.findall(r"'fused': [1-9]", run.output)) == 2, run.output[-3000:]
+
+
+def test_requests_the_outbox_could_not_send_fail_naming_the_cause_and_the_rest_goes_on():
+    """Small requests wait in the outbox (batch.py) and go from the I/O thread; a send
+    that fails there fails those requests with the reason instead of ending the thread."""
+    import time
+
+    from netstorm.geoserver.batch import Outbox
+    from netstorm.geoserver.nodes import NodeInfo
+    from netstorm.geoserver.pending import Pending
+    from netstorm.geoserver.wire import Kind, Message
+
+    class Broken:
+        def send(self, node, msg):
+            raise OSError("socket closed")
+
+    class Wake:
+        woken = 0
+
+        def wake(self):
+            self.woken += 1
+
+    client = _bare_client()
+    client.server = NodeInfo(1, "server", "eu", "tcp://127.0.0.1:2")
+    client.po, client.van, client.outbox, client._unsent = Broken(), Wake(), Outbox(0.0), []
+    waiting = {r: Pending(f"value of key {r}") for r in (7, 8)}
+    ended = []
+    for request, pending in waiting.items():
+        client._pending[request] = pending
+        pending.then(lambda p=pending: ended.append(p.error), time.monotonic() + 60)
+        client.outbox.add(Message(Kind.PULL, key=request, request=request), time.monotonic())
+    client._send_due(time.monotonic())          # as the I/O thread does
+    assert client.van.woken == 1 and ended == [] and client._pending == {}
+    while client._unsent:                       # the I/O loop, outside the lock
+        pending, error = client._unsent.pop()
+        pending.end(error=error)
+    assert sorted(ended) == [f"worker rank 0: could not send value of key {r}: "
+                             f"OSError('socket closed')" for r in (7, 8)]
+
+
+def test_a_key_of_a_dtype_the_wire_cannot_carry_is_refused_when_declared():
+    from netstorm.geoserver.worker_client import KVStoreError, WorkerClient
+    client = WorkerClient.__new__(WorkerClient)
+    client.keys = {}
+    with pytest.raises(KVStoreError, match="key 3: unsupported dtype"):
+        client.declare(3, (2,), np.complex64)
