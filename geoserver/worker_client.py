@@ -25,6 +25,7 @@ from .postoffice import Postoffice
 from .ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
 from .van import Van
+from .worker_recovery import ServerReplacement
 from .wire import Flag, Kind, Message, WireError, dtype_code
 from .worker_settings import KVStoreError, WorkerSettings
 
@@ -32,9 +33,6 @@ log = logging.getLogger("netstorm.worker")
 
 
 KEPT_STEP_COUNTS = 64   # esync: step counts kept per worker (keys a few rounds apart)
-
-
-KEPT_PUSH_ROUNDS = 8    # with server_restarts: a key's pushes kept at most, newest first
 
 
 @dataclass
@@ -50,7 +48,7 @@ class KeyInfo:
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
 
 
-class WorkerClient:
+class WorkerClient(ServerReplacement):
     def __init__(self, settings: WorkerSettings):
         self.settings = settings
         self.van = Van(f"worker {settings.dc}", settings.host, 0,
@@ -180,50 +178,6 @@ class WorkerClient:
             return
         pending.end(reply=msg)
 
-    def _server_moved(self, node: NodeInfo) -> None:
-        """This DC's server was replaced (docs/recovery.md): reach the new process and ask
-        it how far this rank got; requests made meanwhile wait for its answer (I/O thread)."""
-        if node.id != self.server.id:
-            self._drops.log(node.id, "worker %d: ignored NODE_MOVED naming %s", self.me.rank,
-                            node.describe())
-            return
-        with self._lock:
-            self.server = self.po.table.nodes[node.id] = self.server.moved_to(node)
-            self.po.van.disconnect(node.id, linger_s=0)
-            self.outbox.clear()     # as if lost with the old process: sent again below
-            self._moving = next(self._ids)
-            self.po.send(node.id, Message(Kind.RESUME, request=self._moving))
-        log.warning("worker rank %d: %s was replaced (now at %s); resuming there",
-                    self.me.rank, self.server.describe(), node.address)
-
-    def _resend(self, pushed: dict) -> None:
-        """The replacement has ``pushed[key]`` rounds of each key from this rank: send it
-        the later pushes kept, in order, then every request still unanswered (I/O thread)."""
-        lacking = ""
-        with self._lock:
-            self._moving = None
-            for key, info in self.keys.items():
-                kept = self._kept.get(key, {})
-                later = range(pushed.get(key, 0) + 1, info.pushes + 1)
-                lacking = lacking or next((f"round {r} of key {key}" for r in later
-                                           if r not in kept), "")
-                for msg in [kept[r] for r in later if r in kept]:
-                    if msg.request not in self._pending:
-                        msg.flags &= ~Flag.WANT_VALUE       # answered by the lost server
-                    self.po.send(self.server.id, msg)
-            again = [p.msg if p.msg.kind != Kind.PUSH else    # its round is there already:
-                     Message(Kind.PULL, key=p.msg.key, seq=p.msg.seq, request=p.msg.request)
-                     for p in self._pending.values() if p.msg is not None and
-                     (p.msg.kind != Kind.PUSH or p.msg.seq <= pushed.get(p.msg.key, 0))]
-            for msg in again:
-                self.po.send(self.server.id, msg)
-        if lacking:
-            self._fail_all(f"worker rank {self.me.rank}: the replaced server lacks {lacking}, "
-                           f"which this worker no longer keeps", caused_by_other=False)
-            return
-        log.info("worker rank %d: sent the replacement %d requests again", self.me.rank,
-                 len(again))
-
     def _fail_all(self, reason: str, caused_by_other: bool = True) -> None:
         with self._lock:
             self.caused_by_other = caused_by_other
@@ -350,13 +304,6 @@ class WorkerClient:
                 return None
             return due
 
-    def _keep(self, msg: Message) -> None:
-        """Keep a push until its round's value came (lock held)."""
-        if self._keep_pushes and msg.kind == Kind.PUSH:
-            kept = self._kept.setdefault(msg.key, {})
-            kept[msg.seq] = msg
-            kept.pop(msg.seq - KEPT_PUSH_ROUNDS, None)
-
     def _unanswered(self, pending: Pending) -> str:
         return (f"worker rank {self.me.rank}: waited {self.timeout_s:g}s for "
                 f"{pending.what}; no answer (timeout_s in the cluster file)")
@@ -408,16 +355,6 @@ class WorkerClient:
         return arrays[0].reshape(info.shape)
 
     # ------------------------------------------------------------ API
-    def _resume(self) -> tuple:
-        reply = self._wait(self._submit(Message(Kind.RESUME), f"the rounds this rank had "
-                                        f"pushed, from {self.server.describe()}"),
-                           Kind.RESUMED)
-        pushed = {int(k): int(n) for k, n in reply.meta["pushed"]}
-        if self.po.rejoined:
-            log.info("worker rank %d rejoined: its lost process had pushed %s", self.me.rank,
-                     ", ".join(f"key {k} {n} round(s)" for k, n in sorted(pushed.items())))
-        return int(reply.meta.get("base", 0)), pushed
-
     def declare(self, key: int, shape, dtype) -> KeyInfo:
         shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
         try:
@@ -514,10 +451,7 @@ class WorkerClient:
         finally:
             self.shares.done(key, handle.slots, handle.reply)
         if self._keep_pushes:           # rounds before it are in every replica
-            with self._lock:
-                kept = self._kept.get(key, {})
-                for rnd in [r for r in kept if r < reply.seq]:
-                    del kept[rnd]
+            self._forget_before(key, reply.seq)
         steps = reply.meta.get("steps") if reply.meta else None
         if steps is not None:
             with self._steps_known:
