@@ -326,3 +326,32 @@ def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
              "server_restarts cannot run with [compression]")]:
         with pytest.raises(ClusterFileError, match=re.escape(message)):
             parse_cluster(tomllib.loads(text), source="c.toml")
+
+
+def test_fusion_settings_parse_roundtrip_and_travel_to_every_node(tmp_path):
+    from netstorm.geoserver.settings import DEFAULT_FUSE_BYTES, RuntimeSettings
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD.replace("timeout_s = 5", "timeout_s = 5\nfuse_bytes = 0\n"
+                                                  "fuse_linger_s = 0.005"))
+    c = load_cluster(path)
+    assert (c.fuse_bytes, c.fuse_linger_s) == (0, 0.005)
+    path.write_text(to_toml(c))
+    assert load_cluster(path) == c
+    settings = RuntimeSettings.from_json(RuntimeSettings.from_cluster(c).to_json())
+    assert (settings.fuse_bytes, settings.fuse_linger_s) == (0, 0.005)
+    assert pseudo_cluster(2, 1, 9123).fuse_bytes == DEFAULT_FUSE_BYTES
+
+
+@pytest.mark.parametrize("line,message", [
+    ("fuse_bytes = -1", "fuse_bytes must be >= 0 (0: no fusion)"),
+    ("fuse_bytes = 1.5", "field 'fuse_bytes' must be int"),
+    ("fuse_linger_s = 2", "fuse_linger_s must be in [0, 1]"),
+    ("fuse_linger_s = -0.1", "fuse_linger_s must be in [0, 1]"),
+    ("fuse_linger_s = 'soon'", "field 'fuse_linger_s' must be float"),
+    ("fuse_byte = 10", "fuse_byte"),
+])
+def test_bad_fusion_settings_are_refused_naming_the_field(tmp_path, line, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(GOOD.replace("timeout_s = 5", f"timeout_s = 5\n{line}"))
+    with pytest.raises(ClusterFileError, match=re.escape(message)):
+        load_cluster(path)

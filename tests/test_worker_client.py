@@ -189,3 +189,39 @@ def test_a_key_of_a_dtype_the_wire_cannot_carry_is_refused_when_declared():
     client.keys = {}
     with pytest.raises(KVStoreError, match="key 3: unsupported dtype"):
         client.declare(3, (2,), np.complex64)
+
+
+@pytest.mark.parametrize("fuse_bytes,key_bytes,sent_at_once", [
+    (0, 16, True),              # fusion off: every request goes at once
+    (64, 256, True),            # a key as large as fuse_bytes or more: at once
+    (64, 16, False),            # a small key: it waits in the outbox
+])
+def test_which_requests_wait_in_the_outbox(fuse_bytes, key_bytes, sent_at_once):
+    from netstorm.geoserver.batch import Outbox
+    from netstorm.geoserver.nodes import NodeInfo
+    from netstorm.geoserver.wire import Kind, Message
+    from netstorm.geoserver.worker_client import KeyInfo
+
+    class Sent:
+        def __init__(self):
+            self.messages, self.woken = [], 0
+
+        def send(self, node, msg):
+            self.messages.append(msg)
+
+        def wake(self):
+            self.woken += 1
+
+    client = _bare_client()
+    client.server = NodeInfo(1, "server", "eu", "tcp://127.0.0.1:2")
+    client.po = client.van = Sent()
+    client.outbox, client._fuse_bytes, client._moving = Outbox(0.0), fuse_bytes, None
+    client.keys = {5: KeyInfo(5, (key_bytes // 4,), np.dtype(np.float32))}
+    push = Message(Kind.PUSH, key=5, seq=1, dtype=np.float32,
+                   frames=[np.zeros(key_bytes // 4, np.float32)])
+    client._post(push)
+    assert (client.po.messages == [push]) == sent_at_once
+    assert client.po.woken == (0 if sent_at_once else 1)
+    init = Message(Kind.INIT, key=6, meta={"shape": [1], "dtype": "<f4"})
+    client._post(init)                  # anything else goes at once, after what waited
+    assert client.po.messages == [push, init] and not client.outbox.messages
