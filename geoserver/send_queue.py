@@ -96,11 +96,13 @@ class SendQueue:
             self._handed(peer, [item[2] for item in taken])
 
     def _small_ones(self, heap) -> list:
-        """The most urgent waiting chunks while each is smaller than ``fuse_bytes``, taken
+        """The most urgent waiting whole chunks (no part of one: those carry meta) while
+        each is smaller than ``fuse_bytes``, taken
         off ``heap`` (up to :data:`FUSED_BYTES` and :data:`~netstorm.geoserver.batch.
         MAX_MESSAGES`); [] if the most urgent is not one. O(k log q)."""
         taken, total = [], 0
-        while heap and len(taken) < MAX_MESSAGES and heap[0][2].kind in FUSIBLE:
+        while heap and len(taken) < MAX_MESSAGES and heap[0][2].kind in FUSIBLE and \
+                not heap[0][2].meta:        # whole chunks only: the BATCH's meta stays small
             size = sum(memoryview(f).nbytes for f in heap[0][2].frames)
             if size >= self.fuse_bytes or total + size > FUSED_BYTES:
                 break

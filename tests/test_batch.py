@@ -158,3 +158,19 @@ def test_a_request_may_not_carry_a_position():
     rows(msg)[0][7] = {"at": [0, 0, 0]}
     with pytest.raises(schema.SchemaError, match="PULL: meta has unknown field 'at'"):
         batch.unpack(roundtrip(msg))
+
+
+def test_the_largest_rows_a_node_builds_fit_the_batch_meta_limit():
+    """Every BATCH a node builds must pass the receiver's meta-size check (16 KiB, before
+    parsing): 128 rows with every header field at its largest, a chunk's position (whole
+    chunks only: the send queue fuses no part of one) or an esync step count."""
+    from netstorm.geoserver.sync import MAX_COUNT
+    top = (1 << 64) - 1
+    chunk = Message(Kind.CHUNK_DOWN, key=(1 << 32) - 1, seq=top, request=top,
+                    flags=Flag(0x3F), policy=(1 << 32) - 1, tree=255, chunk=(1 << 32) - 1,
+                    dtype=np.int64, frames=[])
+    value = Message(Kind.VALUE, key=(1 << 32) - 1, seq=top, request=top, flags=Flag(0x3F),
+                    meta={"steps": MAX_COUNT}, dtype=np.int64, frames=[])
+    for msg in (chunk, value):
+        meta = wire.encode(batch.pack([msg] * batch.MAX_MESSAGES))[1]
+        assert len(meta) <= schema.META_LIMITS[Kind.BATCH], len(meta)

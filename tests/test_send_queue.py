@@ -158,3 +158,15 @@ def test_only_chunks_are_fused_and_not_without_fuse_bytes():
     queue.flush("p")
     plain.flush("q")
     assert van.carried == [1, 2, 1, 2]
+
+
+def test_a_part_of_a_chunk_is_not_fused():
+    van = BatchVan()
+    queue = SendQueue(van, fuse_bytes=1024)
+    part = sized(1, 16)
+    part.meta = {"part": [0, 8], "from": "eu"}
+    for msg in (part, sized(2, 16), sized(3, 16)):
+        queue.send("p", msg, (1, msg.key, 0))
+    van.room["p"] = 5
+    queue.flush("p")
+    assert van.carried == [1, [2, 3]]
