@@ -24,12 +24,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import schema
-from .wire import DTYPES, Kind, Message, WireError, dtype_code, flags_of, kind_of, wire_size
+from .wire import DTYPES, Kind, Message, WireError, dtype_code, flags_of, kind_of, payload_bytes, \
+    wire_size
 
 FUSIBLE = schema.FUSIBLE                # the kinds a BATCH may carry
 MAX_MESSAGES = schema.MAX_BATCH_MESSAGES  # and how many
 MAX_BATCH_BYTES = 4 << 20   # an outbox sends at once when its frames reach this many bytes
-_CHUNK_KINDS = frozenset({Kind.CHUNK_UP, Kind.CHUNK_DOWN})
+CHUNK_KINDS = frozenset({Kind.CHUNK_UP, Kind.CHUNK_DOWN})    # carry their position
 _AT = schema.Row(schema.Int(0, schema.U32), schema.Int(0, 255), schema.Int(0, schema.U32))
 
 
@@ -44,7 +45,7 @@ def pack(messages) -> Message:
         if msg.kind not in FUSIBLE:
             raise ValueError(f"{msg.kind.name} does not travel in a BATCH")
         meta = msg.meta or {}
-        if msg.kind in _CHUNK_KINDS:    # its policy version, tree and chunk index
+        if msg.kind in CHUNK_KINDS:     # its policy version, tree and chunk index
             meta = {**meta, "at": [msg.policy, msg.tree, msg.chunk]}
         items.append([int(msg.kind), msg.key, msg.seq, msg.request, int(msg.flags),
                       0 if msg.dtype is None else dtype_code(msg.dtype), len(msg.frames),
@@ -66,7 +67,7 @@ def unpack(batch: Message) -> list:
     messages, first = [], 0
     for i, (kind, key, seq, request, flags, code, count, meta) in enumerate(items):
         policy, tree, chunk = 0, 0, 0
-        if kind in _CHUNK_KINDS:        # a chunk's header fields travel in its meta
+        if kind in CHUNK_KINDS:         # a chunk's header fields travel in its meta
             meta = dict(meta)
             at = meta.pop("at", [0, 0, 0])
             _AT.check(at, f"BATCH: message {i}: meta.at")
@@ -115,7 +116,7 @@ class Outbox:
     def add(self, msg: Message, now: float) -> str:
         """Keep ``msg`` to send later. O(frames of msg)."""
         self.messages.append(msg)
-        self.bytes += sum(memoryview(f).nbytes for f in msg.frames)
+        self.bytes += payload_bytes(msg)
         if len(self.messages) >= self.max_messages or self.bytes >= self.max_bytes:
             return self.SEND
         if len(self.messages) == 1:

@@ -33,11 +33,10 @@ import itertools
 import time
 
 from . import wire
-from .batch import MAX_MESSAGES, pack
+from .batch import CHUNK_KINDS, MAX_MESSAGES, pack
 from .van import Van
 
 SEND_HWM = 1        # messages ZeroMQ may hold per peer beyond the one being written
-FUSIBLE = (wire.Kind.CHUNK_UP, wire.Kind.CHUNK_DOWN)
 FUSED_BYTES = 1 << 18   # a BATCH of chunks holds at most this much (the default chunk's size)
 
 
@@ -81,7 +80,7 @@ class SendQueue:
         while heap:
             if peer in self._paused:        # the link may have idled before this one
                 heap[0][2].flags &= ~wire.Flag.QUEUED
-            taken = self._small_ones(heap)
+            taken, size = self._small_ones(heap)
             if len(taken) > 1:
                 if not self.van.try_send(peer, pack([item[2] for item in taken])):
                     for item in taken:
@@ -91,41 +90,43 @@ class SendQueue:
             elif not self.van.try_send(peer, heap[0][2]):
                 return
             else:
-                taken = [heapq.heappop(heap)]
+                taken, size = [heapq.heappop(heap)], None
             self._paused.discard(peer)
-            self._handed(peer, [item[2] for item in taken])
+            self._handed(peer, [item[2] for item in taken], size)
 
     def _small_ones(self, heap) -> list:
         """The most urgent waiting whole chunks (no part of one: those carry meta) while
         each is smaller than ``fuse_bytes``, taken
         off ``heap`` (up to :data:`FUSED_BYTES` and :data:`~netstorm.geoserver.batch.
-        MAX_MESSAGES`); [] if the most urgent is not one. O(k log q)."""
+        MAX_MESSAGES`), with their frames' bytes; ``([], 0)`` if fewer than two. O(k log q)."""
         taken, total = [], 0
-        while heap and len(taken) < MAX_MESSAGES and heap[0][2].kind in FUSIBLE and \
+        while heap and len(taken) < MAX_MESSAGES and heap[0][2].kind in CHUNK_KINDS and \
                 not heap[0][2].meta:        # whole chunks only: the BATCH's meta stays small
-            size = sum(memoryview(f).nbytes for f in heap[0][2].frames)
+            size = wire.payload_bytes(heap[0][2])
             if size >= self.fuse_bytes or total + size > FUSED_BYTES:
                 break
             total += size
             taken.append(heapq.heappop(heap))
         if len(taken) == 1:                 # alone: it goes as itself
             heapq.heappush(heap, taken.pop())
-        return taken
+            return [], 0
+        return taken, total
 
     def paused(self) -> None:
         """The sender was away from its sockets long enough for a waiting peer's socket to
         drain: the next message each such peer gets is not marked QUEUED. O(peers)."""
         self._paused.update(self.backlogged())
 
-    def _handed(self, peer, messages: list) -> None:
-        """``messages`` (one, or those of a BATCH) left for ``peer``."""
+    def _handed(self, peer, messages: list, size=None) -> None:
+        """``messages`` (one, or those of a BATCH) left for ``peer``; ``size``: their
+        frames' bytes, if known."""
         self._progress[peer] = self._clock()
         if messages[0].flags & wire.Flag.QUEUED:
             self._timed[peer] = self._progress[peer]
         sizes = self._last_bytes.get(peer)
         if sizes is None:
             sizes = self._last_bytes[peer] = collections.deque(maxlen=SEND_HWM + 2)
-        sizes.append(sum(memoryview(f).nbytes for msg in messages for f in msg.frames))
+        sizes.append(sum(map(wire.payload_bytes, messages)) if size is None else size)
         if self._keep:
             recent = self._recent.get(peer)
             if recent is None:

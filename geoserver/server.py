@@ -139,7 +139,7 @@ class GeoServer:
             msg.meta = {"steps": self.balancer.steps(worker, msg.seq)}
             self.balancer.on_reply(worker, msg.seq, time.monotonic())
         if msg.kind == Kind.VALUE and self._fuse_bytes and \
-                sum(memoryview(f).nbytes for f in msg.frames) < self._fuse_bytes:
+                wire.payload_bytes(msg) < self._fuse_bytes:
             self._replies.setdefault(worker, []).append(msg)
             return
         self._send_replies(worker)          # in the order they were made

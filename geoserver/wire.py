@@ -181,11 +181,16 @@ class Message:
         return [np.frombuffer(f, dtype=self.dtype) for f in self.frames]
 
 
+def payload_bytes(msg: Message) -> int:
+    """The bytes of ``msg``'s tensor frames (numpy arrays or received buffers). O(frames)."""
+    return sum(memoryview(f).nbytes for f in msg.frames)
+
+
 def wire_size(msg: Message) -> int:
     """The bytes ``msg`` took on the wire (a BATCH's are counted on its first message)."""
     if msg.wire_bytes is not None:
         return msg.wire_bytes
-    return HEADER.size + sum(memoryview(f).nbytes for f in msg.frames)
+    return HEADER.size + payload_bytes(msg)
 
 
 def encode(msg: Message) -> list:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
 
 import mxnet as mx
 import numpy as np
@@ -33,6 +32,7 @@ import numpy as np
 from netstorm.geoserver.worker_settings import KVStoreError
 
 from . import engine_ops
+from .arguments import ArgumentChecks
 from .engine_async import AsyncEngine, context_struct, memory_view
 
 log = logging.getLogger("netstorm.kvstore")
@@ -84,7 +84,7 @@ class AsyncKeyOps:
     def __init__(self, client, engine: AsyncEngine, fallback: CustomKeyOps):
         self._client, self._engine, self._fallback = client, engine, fallback
         self._staging: dict = {}    # key id -> where its values land before MXNet's copy
-        self._seen: dict = {}       # (method, key id) -> (arrays, their facts): see _facts
+        self._seen = ArgumentChecks()   # the arrays' facts (see _facts)
 
     def pushpull(self, kid, data, out, token, priority=0, fresh_out=False) -> None:
         """``fresh_out``: ``out`` is the store's own new array (written directly)."""
@@ -139,16 +139,7 @@ class AsyncKeyOps:
         (a Trainer passes the same ones every step, and each read is a C call into MXNet).
         The arrays are held with their facts, so a later array at the same address is
         never taken for one of them. O(arrays)."""
-        seen = self._seen.get((method, kid))
-        if seen is not None and len(seen[0]) == len(arrays) and \
-                all(map(operator.is_, seen[0], arrays)):
-            return seen[1]
-        facts = None
-        if all(a.context.device_type == "cpu" for a in arrays):
-            facts = (context_struct(arrays[0]),
-                     [(math.prod(a.shape), np.dtype(a.dtype)) for a in arrays])
-        self._seen[(method, kid)] = (arrays, facts)
-        return facts
+        return self._seen.once(method, kid, arrays, lambda: _cpu_facts(arrays))
 
     def release(self) -> None:
         self._fallback.release()
@@ -182,6 +173,14 @@ class AsyncKeyOps:
         """(The arrays written are the key's own - its staging array, its token - or the
         pushed array itself, read through the same reservation: never an input's view.)"""
         self._engine.push(_noted(self._client, start), reads, writes, priority, context)
+
+
+def _cpu_facts(arrays):
+    """What :meth:`AsyncKeyOps._facts` returns, read from MXNet."""
+    if not all(a.context.device_type == "cpu" for a in arrays):
+        return None
+    return (context_struct(arrays[0]),
+            [(math.prod(a.shape), np.dtype(a.dtype)) for a in arrays])
 
 
 def _memory(array, kid, shape):
