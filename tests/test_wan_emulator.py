@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, needs_wan
 from netstorm.scheduler.topology import Link, Topology
 from netstorm.wan import EmulatedWan, TraceRunner, WanError, WanUnavailable, load_topology
+from netstorm.wan.emulator import FRAME_BYTES, MAX_GSO_BYTES, fifo_limit, gso_bytes, htb_burst
 from netstorm.wan.netns import STATE_DIR
 
 WAN_PY = REPO / "scripts" / "wan.py"
@@ -178,6 +179,37 @@ def test_shaping_and_set_rate(small, helper):
     assert abs(slower / 5 - 1) < TOLERANCE
     with pytest.raises(WanError, match="must be a number > 0"):
         small.set_rate("dc0", "dc1", 0)
+
+
+@pytest.mark.parametrize("mbps", [0.1, 2, 10, 40, 100, 400, 20000])
+def test_offload_packets_fit_the_shaper_burst_and_the_queue(mbps):
+    size = gso_bytes(mbps)
+    assert FRAME_BYTES <= size <= MAX_GSO_BYTES
+    assert size <= htb_burst(mbps) and size <= fifo_limit(mbps) // 8
+    assert gso_bytes(2) == 8192 and gso_bytes(400) == MAX_GSO_BYTES
+
+
+def link_gso(wan, dc, dev) -> tuple:
+    out = subprocess.run(["ip", "-n", wan.netns(dc), "-d", "-j", "link", "show", "dev", dev],
+                         capture_output=True, text=True, check=True).stdout
+    info = json.loads(out)[0]
+    return info["gso_max_size"], info["gso_max_segs"]
+
+
+@needs_wan
+def test_offload_follows_the_rate_and_fast_links_keep_their_rate(small, helper):
+    assert link_gso(small, "dc0", small.veth(0, "a"))[0] == gso_bytes(10)
+    small.set_rate("dc0", "dc1", 200)
+    try:
+        size, segs = link_gso(small, "dc0", small.veth(0, "a"))
+        assert size == gso_bytes(200) == MAX_GSO_BYTES and segs == size // FRAME_BYTES
+        assert link_gso(small, "dc1", small.veth(0, "b"))[0] == gso_bytes(10)   # other way
+        measured = throughput(small, helper, "dc0", "dc1", 20_000_000)        # ~0.8 s
+    finally:
+        small.set_rate("dc0", "dc1", 10)
+    print(f"configured 200 Mbit/s, measured {measured:.1f} Mbit/s")
+    assert abs(measured / 200 - 1) < TOLERANCE
+    assert link_gso(small, "dc0", small.veth(0, "a"))[0] == gso_bytes(10)
 
 
 @needs_wan

@@ -1,0 +1,37 @@
+"""scripts/wan_link_cost.py: one shaped link's transfer and the machine's CPU over it.
+
+Needs root and ``ip netns`` (skipped otherwise); about 2 s.
+"""
+import re
+import subprocess
+import sys
+
+from conftest import REPO, needs_wan
+
+SCRIPT = str(REPO / "scripts" / "wan_link_cost.py")
+LINE = re.compile(r"^5 MB at 100 Mbit/s, offload packets <= (\d+) B: ([\d.]+) s "
+                  r"\((\d+) Mbit/s\), machine busy ([\d.]+) CPU-s, of it softirq ([\d.]+)$")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+@needs_wan
+def test_one_transfer_at_the_link_rate_with_and_without_offload():
+    for extra, gso in (((), 62500), (("--gso", "1500"), 1500)):
+        done = run("--mbps", "100", "--mbytes", "5", *extra)
+        assert done.returncode == 0, done.stderr
+        match = LINE.match(done.stdout.strip())
+        assert match, done.stdout
+        assert int(match[1]) == gso
+        assert 70 <= int(match[3]) <= 100          # htb: ~96% goodput of the rate
+        assert float(match[4]) >= float(match[5]) >= 0
+
+
+def test_bad_arguments_are_refused_before_anything_runs():
+    for args, message in ((("--gso", "100"), "--gso must be in 1500..65536"),
+                          (("--mbps", "0"), "must be > 0")):
+        done = run(*args)
+        assert done.returncode == 2 and message in done.stderr, done.stderr
