@@ -162,6 +162,9 @@ class Van:
                 sock.curve_serverkey = server_key
                 sock.curve_publickey = self.credentials.own.public
                 sock.curve_secretkey = self.credentials.own.secret
+                # CURVE copies every message into its box anyway: a zero-copy send would
+                # only add pyzmq's garbage-collector thread (a wake-up per large frame)
+                sock.copy_threshold = 1 << 30
             sock.connect(address)
             self._peers[peer] = sock
 

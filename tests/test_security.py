@@ -6,7 +6,7 @@ import stat
 import numpy as np
 import pytest
 import zmq
-from zmq.utils import z85
+from zmq.utils import garbage, z85
 
 from netstorm.geoserver import security, wire
 from netstorm.geoserver.security import (Credentials, KeyPair, SecurityConfig, SecurityError,
@@ -118,6 +118,32 @@ def test_van_stamps_each_message_with_the_key_that_sent_it(keys):
     finally:
         peer.close()
         server.close()
+
+
+def test_large_frames_over_curve_are_copied_not_tracked_by_pyzmqs_collector(keys,
+                                                                           monkeypatch):
+    """CURVE encrypts a copy of every message: a zero-copy send would only cost a wake-up of
+    pyzmq's garbage-collector thread per frame. Plain connections stay zero-copy."""
+    tracked = []
+    store = garbage.gc.store
+    monkeypatch.setattr(garbage.gc, "store", lambda *a: tracked.append(1) or store(*a))
+    big = wire.Message(wire.Kind.PROBE, sender=1, dtype=np.float32,
+                       frames=[np.arange(1 << 18, dtype=np.float32)])       # 1 MiB
+    for creds in (True, False):
+        server = Van("eu", "127.0.0.1", 0,
+                     credentials=credentials_for(keys, "eu") if creds else None)
+        peer = Van("us", "127.0.0.1", 0,
+                   credentials=credentials_for(keys, "us") if creds else None)
+        try:
+            peer.connect("eu", server.address, principal="eu")
+            peer.send("eu", big)
+            got = server.recv(10)
+            assert np.array_equal(got.arrays()[0], big.frames[0])
+        finally:
+            peer.close()
+            server.close()
+        assert bool(tracked) is not creds
+        tracked.clear()
 
 
 def test_foreign_peers_without_a_listed_key_reach_nothing(keys, caplog):
