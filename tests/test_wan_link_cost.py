@@ -35,3 +35,20 @@ def test_bad_arguments_are_refused_before_anything_runs():
                           (("--mbps", "0"), "must be > 0")):
         done = run(*args)
         assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+@needs_wan
+def test_a_failed_sender_is_named_and_nothing_is_left_running(capsys):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("wan_link_cost", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    marker = "wan-link-cost-test-receiver"
+    script.FLOW = script.FLOW.replace(
+        "else:\n    conn = socket.create_connection",
+        "else:\n    sys.exit(3)\n    conn = socket.create_connection") + f"\n# {marker}\n"
+    assert "sys.exit(3)" in script.FLOW
+    assert script.main(["--mbps", "10", "--mbytes", "1"]) == 1
+    assert "the sender in dc0 failed (exit 3)" in capsys.readouterr().err
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.returncode == 1, left.stdout          # pgrep: nothing matched
