@@ -78,28 +78,24 @@ def main(argv=None) -> int:
         addr = wan.dc_address("dc1")
         recv = wan.popen("dc1", [sys.executable, "-c", FLOW, "recv", addr, str(nbytes)],
                          stdout=subprocess.PIPE, text=True)
-        try:        # a failure is named; the receiver stops here (and at the teardown)
-            port = recv.stdout.readline().strip()
-            if not port.isdigit():
-                print("wan_link_cost: the receiver in dc1 did not start", file=sys.stderr)
-                return 1
-            busy0, soft0 = busy_ticks()
-            t0 = time.monotonic()
-            sent = subprocess.run(wan.exec_prefix("dc0") + [sys.executable, "-c", FLOW, "send",
-                                                            addr, str(nbytes), port])
-            seconds = time.monotonic() - t0
-            busy1, soft1 = busy_ticks()
-            if sent.returncode != 0:
-                print(f"wan_link_cost: the sender in dc0 failed (exit {sent.returncode})",
-                      file=sys.stderr)
-                return 1
-            if recv.wait(timeout=30) != 0:
-                print("wan_link_cost: the receiver in dc1 failed", file=sys.stderr)
-                return 1
-        finally:
-            if recv.poll() is None:
-                recv.kill()
-                recv.wait()
+        # a failure is named; the emulator's teardown stops the receiver either way
+        port = recv.stdout.readline().strip()
+        if not port.isdigit():
+            print("wan_link_cost: the receiver in dc1 did not start", file=sys.stderr)
+            return 1
+        busy0, soft0 = busy_ticks()
+        t0 = time.monotonic()
+        sent = subprocess.run(wan.exec_prefix("dc0") + [sys.executable, "-c", FLOW, "send",
+                                                        addr, str(nbytes), port])
+        seconds = time.monotonic() - t0
+        busy1, soft1 = busy_ticks()
+        if sent.returncode != 0:
+            print(f"wan_link_cost: the sender in dc0 failed (exit {sent.returncode})",
+                  file=sys.stderr)
+            return 1
+        if recv.wait(timeout=30) != 0:
+            print("wan_link_cost: the receiver in dc1 failed", file=sys.stderr)
+            return 1
     hz = os.sysconf("SC_CLK_TCK")
     print(f"{args.mbytes:g} MB at {args.mbps:g} Mbit/s, offload packets <= {gso} B: "
           f"{seconds:.2f} s ({nbytes * 8 / seconds / 1e6:.0f} Mbit/s), machine busy "

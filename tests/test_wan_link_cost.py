@@ -2,6 +2,7 @@
 
 Needs root and ``ip netns`` (skipped otherwise); about 2 s.
 """
+import importlib.util
 import re
 import subprocess
 import sys
@@ -39,7 +40,6 @@ def test_bad_arguments_are_refused_before_anything_runs():
 
 @needs_wan
 def test_a_failed_sender_is_named_and_nothing_is_left_running(capsys):
-    import importlib.util
     spec = importlib.util.spec_from_file_location("wan_link_cost", SCRIPT)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
