@@ -162,9 +162,11 @@ def test_mixed_a_stopped_or_killed_dc_is_a_clear_error_within_the_timeout(no_lef
             lines.append(line)
             if "rank 1 step 30" in line:
                 break
-        victim = next(p for p in leftovers(str(no_leftovers))
-                      if "netstorm.geoserver" in " ".join(p.cmdline()) and
-                      "dc1" in p.cmdline())
+        victim = next((p for p in leftovers(str(no_leftovers))
+                       if "netstorm.geoserver" in " ".join(p.cmdline()) and
+                       "dc1" in p.cmdline()), None)
+        assert victim is not None, ("no server of dc1 to signal; the launcher said:",
+                                    "".join(lines)[-3000:], proc.poll())
         victim.send_signal(sig)
         hit = time.monotonic()
         for line in proc.stdout:
