@@ -7,16 +7,16 @@ import sys
 
 from .cli import EXIT_ABORTED, Terminated, read_stop_note, \
     setup_logging, start_node, write_reason
-from . import checkpoint
-from .cluster import ClusterFileError, load_cluster
-from .emulation import receive_delays
-from .heap import return_large_buffers
-from .nodes import SERVER
-from .postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
-from .server import GeoServer
-from .security import node_credentials
-from .van import TransportError, Van
-from .wire import Kind, Message
+from .server import checkpoint
+from .config.cluster import ClusterFileError, load_cluster
+from .config.emulation import receive_delays
+from .core.heap import return_large_buffers
+from .core.nodes import SERVER
+from .core.postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
+from .server.geoserver import GeoServer
+from .core.security import node_credentials
+from .core.van import TransportError, Van
+from .core.wire import Kind, Message
 
 log = logging.getLogger("netstorm.server")
 

@@ -9,9 +9,9 @@ import signal
 import sys
 from pathlib import Path
 
-from .cluster import ClusterFileError
-from .security import SecurityError
-from .van import TransportError
+from .config.cluster import ClusterFileError
+from .core.security import SecurityError
+from .core.van import TransportError
 
 
 def setup_logging(verbose: bool = False) -> None:

@@ -25,7 +25,7 @@ import mxnet.module.module
 
 from mxnet.kvstore.base import KVStoreBase
 
-from netstorm.geoserver.worker_client import KVStoreError
+from netstorm.geoserver.worker.client import KVStoreError
 
 from .netstorm import NetStorm
 

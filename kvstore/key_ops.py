@@ -29,7 +29,7 @@ import math
 import mxnet as mx
 import numpy as np
 
-from netstorm.geoserver.worker_settings import KVStoreError
+from netstorm.geoserver.worker.settings import KVStoreError
 
 from . import engine_ops
 from .arguments import ArgumentChecks

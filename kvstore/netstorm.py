@@ -1,7 +1,7 @@
 """``NetStorm``: the MXNet KVStore API mapped onto netstorm's worker client.
 
 Thin by design: the API's semantics here, argument normalisation in
-:mod:`netstorm.kvstore.arguments`, protocol in :mod:`netstorm.geoserver.worker_client`,
+:mod:`netstorm.kvstore.arguments`, protocol in :mod:`netstorm.geoserver.worker.client`,
 engine operations in :mod:`netstorm.kvstore.key_ops`.
 
 ``type`` is ``'dist_sync_netstorm'``: it contains ``'dist'`` and ``'_sync'`` on purpose, so
@@ -23,11 +23,11 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStore, KVStoreBase
 
-from netstorm.geoserver import checkpoint
+from netstorm.geoserver.server import checkpoint
 from netstorm.geoserver.cli import read_stop_note
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
-from netstorm.geoserver.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
-from netstorm.geoserver.worker_client import KVStoreError, WorkerClient, WorkerSettings
+from netstorm.geoserver.server.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
+from netstorm.geoserver.worker.client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops
 from .arguments import ArgumentChecks, as_list, check_arrays, dense, group, sparse_outs

@@ -8,12 +8,12 @@ import sys
 
 from netstorm.geoserver.cli import Terminated, setup_logging, \
     start_node, write_reason
-from netstorm.geoserver import wire
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster
-from netstorm.geoserver.emulation import receive_delays
-from netstorm.geoserver.heap import return_large_buffers
-from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, node_credentials
-from netstorm.geoserver.van import Van
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
+from netstorm.geoserver.config.emulation import receive_delays
+from netstorm.geoserver.core.heap import return_large_buffers
+from netstorm.geoserver.core.security import SCHEDULER_PRINCIPAL, node_credentials
+from netstorm.geoserver.core.van import Van
 
 from .service import Scheduler
 

@@ -1,7 +1,7 @@
 """Network awareness in the scheduler: the current view of every WAN link, and when to re-plan.
 
 Servers report inbound link estimates and stalled outbound links on their heartbeats
-(:mod:`netstorm.geoserver.link_monitor`, :meth:`netstorm.geoserver.send_queue.SendQueue.stalled`);
+(:mod:`netstorm.geoserver.server.wan.link_monitor`, :meth:`netstorm.geoserver.server.wan.send_queue.SendQueue.stalled`);
 :class:`LinkRates` keeps the latest per direction, starting from the cluster file's rates
 (or the start-up measurement). :class:`Replanner` decides when the policy in force is worth
 replacing: when, under the fresh estimates, it is predicted more than ``threshold`` slower

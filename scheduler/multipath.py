@@ -2,7 +2,7 @@
 
 A chunk on tree link u -> v may be split: a fraction travels u -> w -> v through a relay DC w
 that only forwards (no aggregation), the rest goes direct; the receiver reassembles
-(:mod:`netstorm.geoserver.reassembly`). :func:`plan_relays` chooses, for the policy's link loads
+(:mod:`netstorm.geoserver.server.wan.reassembly`). :func:`plan_relays` chooses, for the policy's link loads
 under the current rates, which directions shed how much through which relay, so that the direct
 part and the relayed part take equally long: repeatedly, the busiest direction moves bytes to
 the two-hop path that ends lowest, exactly until the two are level (water filling). Pure

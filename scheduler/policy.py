@@ -1,7 +1,7 @@
 """WAN synchronization policies computed by the scheduler (pure functions, no processes)."""
 from __future__ import annotations
 
-from netstorm.geoserver.tree import Policy, Tree
+from netstorm.geoserver.policy.tree import Policy, Tree
 
 from .planning import NOMINAL_MODEL_BYTES, compute_policy
 

@@ -5,14 +5,14 @@ feeds it the REGISTER metas it receives and sends what it answers.
 """
 from __future__ import annotations
 
-from netstorm.geoserver.nodes import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
+from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
 
 SCHEDULER_ID = 0
 
 
 class Registration:
     def __init__(self, dcs):
-        """``dcs``: the cluster's :class:`~netstorm.geoserver.cluster.DataCenter` s, in file order
+        """``dcs``: the cluster's :class:`~netstorm.geoserver.config.cluster.DataCenter` s, in file order
         (servers get their ids in that order, workers their ranks)."""
         self.dcs = tuple(dcs)
         self.expected: dict = {}        # (role, DC) -> how many nodes

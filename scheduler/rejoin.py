@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from netstorm.geoserver.nodes import SERVER, WORKER, NodeInfo
+from netstorm.geoserver.core.nodes import SERVER, WORKER, NodeInfo
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ DC's contribution to it was summed, so that round's total is final, and DCs appl
 same rounds hold bit-identical replicas. Every later round was not applied by any survivor:
 it is summed again, under the replay policy, from the sums the DCs kept. (The lost server
 may have applied one round more; its workers then push that round again, see
-:mod:`netstorm.geoserver.worker_client`.)
+:mod:`netstorm.geoserver.worker.client`.)
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class ServerReplacement:
     def make_plan(self) -> dict:
         """Once every survivor reported: ``{key: (round, holders, digest)}``: the key's
         latest round any survivor applied, the survivors that applied it (sorted; a DC
-        copying the key picks one, see :mod:`netstorm.geoserver.recovery`) and its digest.
+        copying the key picks one, see :mod:`netstorm.geoserver.server.recovery`) and its digest.
         Raises :class:`RecoveryError` when holders of a key hold different values, or
         survivors know different keys. O(DCs · keys)."""
         keys = set().union(*(set(r) for r in self.reports.values())) if self.reports else set()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import math
 
-from netstorm.geoserver.tree import Policy, PolicyBook
+from netstorm.geoserver.policy.tree import Policy, PolicyBook
 
 from .awareness import safe_start_round
 

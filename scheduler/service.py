@@ -5,7 +5,7 @@ interval, so it wakes to check liveness without busy-waiting. The decisions live
 parts: who may register and which ids and ranks they get (:mod:`netstorm.scheduler.registration`),
 which rounds servers are in, which are open and from which round a new policy applies
 (:mod:`netstorm.scheduler.rounds`), what every node is told about how to run
-(:class:`~netstorm.geoserver.settings.RuntimeSettings`, built once from the cluster file).
+(:class:`~netstorm.geoserver.config.settings.RuntimeSettings`, built once from the cluster file).
 """
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import logging
 import random
 import time
 
-from netstorm.geoserver import roles, wire
+from netstorm.geoserver.core import roles, wire
 from netstorm.geoserver.cli import EXIT_ABORTED
-from netstorm.geoserver.cluster import ClusterConfig
-from netstorm.geoserver.nodes import SCHEDULER, SERVER, NodeInfo, NodeTable
-from netstorm.geoserver.ratelog import RateLimitedLog
-from netstorm.geoserver.settings import MAX_EARLY_MESSAGES, ProbeRequest, RuntimeSettings
-from netstorm.geoserver.van import Van
+from netstorm.geoserver.config.cluster import ClusterConfig
+from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, NodeInfo, NodeTable
+from netstorm.geoserver.core.ratelog import RateLimitedLog
+from netstorm.geoserver.config.settings import MAX_EARLY_MESSAGES, ProbeRequest, RuntimeSettings
+from netstorm.geoserver.core.van import Van
 
 from .awareness import Adaptation, Replanner
 from .policy import NOMINAL_MODEL_BYTES, initial_policy, needs_measurement, planning_topology, \

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from netstorm.geoserver.settings import MAX_LATENCY_MS
+from netstorm.geoserver.config.settings import MAX_LATENCY_MS
 
 Rates = dict  # {(a, b): mbps} for directed DC pairs
 

@@ -39,7 +39,7 @@ import collections
 import math
 import statistics
 
-from netstorm.geoserver.tree import PolicyError
+from netstorm.geoserver.policy.tree import PolicyError
 
 from .planning import predict_iteration_s
 from .topology import Topology

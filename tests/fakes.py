@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from netstorm.geoserver import wire
-from netstorm.geoserver.aggregation import TreeExchange
-from netstorm.geoserver.tree import Policy, PolicyBook
-from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.server.aggregation import TreeExchange
+from netstorm.geoserver.policy.tree import Policy, PolicyBook
+from netstorm.geoserver.core.wire import Flag, Kind, Message
 from netstorm.scheduler.policy import random_trees
 
 

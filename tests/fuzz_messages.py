@@ -23,7 +23,7 @@ import json
 import random
 from dataclasses import dataclass
 
-from netstorm.geoserver.wire import HEADER, MAGIC, NO_NODE, PROTOCOL_VERSION, Flag, Kind
+from netstorm.geoserver.core.wire import HEADER, MAGIC, NO_NODE, PROTOCOL_VERSION, Flag, Kind
 
 SCHEDULER, SERVERS, WORKERS = 0, (1, 2), (3, 4)
 DCS = ("dc0", "dc1")

@@ -3,7 +3,7 @@ topologies and trees, random partial meshes, the built-in topologies."""
 import networkx as nx
 import numpy as np
 
-from netstorm.geoserver.tree import Tree
+from netstorm.geoserver.policy.tree import Tree
 from netstorm.scheduler.topology import Link, Topology
 from netstorm.wan import load_topology
 

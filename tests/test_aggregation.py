@@ -4,9 +4,9 @@ import random
 import numpy as np
 import pytest
 
-from netstorm.geoserver.aggregation import ENTRY_BYTES, ChunkId, TreeExchange
-from netstorm.geoserver.tree import Policy, PolicyBook, Tree
-from netstorm.geoserver.wire import Kind
+from netstorm.geoserver.server.aggregation import ENTRY_BYTES, ChunkId, TreeExchange
+from netstorm.geoserver.policy.tree import Policy, PolicyBook, Tree
+from netstorm.geoserver.core.wire import Kind
 from netstorm.scheduler.policy import random_trees, star_policy
 
 
@@ -124,7 +124,7 @@ def test_duplicate_totals_are_not_delivered_twice(caplog):
 
 
 def test_round_set_tracks_out_of_order_rounds():
-    from netstorm.geoserver.aggregation import RoundSet
+    from netstorm.geoserver.server.aggregation import RoundSet
     s = RoundSet()
     s.add((0, 0, 2))
     assert (0, 0, 2) in s and (0, 0, 1) not in s

@@ -1,11 +1,11 @@
-"""netstorm.geoserver.batch: a BATCH carries small messages whole, each still checked
+"""netstorm.geoserver.core.batch: a BATCH carries small messages whole, each still checked
 against its own kind's schema; the outbox says when to wake the sender and when to send."""
 import numpy as np
 import pytest
 
-from netstorm.geoserver import batch, schema, wire
-from netstorm.geoserver.batch import Outbox
-from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.geoserver.core import batch, schema, wire
+from netstorm.geoserver.core.batch import Outbox
+from netstorm.geoserver.core.wire import Flag, Kind, Message
 
 F4 = np.arange(5, dtype=np.float32)
 F2 = np.arange(3, dtype=np.float16)
@@ -164,7 +164,7 @@ def test_the_largest_rows_a_node_builds_fit_the_batch_meta_limit():
     """Every BATCH a node builds must pass the receiver's meta-size check (16 KiB, before
     parsing): 128 rows with every header field at its largest, a chunk's position (whole
     chunks only: the send queue fuses no part of one) or an esync step count."""
-    from netstorm.geoserver.sync import MAX_COUNT
+    from netstorm.geoserver.config.sync import MAX_COUNT
     top = (1 << 64) - 1
     chunk = Message(Kind.CHUNK_DOWN, key=(1 << 32) - 1, seq=top, request=top,
                     flags=Flag(0x3F), policy=(1 << 32) - 1, tree=255, chunk=(1 << 32) - 1,

@@ -77,7 +77,7 @@ def test_reactions_give_rounds_from_the_change_to_the_next_policy():
 
 
 def test_round_costs_judge_the_policy_in_force_at_the_rates_set_mid_round():
-    from netstorm.geoserver.tree import Tree
+    from netstorm.geoserver.policy.tree import Tree
     from netstorm.scheduler.planning import predict_iteration_s
     from netstorm.scheduler.topology import Link, Topology
     topology = Topology("two", ("a", "b"), (Link("a", "b", 100.0, 100.0),))

@@ -2,9 +2,9 @@
 import pytest
 
 from netstorm.bench.systems import RunContext, cluster_config
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster
-from netstorm.geoserver.cluster_toml import to_toml
-from netstorm.geoserver.emulation import receive_delays
+from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
+from netstorm.geoserver.config.cluster_toml import to_toml
+from netstorm.geoserver.config.emulation import receive_delays
 from netstorm.wan import load_topology
 from netstorm.wan.routes import path_delays_ms
 

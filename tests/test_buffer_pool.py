@@ -4,7 +4,7 @@ import time
 import numpy as np
 import zmq
 
-from netstorm.geoserver.buffer_pool import BufferPool
+from netstorm.geoserver.server.buffer_pool import BufferPool
 
 
 def test_an_array_is_reused_only_when_nothing_else_refers_to_it():

@@ -1,6 +1,6 @@
 import pytest
 
-from netstorm.geoserver.chunking import chunk_ranges
+from netstorm.geoserver.policy.chunking import chunk_ranges
 
 
 @pytest.mark.parametrize("size,itemsize,chunk", [(10, 4, 8), (1000, 4, 1024), (1, 2, 1024),

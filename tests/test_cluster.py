@@ -5,10 +5,10 @@ import tomllib
 import pytest
 import zmq
 
-import netstorm.geoserver.hosts as hosts
-from netstorm.geoserver.sync import SyncConfig
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster
-from netstorm.geoserver.cluster_toml import to_toml
+import netstorm.geoserver.config.hosts as hosts
+from netstorm.geoserver.config.sync import SyncConfig
+from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster
+from netstorm.geoserver.config.cluster_toml import to_toml
 
 GOOD = """
 [scheduler]
@@ -329,7 +329,7 @@ def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
 
 
 def test_fusion_settings_parse_roundtrip_and_travel_to_every_node(tmp_path):
-    from netstorm.geoserver.settings import DEFAULT_FUSE_BYTES, RuntimeSettings
+    from netstorm.geoserver.config.settings import DEFAULT_FUSE_BYTES, RuntimeSettings
     path = tmp_path / "c.toml"
     path.write_text(GOOD.replace("timeout_s = 5", "timeout_s = 5\nfuse_bytes = 0\n"
                                                   "fuse_linger_s = 0.005"))

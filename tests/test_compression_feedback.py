@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from fakes import random_policy
-from netstorm.geoserver.aggregation import ChunkId, TreeExchange
+from netstorm.geoserver.server.aggregation import ChunkId, TreeExchange
 from netstorm.geoserver.compression import (DOWN, UP, CompressionConfig, DenseCodec,
                                             ErrorFeedback, PayloadError, WanCodec)
 from netstorm.geoserver.compression import codecs, payload
-from netstorm.geoserver.tree import PolicyBook
-from netstorm.geoserver.wire import Kind
+from netstorm.geoserver.policy.tree import PolicyBook
+from netstorm.geoserver.core.wire import Kind
 
 CHUNK_BYTES = 2048                       # 512 float32 per chunk: keys span several
 KEY_SIZES = {0: 300, 1: 5000, 2: 9000}  # 5000 and 9000 chunks take the sampled top-k

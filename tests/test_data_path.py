@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from fakes import exchanges, init_message, push_message, random_policy
-from netstorm.geoserver.local_store import KeyStore
-from netstorm.geoserver.tree import Policy, Tree
-from netstorm.geoserver.wire import Kind
+from netstorm.geoserver.server.local_store import KeyStore
+from netstorm.geoserver.policy.tree import Policy, Tree
+from netstorm.geoserver.core.wire import Kind
 
 
 class World:

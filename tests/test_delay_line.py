@@ -1,5 +1,5 @@
-"""netstorm.geoserver.delay_line: messages held until they are due."""
-from netstorm.geoserver.delay_line import DelayLine
+"""netstorm.geoserver.core.delay_line: messages held until they are due."""
+from netstorm.geoserver.core.delay_line import DelayLine
 
 
 def test_items_come_out_when_due_in_due_order_and_ties_by_arrival():

@@ -1,8 +1,8 @@
-"""netstorm.geoserver.emulation: the [emulation] table and the delays a process applies."""
+"""netstorm.geoserver.config.emulation: the [emulation] table and the delays a process applies."""
 import pytest
 
-from netstorm.geoserver.cluster import ClusterFileError
-from netstorm.geoserver.emulation import EmulationConfig, parse_emulation, receive_delays
+from netstorm.geoserver.config.cluster import ClusterFileError
+from netstorm.geoserver.config.emulation import EmulationConfig, parse_emulation, receive_delays
 
 DCS = {"eu", "us", "asia"}
 HOSTS = {"eu": "10.1.0.1", "us": "10.1.1.1", "asia": "10.1.2.1"}

@@ -1,7 +1,7 @@
 """StepBalancer: esync's local step counts from passively timed rounds."""
 import pytest
 
-from netstorm.geoserver.esync import StepBalancer
+from netstorm.geoserver.server.esync import StepBalancer
 
 FAST, SLOW = 1, 2
 

@@ -10,9 +10,9 @@ import pytest
 import zmq
 
 from live_cluster import Cluster
-from netstorm.geoserver import wire
-from netstorm.geoserver.security import KeyPair, read_key_pair
-from netstorm.geoserver.wire import Kind, Message
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.core.security import KeyPair, read_key_pair
+from netstorm.geoserver.core.wire import Kind, Message
 
 pytestmark = pytest.mark.slow
 

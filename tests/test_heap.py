@@ -2,7 +2,7 @@
 the last of a burst released at the next poll."""
 import pytest
 
-from netstorm.geoserver import heap
+from netstorm.geoserver.core import heap
 
 
 class FakeClock:

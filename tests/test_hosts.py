@@ -1,7 +1,7 @@
-"""geoserver/hosts.py: addresses, bind vs advertised, the [ssh] table."""
+"""geoserver/config/hosts.py: addresses, bind vs advertised, the [ssh] table."""
 import pytest
 
-from netstorm.geoserver.hosts import SshConfig, parse_ssh, reachable, resolve_host
+from netstorm.geoserver.config.hosts import SshConfig, parse_ssh, reachable, resolve_host
 
 
 class Bad(ValueError):

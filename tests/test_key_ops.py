@@ -7,8 +7,8 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from netstorm.geoserver.pending import Pending
-from netstorm.geoserver.worker_client import KVStoreError
+from netstorm.geoserver.worker.pending import Pending
+from netstorm.geoserver.worker.client import KVStoreError
 from netstorm.kvstore import key_ops
 from netstorm.kvstore.engine_async import AsyncEngine
 

@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO, free_port, launch, leftovers, worker_cmd
 from netstorm.datasets import load, write_idx
 from netstorm.launcher.keygen import keygen
-from netstorm.geoserver.cluster import ClusterConfig, DataCenter
-from netstorm.geoserver.cluster_toml import to_toml
+from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
+from netstorm.geoserver.config.cluster_toml import to_toml
 
 pytestmark = pytest.mark.slow
 

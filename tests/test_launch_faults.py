@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from conftest import REPO, free_port, leftovers, worker_cmd
-from netstorm.geoserver.cluster import ClusterConfig, DataCenter
-from netstorm.geoserver.cluster_toml import to_toml
+from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
+from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.launcher.keygen import keygen
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from netstorm.geoserver.link_monitor import LinkMonitor
+from netstorm.geoserver.server.wan.link_monitor import LinkMonitor
 
 MB = 1 << 20
 

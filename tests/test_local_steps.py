@@ -3,7 +3,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from netstorm.geoserver.sync import SyncConfig
+from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.kvstore.local_steps import LocalSteps, LocalStepsError
 
 

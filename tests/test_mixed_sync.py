@@ -5,8 +5,8 @@ from collections import deque
 import numpy as np
 import pytest
 
-from netstorm.geoserver.mixed_sync import MixedError, MixedExchange
-from netstorm.geoserver.tree import Tree
+from netstorm.geoserver.server.mixed_sync import MixedError, MixedExchange
+from netstorm.geoserver.policy.tree import Tree
 
 DCS = ("a", "b", "c", "d")
 TREE = Tree("a", {"a": None, "b": "a", "c": "b", "d": "a"})    # a chain b-c hangs off a

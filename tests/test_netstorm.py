@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import free_port, launch, worker_cmd
-from netstorm.geoserver.sync import SyncConfig
-from netstorm.geoserver.worker_client import KVStoreError, WorkerSettings
+from netstorm.geoserver.config.sync import SyncConfig
+from netstorm.geoserver.worker.client import KVStoreError, WorkerSettings
 from netstorm.kvstore import netstorm as plugin
 
 
@@ -103,8 +103,8 @@ def test_module_matches_single_process_reference(no_leftovers):
 def test_initial_values_pass_along_the_tree_to_far_dcs(no_leftovers):
     """Rank 0's initial values spread over the first tree's links: on a chain of 4 DCs each
     DC passes them on to the next, and every worker still sees exactly rank 0's values."""
-    from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster
-    from netstorm.geoserver.cluster_toml import to_toml
+    from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster
+    from netstorm.geoserver.config.cluster_toml import to_toml
     chain = tuple(LinkSpec(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
     cluster = no_leftovers / "chain.toml"
     cluster.write_text(to_toml(pseudo_cluster(4, 1, free_port(), policy="fapt", links=chain)))
@@ -191,8 +191,8 @@ def test_fp16_compression_along_multi_root_trees_keeps_every_check(no_leftovers,
     same API checks pass (fp16 carries these small integers exactly), the script's own
     setting is accepted and another one refused, and chunks really travel encoded (with
     scope "all", the workers' pushes too)."""
-    from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster
-    from netstorm.geoserver.cluster_toml import to_toml
+    from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster
+    from netstorm.geoserver.config.cluster_toml import to_toml
     chain = tuple(LinkSpec(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
     cluster = no_leftovers / "fp16.toml"
     cluster.write_text(to_toml(pseudo_cluster(4, 1, free_port(), policy="fapt", links=chain))
@@ -256,7 +256,7 @@ class Recorder:
 def test_pushpull_checks_each_new_array_and_skips_only_the_arrays_checked_last(store):
     """A Trainer passes the same arrays every step: their checks run once; another array
     (a wrong shape, a row_sparse output) is checked, and refused, every time."""
-    from netstorm.geoserver.worker_client import KeyInfo
+    from netstorm.geoserver.worker.client import KeyInfo
     kv, _, _ = store
     kv._client.keys = {0: KeyInfo(0, (3,), np.dtype(np.float32))}
     ran = []
@@ -284,7 +284,7 @@ def test_pushpull_checks_each_new_array_and_skips_only_the_arrays_checked_last(s
 def test_push_and_pull_check_new_arrays_and_keep_each_way_of_calling_apart(store):
     """The same checks as pushpull's skip only arrays that passed them for the same call:
     a pull that refuses row_sparse outputs is checked apart from one that skips them."""
-    from netstorm.geoserver.worker_client import KeyInfo
+    from netstorm.geoserver.worker.client import KeyInfo
     kv, _, _ = store
     kv._client.keys = {0: KeyInfo(0, (3,), np.dtype(np.float32))}
     ran = []

@@ -76,7 +76,7 @@ def test_import_netstorm_registers_the_kvstore_in_either_order(order):
 def test_server_and_scheduler_modules_do_not_import_mxnet():
     """Servers and the scheduler import MXNet only when an optimizer runs on them: it costs
     seconds and hundreds of MB per process."""
-    out = _python("import sys, netstorm.geoserver.server, netstorm.geoserver.__main__, "
+    out = _python("import sys, netstorm.geoserver.server.geoserver, netstorm.geoserver.__main__, "
                   "netstorm.scheduler.__main__\nprint('mxnet' in sys.modules)")
     assert out == "False"
 

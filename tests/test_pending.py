@@ -1,7 +1,7 @@
-"""netstorm.geoserver.pending: a request ends once, waking a waiting thread or its function."""
+"""netstorm.geoserver.worker.pending: a request ends once, waking a waiting thread or its function."""
 import threading
 
-from netstorm.geoserver.pending import Pending
+from netstorm.geoserver.worker.pending import Pending
 
 
 def test_a_function_waiting_for_a_request_runs_once_when_it_is_answered():

@@ -1,7 +1,7 @@
 """netstorm/launcher/placement.py: which process runs on which host."""
 import tomllib
 
-from netstorm.geoserver.cluster import parse_cluster
+from netstorm.geoserver.config.cluster import parse_cluster
 from netstorm.launcher import placement
 from netstorm.launcher.placement import Part
 

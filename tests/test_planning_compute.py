@@ -4,7 +4,7 @@ import time
 import pytest
 
 from netstorm.bench.planning import random_full_mesh, time_policy
-from netstorm.geoserver.tree import Policy
+from netstorm.geoserver.policy.tree import Policy
 from netstorm.scheduler.planning import (DEFAULT_CHUNK_BYTES, MAX_POLICY_TREES, TREES_PER_DC,
                                          PolicyPlan, best_single_tree, best_star,
                                          compute_policy, cut_lower_bound, fapt_policy,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from netstorm.bench.planning import random_full_mesh
-from netstorm.geoserver.tree import Tree
+from netstorm.geoserver.policy.tree import Tree
 from netstorm.scheduler.planning import (cut_lower_bound, link_loads, optimal_shares,
                                          pack_trees_detail, solve_lp)
 from netstorm.scheduler.planning.network import as_net, parent_array

@@ -5,7 +5,7 @@ import pytest
 
 from netstorm.scheduler.planning import (DEFAULT_CHUNK_BYTES, compute_policy, link_loads,
                                          pipeline_fill_s, predict_iteration_s)
-from netstorm.geoserver.tree import Tree
+from netstorm.geoserver.policy.tree import Tree
 from netstorm.scheduler.topology import Topology
 from netstorm.wan import load_topology
 from planning_cases import BUILTIN, MIB, B, topo, tree

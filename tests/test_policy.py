@@ -16,7 +16,7 @@ def test_star_hub_must_be_a_dc():
 
 
 def _config(links=(), policy="fapt"):
-    from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+    from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec
     return ClusterConfig("127.0.0.1", 1, tuple(DataCenter(n, "127.0.0.1", 0, 1)
                                                for n in ("a", "b", "c")),
                          policy=policy, links=tuple(LinkSpec(*l) for l in links))

@@ -7,11 +7,11 @@ import time
 import numpy as np
 import pytest
 
-from netstorm.geoserver import wire
-from netstorm.geoserver.nodes import NodeInfo, NodeTable
-from netstorm.geoserver.postoffice import Postoffice, RendezvousError
-from netstorm.geoserver.settings import RuntimeSettings
-from netstorm.geoserver.van import Van
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
+from netstorm.geoserver.core.postoffice import Postoffice, RendezvousError
+from netstorm.geoserver.config.settings import RuntimeSettings
+from netstorm.geoserver.core.van import Van
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ class _StubVan:
 
 
 def test_messages_before_the_welcome_are_bounded_in_number_and_bytes(monkeypatch, caplog):
-    from netstorm.geoserver import postoffice
+    from netstorm.geoserver.core import postoffice
     monkeypatch.setattr(postoffice, "MAX_EARLY_MESSAGES", 3)
     monkeypatch.setattr(postoffice, "MAX_HELD_BYTES_PER_PEER", 100)
     po = Postoffice(_StubVan(), "tcp://127.0.0.1:2", "server", "dc0")

@@ -1,6 +1,6 @@
 """LinkProber: receiver-timed rates, bounded by a timeout, no clock agreement needed."""
 from conftest import needs_wan
-from netstorm.geoserver.probe import PIECES, LinkProber
+from netstorm.geoserver.server.wan.probe import PIECES, LinkProber
 
 
 def test_rate_is_bytes_after_the_first_piece_over_receiver_time():

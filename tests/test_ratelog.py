@@ -1,9 +1,9 @@
-"""netstorm.geoserver.ratelog: a few lines per peer and interval, the rest counted and
+"""netstorm.geoserver.core.ratelog: a few lines per peer and interval, the rest counted and
 reported with the peer's next line; all peers together are capped too."""
 import logging
 
 from fakes import Clock
-from netstorm.geoserver.ratelog import RateLimitedLog
+from netstorm.geoserver.core.ratelog import RateLimitedLog
 
 log = logging.getLogger("test.ratelog")
 

@@ -1,4 +1,4 @@
-"""Recovery (docs/recovery.md). In process: geoserver/recovery.py, a lost DC server replaced
+"""Recovery (docs/recovery.md). In process: geoserver/server/recovery.py, a lost DC server replaced
 from a peer's replica while rounds are in flight, exactly. Live on loopback: a worker or a
 server killed mid-training is restarted and the run ends exactly as an uninterrupted one.
 Test names contain ``recover``."""
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from conftest import WORKERS, launch, worker_cmd
-from netstorm.geoserver.aggregation import TreeExchange
-from netstorm.geoserver.local_store import KeyStore
-from netstorm.geoserver.optimizer_host import optimizer_spec
-from netstorm.geoserver.postoffice import AbortError
-from netstorm.geoserver.recovery import ServerRecovery
-from netstorm.geoserver.tree import Policy, PolicyBook
-from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.geoserver.server.aggregation import TreeExchange
+from netstorm.geoserver.server.local_store import KeyStore
+from netstorm.geoserver.server.optimizer_host import optimizer_spec
+from netstorm.geoserver.core.postoffice import AbortError
+from netstorm.geoserver.server.recovery import ServerRecovery
+from netstorm.geoserver.policy.tree import Policy, PolicyBook
+from netstorm.geoserver.core.wire import Flag, Kind, Message
 from netstorm.scheduler.policy import random_trees
 from netstorm.scheduler.replacement import ServerReplacement
 
@@ -40,7 +40,7 @@ def uninterrupted(rounds: int, workers: int) -> dict:
     return {key: w.asnumpy() for key, w in weights.items()}
 
 
-# ------------------------------------------------------------ in process (geoserver/recovery.py)
+# ------------------------------------------------------------ in process (geoserver/server/recovery.py)
 DCS, CHUNK_BYTES = ("a", "b", "c"), 16 << 10
 SPEC = optimizer_spec(mx.optimizer.create("sgd", **OPTIMIZER))
 
@@ -248,7 +248,7 @@ def test_recover_refuses_a_peer_request_or_replica_that_does_not_fit(caplog):
     """A STATE_REQUEST for a key not here is answered with nothing (logged), and a STATE
     whose key has another shape here is refused naming its source, before anything of it
     is taken; neither stops the server with anything but that error."""
-    from netstorm.geoserver.replica import KeyReplica, digest, encode
+    from netstorm.geoserver.server.replica import KeyReplica, digest, encode
     net: list = []
     rng = random.Random(5)
     policy = Policy(1, 1, (random_trees(DCS, rng)[0][0],))
@@ -338,7 +338,7 @@ def test_recover_from_a_checkpoint_written_while_training(no_leftovers):
 
 @pytest.mark.slow
 def test_recover_refuses_a_corrupted_checkpoint_naming_it(no_leftovers, tmp_path):
-    from netstorm.geoserver import checkpoint
+    from netstorm.geoserver.server import checkpoint
     path = tmp_path / "c.npz"
     checkpoint.write(path, checkpoint.Checkpoint(3, {0: np.ones((6, 5), np.float32)}))
     assert checkpoint.read(path).round == 3

@@ -1,7 +1,7 @@
 """scheduler.registration: who may register, what is missing, ids and ranks; no sockets."""
 import pytest
 
-from netstorm.geoserver.cluster import DataCenter
+from netstorm.geoserver.config.cluster import DataCenter
 from netstorm.scheduler.registration import SCHEDULER_ID, Registration
 
 DCS = (DataCenter("eu", "127.0.0.1", 0, 2), DataCenter("us", "127.0.0.1", 0, 1))

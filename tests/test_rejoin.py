@@ -1,6 +1,6 @@
 """scheduler/rejoin.py: which dead workers and servers are awaited, and who comes back as
 whom."""
-from netstorm.geoserver.nodes import SERVER, WORKER, NodeInfo
+from netstorm.geoserver.core.nodes import SERVER, WORKER, NodeInfo
 from netstorm.scheduler.rejoin import LostNodes
 
 W = NodeInfo(5, WORKER, "eu", "tcp://10.0.0.2:4000", rank=3, local_rank=1, host="a",

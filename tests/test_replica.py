@@ -1,12 +1,12 @@
-"""geoserver/replica.py: a replica of some keys as a STATE message, checked on arrival."""
+"""geoserver/server/replica.py: a replica of some keys as a STATE message, checked on arrival."""
 import mxnet as mx
 import numpy as np
 import pytest
 
-from netstorm.geoserver import schema
-from netstorm.geoserver.optimizer_host import OptimizerHost, optimizer_spec
-from netstorm.geoserver.replica import KeyReplica, ReplicaError, decode, digest, encode
-from netstorm.geoserver.wire import Kind, Message, decode as wire_decode, encode as wire_encode
+from netstorm.geoserver.core import schema
+from netstorm.geoserver.server.optimizer_host import OptimizerHost, optimizer_spec
+from netstorm.geoserver.server.replica import KeyReplica, ReplicaError, decode, digest, encode
+from netstorm.geoserver.core.wire import Kind, Message, decode as wire_decode, encode as wire_encode
 
 SPEC = optimizer_spec(mx.optimizer.create("sgd", learning_rate=0.5, momentum=0.5))
 

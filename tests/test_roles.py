@@ -1,10 +1,10 @@
-"""Who may send what (geoserver/roles.py): the claimed sender must be a node of the table,
+"""Who may send what (geoserver/core/roles.py): the claimed sender must be a node of the table,
 of the principal whose key sent it, allowed to send that kind to the receiving node."""
 import pytest
 
-from netstorm.geoserver.nodes import NodeInfo, NodeTable
-from netstorm.geoserver.roles import refusal, register_refusal, welcome_refusal
-from netstorm.geoserver.wire import Kind, Message
+from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
+from netstorm.geoserver.core.roles import refusal, register_refusal, welcome_refusal
+from netstorm.geoserver.core.wire import Kind, Message
 
 TABLE = NodeTable([NodeInfo(0, "scheduler", "", "tcp://s"),
                    NodeInfo(1, "server", "eu", "tcp://e"),

@@ -1,5 +1,5 @@
 """geoserver.round_gate: pushes of rounds the scheduler has not opened wait, without sockets."""
-from netstorm.geoserver.round_gate import RoundGate
+from netstorm.geoserver.server.round_gate import RoundGate
 
 
 def test_a_disabled_gate_holds_nothing():

@@ -1,6 +1,6 @@
 """scheduler.rounds: rounds reported and opened, and from which round a new policy applies;
 no sockets, time passed in."""
-from netstorm.geoserver.tree import Tree
+from netstorm.geoserver.policy.tree import Tree
 from netstorm.scheduler.policy import star_policy
 from netstorm.scheduler.rounds import ROUNDS_SEEN, RoundTracker
 

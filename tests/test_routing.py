@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from netstorm.geoserver.routing import Router
+from netstorm.geoserver.server.wan.routing import Router
 
 RATES = {("a", "b"): 10.0, ("b", "a"): 10.0, ("a", "c"): 50.0, ("c", "a"): 50.0,
          ("c", "b"): 40.0, ("b", "c"): 40.0, ("a", "d"): 90.0, ("d", "b"): 5.0}

@@ -1,14 +1,14 @@
-"""netstorm.geoserver.schema: every kind has a schema; a valid example of each passes (as
+"""netstorm.geoserver.core.schema: every kind has a schema; a valid example of each passes (as
 encoded and decoded), and each kind of violation is rejected with a reason naming the field."""
 import copy
 
 import numpy as np
 import pytest
 
-from netstorm.geoserver import schema, wire
-from netstorm.geoserver.optimizer_host import states_to_wire
-from netstorm.geoserver.settings import ProbeRequest, RuntimeSettings
-from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.geoserver.core import schema, wire
+from netstorm.geoserver.server.optimizer_host import states_to_wire
+from netstorm.geoserver.config.settings import ProbeRequest, RuntimeSettings
+from netstorm.geoserver.core.wire import Flag, Kind, Message
 from netstorm.scheduler.policy import star_policy
 
 F4 = np.arange(6, dtype=np.float32)

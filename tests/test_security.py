@@ -1,4 +1,4 @@
-"""Keys, credentials and the ZAP handler (geoserver/security.py), and the Van with CURVE: a
+"""Keys, credentials and the ZAP handler (geoserver/core/security.py), and the Van with CURVE: a
 listed key is admitted and named on every message, a stranger's key or no key at all is not."""
 import os
 import stat
@@ -8,13 +8,13 @@ import pytest
 import zmq
 from zmq.utils import garbage, z85
 
-from netstorm.geoserver import security, wire
-from netstorm.geoserver.security import (Credentials, KeyPair, SecurityConfig, SecurityError,
+from netstorm.geoserver.core import security, wire
+from netstorm.geoserver.core.security import (Credentials, KeyPair, SecurityConfig, SecurityError,
                                          credentials_for, generate_cluster_keys, key_file_name,
                                          node_credentials, principal_of, read_key_pair,
                                          user_id, worker_credentials, write_key_pair,
                                          zap_reply)
-from netstorm.geoserver.van import TransportError, Van
+from netstorm.geoserver.core.van import TransportError, Van
 
 
 def test_key_files_are_private_never_overwritten_and_read_back(tmp_path):

@@ -1,7 +1,7 @@
 """geoserver.send_queue: the most urgent message goes first once the peer can take more."""
 from fakes import Clock, FakeVan
-from netstorm.geoserver import wire
-from netstorm.geoserver.send_queue import SendQueue
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.server.wan.send_queue import SendQueue
 
 
 def chunk(key):
@@ -101,7 +101,7 @@ class BatchVan(FakeVan):
 
     def take(self, peer, msg) -> None:
         super().take(peer, msg)
-        from netstorm.geoserver import batch
+        from netstorm.geoserver.core import batch
         self.carried.append([m.key for m in batch.unpack(msg)] if msg.kind == wire.Kind.BATCH
                             else msg.key)
 
@@ -113,7 +113,7 @@ def sized(key, nbytes, kind=wire.Kind.CHUNK_UP):
 
 
 def test_small_waiting_chunks_leave_together_most_urgent_first_until_a_large_one():
-    from netstorm.geoserver.send_queue import FUSED_BYTES
+    from netstorm.geoserver.server.wan.send_queue import FUSED_BYTES
     van = BatchVan()
     queue = SendQueue(van, fuse_bytes=1024, keep_recent=8)
     for key, nbytes in [(5, 64), (1, 512), (2, 2048), (3, 16), (4, 16), (0, 1024 - 4)]:

@@ -1,4 +1,4 @@
-"""netstorm.geoserver.server: GeoServer's wiring and dispatch without sockets (a stand-in
+"""netstorm.geoserver.server.geoserver: GeoServer's wiring and dispatch without sockets (a stand-in
 Postoffice): the round gate holds pushes until the scheduler opens their round, chunks from the
 WAN reach the tree exchange, a bad request from the scheduler stops the server naming the
 field; and a running server survives garbage frames and strangers, and keeps exact sums."""
@@ -7,11 +7,11 @@ import pytest
 
 from conftest import launch, worker_cmd
 from fakes import FakePostoffice, init_message, push_message
-from netstorm.geoserver.nodes import NodeInfo, NodeTable
-from netstorm.geoserver.postoffice import AbortError
-from netstorm.geoserver.server import GeoServer
-from netstorm.geoserver.settings import RuntimeSettings
-from netstorm.geoserver.wire import Kind, Message
+from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
+from netstorm.geoserver.core.postoffice import AbortError
+from netstorm.geoserver.server.geoserver import GeoServer
+from netstorm.geoserver.config.settings import RuntimeSettings
+from netstorm.geoserver.core.wire import Kind, Message
 from netstorm.scheduler.policy import star_policy
 
 EU_SERVER, US_SERVER, EU_WORKER = 1, 2, 3
@@ -79,7 +79,7 @@ def test_server_survives_garbage_and_unknown_peers(no_leftovers):
 
 
 def test_a_gated_push_too_far_ahead_is_refused_not_held_and_not_asked_for():
-    from netstorm.geoserver.settings import MAX_ROUNDS_AHEAD
+    from netstorm.geoserver.config.settings import MAX_ROUNDS_AHEAD
     server = eu_server(round_gate=True)
     server.handle(init_message(EU_WORKER, 0, np.zeros(4, np.float32)))
     server.handle(push_message(EU_WORKER, 0, MAX_ROUNDS_AHEAD + 1, np.ones(4, np.float32),
@@ -97,7 +97,7 @@ def test_a_replacement_server_takes_a_peer_replica_before_any_worker_request():
     to resume (it was meant for the lost process), keeps the rest until it holds every key
     at its planned round, copied from the peer the plan names and checked against the
     digest; then it answers and replays under the replay policy."""
-    from netstorm.geoserver.replica import KeyReplica, digest, encode
+    from netstorm.geoserver.server.replica import KeyReplica, digest, encode
     server = eu_server(round_gate=False, replacing=True)
     value = np.arange(4, dtype=np.float32)
     server.handle(push_message(EU_WORKER, 0, 4, np.ones(4, np.float32), request=5))
@@ -144,7 +144,7 @@ class _Inbox(FakePostoffice):
 
 
 def test_serve_handles_every_message_of_a_burst_longer_than_one_drain():
-    from netstorm.geoserver.server import DRAIN_MESSAGES
+    from netstorm.geoserver.server.geoserver import DRAIN_MESSAGES
     keys = 3 * DRAIN_MESSAGES + 1
     burst = [init_message(EU_WORKER, k, np.zeros(4, np.float32)) for k in range(keys)] + \
         [push_message(EU_WORKER, k, 1, np.ones(4, np.float32)) for k in range(keys)] + \
@@ -162,8 +162,8 @@ def test_serve_handles_every_message_of_a_burst_longer_than_one_drain():
 
 @pytest.mark.parametrize("fuse_bytes", [1 << 16, 0])
 def test_the_small_values_one_drain_makes_go_to_each_worker_in_one_batch(fuse_bytes):
-    from netstorm.geoserver import batch
-    from netstorm.geoserver.server import DRAIN_MESSAGES
+    from netstorm.geoserver.core import batch
+    from netstorm.geoserver.server.geoserver import DRAIN_MESSAGES
     table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
                        NodeInfo(EU_SERVER, "server", "eu", "tcp://127.0.0.1:2"),
                        NodeInfo(EU_WORKER, "worker", "eu", "tcp://127.0.0.1:4", 0, 0),

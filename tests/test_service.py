@@ -9,12 +9,12 @@ import time
 import pytest
 
 from conftest import REPO, WORKERS, free_port
-from netstorm.geoserver import wire
+from netstorm.geoserver.core import wire
 from netstorm.geoserver.cli import EXIT_ABORTED
-from netstorm.geoserver.cluster import LinkSpec, pseudo_cluster
-from netstorm.geoserver.cluster_toml import to_toml
-from netstorm.geoserver.security import credentials_for
-from netstorm.geoserver.van import Van
+from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster
+from netstorm.geoserver.config.cluster_toml import to_toml
+from netstorm.geoserver.core.security import credentials_for
+from netstorm.geoserver.core.van import Van
 from netstorm.launcher.supervisor import with_keys, worker_env
 
 pytestmark = pytest.mark.slow

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec, pseudo_cluster
-from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES, IDLE_PROBE_S, PROBE_BYTES, \
+from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec, pseudo_cluster
+from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES, IDLE_PROBE_S, PROBE_BYTES, \
     PROBE_TIMEOUT_S, ProbeRequest, RuntimeSettings, SettingsError
 
 

@@ -8,12 +8,12 @@ import pytest
 
 from conftest import launch, worker_cmd
 from fakes import init_message, push_message
-from netstorm.geoserver.local_store import KeyStore, RequestError
-from netstorm.geoserver.shared_slots import (MIN_SHARED_BYTES, SharedSegments, WorkerShares,
+from netstorm.geoserver.server.local_store import KeyStore, RequestError
+from netstorm.geoserver.server.shared_slots import (MIN_SHARED_BYTES, SharedSegments, WorkerShares,
                                              WorkerSlots, segment_bytes, slot_bytes,
                                              worth_sharing)
-from netstorm.geoserver.tree import PolicyBook
-from netstorm.geoserver.wire import Flag, Kind, Message
+from netstorm.geoserver.policy.tree import PolicyBook
+from netstorm.geoserver.core.wire import Flag, Kind, Message
 from netstorm.scheduler.policy import star_policy
 
 SIZE = MIN_SHARED_BYTES // 4 + 3        # float32 elements: just above the threshold

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, free_port, launch, leftovers, worker_cmd
-from netstorm.geoserver.cluster import pseudo_cluster
-from netstorm.geoserver.cluster_toml import to_toml
-from netstorm.geoserver.sync import MAX_COUNT, SyncConfig, SyncError
+from netstorm.geoserver.config.cluster import pseudo_cluster
+from netstorm.geoserver.config.cluster_toml import to_toml
+from netstorm.geoserver.config.sync import MAX_COUNT, SyncConfig, SyncError
 
 
 def test_default_is_fully_synchronous_and_every_round_crosses_the_wan():

@@ -1,7 +1,7 @@
 """chosen_params: one reader for the cluster-wide settings tables."""
 import pytest
 
-from netstorm.geoserver.tables import chosen_params
+from netstorm.geoserver.config.tables import chosen_params
 
 TAKES = {"plain": (), "tuned": ("speed", "depth")}
 

@@ -1,6 +1,6 @@
 import pytest
 
-from netstorm.geoserver.tree import WHOLE_KEY_FRACTION, Policy, PolicyError, Tree
+from netstorm.geoserver.policy.tree import WHOLE_KEY_FRACTION, Policy, PolicyError, Tree
 
 DCS = ["a", "b", "c", "d"]
 
@@ -87,7 +87,7 @@ def test_bad_shares_are_rejected():
 
 
 def test_policy_book_picks_the_policy_in_force():
-    from netstorm.geoserver.tree import PolicyBook
+    from netstorm.geoserver.policy.tree import PolicyBook
     book = PolicyBook(Policy(1, 0, TWO))
     book.add(Policy(2, 10, TWO[:1]))
     book.add(Policy(3, 5, TWO[1:]))
@@ -97,7 +97,7 @@ def test_policy_book_picks_the_policy_in_force():
 
 
 def test_policy_book_forgets_only_versions_no_later_round_can_use():
-    from netstorm.geoserver.tree import PolicyBook
+    from netstorm.geoserver.policy.tree import PolicyBook
     book = PolicyBook(Policy(1, 0, TWO))
     for version, start in ((2, 3), (3, 5), (4, 5), (5, 8)):
         book.add(Policy(version, start, TWO))
@@ -128,7 +128,7 @@ def test_children_from_spreads_from_any_dc_over_tree_links_once():
 
 
 def test_a_replay_policy_is_in_force_from_its_start_whatever_was_announced_later():
-    from netstorm.geoserver.tree import PolicyBook
+    from netstorm.geoserver.policy.tree import PolicyBook
     book = PolicyBook(Policy(1, 0, TWO))
     book.add(Policy(2, 9, TWO[:1]))                 # announced, not yet in force
     book.replay(Policy(3, 7, TWO[1:]))              # a lost server: rounds from 7 replayed
@@ -141,7 +141,7 @@ def test_a_replay_policy_is_in_force_from_its_start_whatever_was_announced_later
 def test_initial_values_spread_along_the_widest_paths_out_of_their_origin():
     """a -> c directly is slow (10), through b fast (100 and 80): c gets it from b; every
     DC gets it once, from one parent; the reverse rates do not matter."""
-    from netstorm.geoserver.tree import widest_children
+    from netstorm.geoserver.policy.tree import widest_children
     links = [("a", "b", 100, 1), ("b", "c", 80, 1), ("a", "c", 10, 500), ("c", "d", 5, 5)]
     children = {dc: widest_children("a", dc, links) for dc in "abcd"}
     assert children == {"a": ["b"], "b": ["c"], "c": ["d"], "d": []}

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from netstorm.geoserver.tree import PolicyError
+from netstorm.geoserver.policy.tree import PolicyError
 from netstorm.scheduler.awareness import LinkRates
 from netstorm.scheduler.planning import compute_policy, predict_iteration_s
 from netstorm.scheduler.trust import FIRST_ROUND, EstimateTrust

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import zmq
 
-from netstorm.geoserver import wire
-from netstorm.geoserver.van import TransportError, Van
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.core.van import TransportError, Van
 
 
 @pytest.fixture
@@ -214,7 +214,7 @@ def test_emulated_delays_hold_messages_by_the_address_they_came_from():
 
 
 def test_a_batch_arrives_as_the_messages_it_carries_in_order(pair):
-    from netstorm.geoserver import batch
+    from netstorm.geoserver.core import batch
     a, b = pair
     a.node_id = 5
     data = np.arange(6, dtype=np.float32)
@@ -231,7 +231,7 @@ def test_a_batch_arrives_as_the_messages_it_carries_in_order(pair):
 
 
 def test_the_rest_of_a_batch_counts_as_waiting(pair):
-    from netstorm.geoserver import batch
+    from netstorm.geoserver.core import batch
     a, b = pair
     a.send("b", batch.pack([wire.Message(wire.Kind.PULL, key=k) for k in range(2)]))
     assert b.recv(5).key == 0
@@ -241,7 +241,7 @@ def test_the_rest_of_a_batch_counts_as_waiting(pair):
 
 
 def test_a_batch_carrying_a_message_its_schema_refuses_is_dropped_whole(pair, caplog):
-    from netstorm.geoserver import batch
+    from netstorm.geoserver.core import batch
     a, b = pair
     bad = batch.pack([wire.Message(wire.Kind.PULL, key=1),
                       wire.Message(wire.Kind.PULL, key=2, flags=wire.Flag.HAS_VALUE)])

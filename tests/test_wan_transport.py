@@ -8,9 +8,9 @@ import pytest
 
 from conftest import needs_wan
 from fakes import Clock, Net, exchanges, random_policy
-from netstorm.geoserver import wire
-from netstorm.geoserver.aggregation import ChunkId
-from netstorm.geoserver.wan_transport import WanTransport, probe_pieces
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.server.aggregation import ChunkId
+from netstorm.geoserver.server.wan.transport import WanTransport, probe_pieces
 
 
 class World:
@@ -148,7 +148,7 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
     from conftest import WORKERS
     from netstorm import launcher as launch
     from netstorm import wan as wanlib
-    from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+    from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec
     from netstorm.wan import load_topology
     topology = load_topology("small").scaled(0.5)
     stats = tmp_path / "stats.jsonl"
@@ -245,7 +245,7 @@ def test_other_messages_over_a_link_count_towards_its_estimate():
     """A 4 MiB INIT between QUEUED chunks took the link for its own time: counted (via
     note_arrival) the link reads its real 80 Mbit/s; if it were left out, the chunk after
     it would read the INIT's time as its own."""
-    from netstorm.geoserver.wire import Flag, Kind, Message
+    from netstorm.geoserver.core.wire import Flag, Kind, Message
     clock = Clock()
     po = type("PO", (), {"van": Net().van("b", {1: "a", 2: "b"}),
                          "connect": lambda self, node, send_hwm=0: None})()
@@ -270,7 +270,7 @@ def test_other_messages_over_a_link_count_towards_its_estimate():
 
 
 def test_a_server_away_longer_than_away_s_tells_its_queues_links_may_have_drained():
-    from netstorm.geoserver.wan_transport import AWAY_S
+    from netstorm.geoserver.server.wan.transport import AWAY_S
     calls = []
     wan = WanTransport.__new__(WanTransport)            # only the outbox is involved
     wan.outbox = type("Outbox", (), {"paused": lambda self: calls.append("paused"),

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from netstorm.geoserver import wire
-from netstorm.geoserver.wire import Flag, Kind, Message, WireError
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.core.wire import Flag, Kind, Message, WireError
 
 
 def test_roundtrip_keeps_every_field_and_tensor_bytes():

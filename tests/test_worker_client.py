@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from netstorm.geoserver.worker_client import KVStoreError, WorkerSettings
+from netstorm.geoserver.worker.client import KVStoreError, WorkerSettings
 
 
 def test_settings_from_environment():
@@ -25,10 +25,10 @@ def test_malformed_settings_are_clear():
 def test_a_message_that_upsets_dispatch_is_logged_and_the_io_thread_goes_on(caplog):
     import logging
 
-    from netstorm.geoserver.nodes import NodeInfo
-    from netstorm.geoserver.ratelog import RateLimitedLog
-    from netstorm.geoserver.wire import Kind, Message
-    from netstorm.geoserver.worker_client import WorkerClient, log
+    from netstorm.geoserver.core.nodes import NodeInfo
+    from netstorm.geoserver.core.ratelog import RateLimitedLog
+    from netstorm.geoserver.core.wire import Kind, Message
+    from netstorm.geoserver.worker.client import WorkerClient, log
 
     client = WorkerClient.__new__(WorkerClient)          # no sockets: only what dispatch uses
     client.me = NodeInfo(3, "worker", "eu", "tcp://127.0.0.1:1", rank=1, local_rank=0)
@@ -47,14 +47,14 @@ def _bare_client(sync=None):
     """A WorkerClient without sockets: only the request book-keeping."""
     import threading
 
-    from netstorm.geoserver.nodes import NodeInfo
-    from netstorm.geoserver.worker_client import WorkerClient
+    from netstorm.geoserver.core.nodes import NodeInfo
+    from netstorm.geoserver.worker.client import WorkerClient
 
     client = WorkerClient.__new__(WorkerClient)
     client.me = NodeInfo(3, "worker", "eu", "tcp://127.0.0.1:1", rank=0, local_rank=0)
     client._lock, client._pending, client._departed = threading.Lock(), {}, []
     client._aborted, client.caused_by_other = None, False
-    from netstorm.geoserver.sync import SyncConfig
+    from netstorm.geoserver.config.sync import SyncConfig
     client.sync = sync or SyncConfig()
     return client
 
@@ -62,7 +62,7 @@ def _bare_client(sync=None):
 def test_under_esync_a_worker_that_left_dooms_only_barriers():
     """esync: its DC's server goes on without it (a fast worker finishes its steps in fewer
     rounds), so only a barrier, which needs every worker, can never come."""
-    from netstorm.geoserver.sync import SyncConfig
+    from netstorm.geoserver.config.sync import SyncConfig
     client = _bare_client(SyncConfig(mode="esync"))
     client._worker_left("worker rank 1 (dc1/0, node 4)", {5: 50})
     assert not client._left_error((5, 51), "x") and not client._left_error((6, 3), "x")
@@ -70,7 +70,7 @@ def test_under_esync_a_worker_that_left_dooms_only_barriers():
 
 
 def test_a_worker_that_left_dooms_only_the_rounds_it_never_pushed():
-    from netstorm.geoserver.pending import Pending as _Pending
+    from netstorm.geoserver.worker.pending import Pending as _Pending
     client = _bare_client()
     waiting = {"last": _Pending("value of key 5 round 50", (5, 50)),
                "next": _Pending("value of key 5 round 51", (5, 51)),
@@ -98,7 +98,7 @@ def test_a_function_waiting_for_a_request_runs_when_it_fails_or_is_overdue():
     or, unanswered after timeout_s, with the same error a waiting thread would raise."""
     import time
 
-    from netstorm.geoserver.pending import Pending
+    from netstorm.geoserver.worker.pending import Pending
     import threading
     client = _bare_client()
     client.timeout_s = 30.0
@@ -150,10 +150,10 @@ def test_requests_the_outbox_could_not_send_fail_naming_the_cause_and_the_rest_g
     that fails there fails those requests with the reason instead of ending the thread."""
     import time
 
-    from netstorm.geoserver.batch import Outbox
-    from netstorm.geoserver.nodes import NodeInfo
-    from netstorm.geoserver.pending import Pending
-    from netstorm.geoserver.wire import Kind, Message
+    from netstorm.geoserver.core.batch import Outbox
+    from netstorm.geoserver.core.nodes import NodeInfo
+    from netstorm.geoserver.worker.pending import Pending
+    from netstorm.geoserver.core.wire import Kind, Message
 
     class Broken:
         def send(self, node, msg):
@@ -184,7 +184,7 @@ def test_requests_the_outbox_could_not_send_fail_naming_the_cause_and_the_rest_g
 
 
 def test_a_key_of_a_dtype_the_wire_cannot_carry_is_refused_when_declared():
-    from netstorm.geoserver.worker_client import KVStoreError, WorkerClient
+    from netstorm.geoserver.worker.client import KVStoreError, WorkerClient
     client = WorkerClient.__new__(WorkerClient)
     client.keys = {}
     with pytest.raises(KVStoreError, match="key 3: unsupported dtype"):
@@ -197,10 +197,10 @@ def test_a_key_of_a_dtype_the_wire_cannot_carry_is_refused_when_declared():
     (64, 16, False),            # a small key: it waits in the outbox
 ])
 def test_which_requests_wait_in_the_outbox(fuse_bytes, key_bytes, sent_at_once):
-    from netstorm.geoserver.batch import Outbox
-    from netstorm.geoserver.nodes import NodeInfo
-    from netstorm.geoserver.wire import Kind, Message
-    from netstorm.geoserver.worker_client import KeyInfo
+    from netstorm.geoserver.core.batch import Outbox
+    from netstorm.geoserver.core.nodes import NodeInfo
+    from netstorm.geoserver.core.wire import Kind, Message
+    from netstorm.geoserver.worker.client import KeyInfo
 
     class Sent:
         def __init__(self):

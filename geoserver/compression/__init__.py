@@ -1,7 +1,7 @@
 """WAN compression along the trees (issue 12): typed settings (:mod:`.config`), the wire
 form of a compressed chunk (:mod:`.payload`), the lossy steps (:mod:`.codecs`) and per-hop
 error feedback (:mod:`.feedback`). See docs/compression.md."""
-from .config import CompressionConfig, CompressionError
+from ..config.compression import CompressionConfig, CompressionError
 from .feedback import DOWN, UP, DenseCodec, ErrorFeedback, WanCodec
 from .payload import PayloadError
 

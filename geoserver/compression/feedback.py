@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import codecs, payload
-from .config import CompressionConfig
+from ..config.compression import CompressionConfig
 
 UP, DOWN = "up", "down"
 FP16_MAX = float(np.finfo(np.float16).max)     # a chunk holding more goes dense

@@ -23,7 +23,7 @@ import struct
 
 import numpy as np
 
-from ..wire import WireError
+from ..core.wire import WireError
 
 HEADER = struct.Struct("<BBxxxxxxQQf4x")       # format, value code, n, count, scale
 INDEX, BITMAP, HALF, TWOBIT = 1, 2, 3, 4

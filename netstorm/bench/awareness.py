@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netstorm.geoserver.tree import Policy, PolicyBook, PolicyError
+from netstorm.geoserver.policy.tree import Policy, PolicyBook, PolicyError
 from netstorm.scheduler.planning import compute_policy, predict_iteration_s
 
 

@@ -27,14 +27,14 @@ import time
 from pathlib import Path
 
 from netstorm import wan as wanlib
-from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
 from netstorm.launcher import interrupts_raise
 from netstorm.scheduler.planning import cut_lower_bound
 from netstorm.scheduler.topology import TopologyError
 
 from netstorm.datasets import DatasetError
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
-from netstorm.geoserver.sync import SyncConfig, SyncError
+from netstorm.geoserver.config.sync import SyncConfig, SyncError
 
 from . import accuracy, awareness, perf_profile
 from .accuracy import wan_bytes

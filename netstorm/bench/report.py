@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
 
 from . import perf_profile
 from .cpu import describe

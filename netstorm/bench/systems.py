@@ -7,12 +7,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netstorm.geoserver.cluster import ClusterConfig, DataCenter, LinkSpec
+from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec
 from netstorm.geoserver.compression import CompressionConfig
-from netstorm.geoserver.emulation import EmulationConfig
-from netstorm.geoserver.security import SecurityConfig
-from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
-from netstorm.geoserver.sync import SyncConfig
+from netstorm.geoserver.config.emulation import EmulationConfig
+from netstorm.geoserver.core.security import SecurityConfig
+from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 from netstorm.wan.routes import path_delays_ms
 

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from netstorm.geoserver.cluster import ClusterConfig, DataCenter
+from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
 from netstorm.launcher import free_port, interrupts_raise, run_cluster, run_pslite_cluster
 
 from . import perf_profile

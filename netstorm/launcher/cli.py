@@ -21,14 +21,14 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from netstorm.geoserver.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
+from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
                                         load_cluster, pseudo_cluster)
 from netstorm.geoserver.compression import CompressionConfig, CompressionError
-from netstorm.geoserver.sync import SyncConfig, SyncError
-from netstorm.geoserver.security import SecurityConfig
-from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.config.sync import SyncConfig, SyncError
+from netstorm.geoserver.core.security import SecurityConfig
+from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
 
-from netstorm.geoserver.hosts import resolve_host
+from netstorm.geoserver.config.hosts import resolve_host
 
 from . import placement
 from .placement import Part

@@ -17,9 +17,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster, read_toml
-from netstorm.geoserver.cluster_toml import security_toml
-from netstorm.geoserver.security import SecurityError, generate_cluster_keys, key_file_name
+from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, read_toml
+from netstorm.geoserver.config.cluster_toml import security_toml
+from netstorm.geoserver.core.security import SecurityError, generate_cluster_keys, key_file_name
 
 
 def keygen(cluster_file, keys_dir=None) -> list:

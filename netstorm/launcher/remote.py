@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 from netstorm.geoserver.cli import EXIT_ABORTED
-from netstorm.geoserver.cluster import ClusterFileError, load_cluster
+from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 
 from . import placement
 from .supervisor import interrupts_raise, run_cluster

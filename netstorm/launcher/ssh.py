@@ -21,9 +21,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError
-from netstorm.geoserver.cluster_toml import to_toml
-from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, key_file_name
+from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError
+from netstorm.geoserver.config.cluster_toml import to_toml
+from netstorm.geoserver.core.security import SCHEDULER_PRINCIPAL, key_file_name
 
 from . import placement
 from .remote import BUNDLE_VERSION

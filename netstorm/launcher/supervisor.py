@@ -4,7 +4,7 @@ workers (or stock MXNet's ps-lite nodes, the benchmark's baseline).
 :class:`Launcher` owns the child processes: it prefixes every output line with the
 process's role, reports the first failure and always stops every process (SIGTERM, then
 SIGKILL to the process group). :func:`run_cluster` runs a netstorm cluster from a
-:class:`~netstorm.geoserver.cluster.ClusterConfig`; :func:`run_pslite_cluster` the baseline.
+:class:`~netstorm.geoserver.config.cluster.ClusterConfig`; :func:`run_pslite_cluster` the baseline.
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from netstorm.geoserver import checkpoint
+from netstorm.geoserver.server import checkpoint
 from netstorm.geoserver.cli import EXIT_ABORTED, STOP_NOTE, read_reason, write_reason
-from netstorm.geoserver.cluster import ClusterConfig, ClusterFileError
-from netstorm.geoserver.cluster_toml import to_toml
-from netstorm.geoserver.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
-from netstorm.geoserver.van import MAX_IPC_PATH
+from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError
+from netstorm.geoserver.config.cluster_toml import to_toml
+from netstorm.geoserver.core.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
+from netstorm.geoserver.core.van import MAX_IPC_PATH
 
 from . import placement
 from .placement import Part

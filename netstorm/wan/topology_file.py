@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from netstorm.geoserver.cluster import read_toml
+from netstorm.geoserver.config.cluster import read_toml
 from netstorm.scheduler.topology import MAX_LATENCY_MS, Link, Topology, TopologyError, is_rate
 
 _LINK_KEYS = {"a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"}

@@ -2,7 +2,7 @@
 
 A policy is a set of spanning trees T_1..T_k over the DCs; tree t carries a share s_t of the
 model (sum 1). Tree edges must be declared links usable both ways: aggregation runs
-child -> parent, the broadcast parent -> child (``netstorm.geoserver.aggregation``), along
+child -> parent, the broadcast parent -> child (``netstorm.geoserver.server.aggregation``), along
 the same edges (a shared tree) or along a broadcast tree of its own (a split tree).
 :func:`compute_policy` runs every construction below and keeps the policy with the least
 predicted iteration time. Every function takes a

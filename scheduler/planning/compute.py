@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netstorm.geoserver.tree import Policy
+from netstorm.geoserver.policy.tree import Policy
 
 from .fapt import fapt_all, fapt_candidates
 from .network import MAX_POLICY_TREES, Net, as_net, edge_key, parent_array, to_tree, tree_cap

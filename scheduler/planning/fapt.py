@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from netstorm.geoserver.tree import Tree
+from netstorm.geoserver.policy.tree import Tree
 
 from .network import Net, as_net, dc_index, edge_key, inverse, parent_array, to_tree, tree_cap
 from .shares import capped_shares

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import networkx as nx
 import numpy as np
 
-from netstorm.geoserver.tree import PolicyError, Tree
+from netstorm.geoserver.policy.tree import PolicyError, Tree
 
 from ..topology import Topology
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netstorm.geoserver.tree import Tree
+from netstorm.geoserver.policy.tree import Tree
 
 from .network import Net, as_net, parent_array, to_tree
 

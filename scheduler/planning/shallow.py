@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from netstorm.geoserver.tree import Tree
+from netstorm.geoserver.policy.tree import Tree
 
 from .network import Net, as_net, dc_index, to_tree
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from netstorm.geoserver.settings import DEFAULT_CHUNK_BYTES  # noqa: F401  (re-exported)
-from netstorm.geoserver.tree import Policy
+from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES  # noqa: F401  (re-exported)
+from netstorm.geoserver.policy.tree import Policy
 
 from .network import Net, as_net, down_of, parent_array, up_of
 

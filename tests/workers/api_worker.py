@@ -9,7 +9,7 @@ import mxnet as mx
 import numpy as np
 
 import netstorm  # noqa: F401  registers 'netstorm'
-from netstorm.geoserver.worker_client import KVStoreError
+from netstorm.geoserver.worker.client import KVStoreError
 
 kv = mx.kv.create("netstorm")
 # the compression the cluster runs with (argv[1], JSON): its sums stay exact on the small

@@ -17,7 +17,7 @@ import numpy as np
 import zmq
 
 import netstorm  # noqa: F401
-from netstorm.geoserver import wire
+from netstorm.geoserver.core import wire
 
 mode = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5

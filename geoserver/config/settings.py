@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from .compression.config import CompressionConfig, CompressionError
+from .compression import CompressionConfig, CompressionError
 from .sync import SyncConfig, SyncError
 
 DEFAULT_CHUNK_BYTES = 1 << 18   # tensors larger than this travel as several WAN chunks

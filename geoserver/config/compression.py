@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-from ..tables import chosen_params
+from .tables import chosen_params
 
 TYPES = ("none", "2bit", "fp16", "bsc", "mpq")
 SCOPES = ("wan", "all")        # between DC servers; "all": the workers' pushes to them too

@@ -32,9 +32,9 @@ import time
 
 from . import replica
 from .local_store import RequestError
-from .postoffice import AbortError
-from .tree import Policy, PolicyError
-from .wire import Kind, Message
+from ..core.postoffice import AbortError
+from ..policy.tree import Policy, PolicyError
+from ..core.wire import Kind, Message
 
 log = logging.getLogger("netstorm.server")
 

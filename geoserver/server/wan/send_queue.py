@@ -32,9 +32,9 @@ import heapq
 import itertools
 import time
 
-from . import wire
-from .batch import CHUNK_KINDS, MAX_MESSAGES, pack
-from .van import Van
+from ...core import wire
+from ...core.batch import CHUNK_KINDS, MAX_MESSAGES, pack
+from ...core.van import Van
 
 SEND_HWM = 1        # messages ZeroMQ may hold per peer beyond the one being written
 FUSED_BYTES = 1 << 18   # a BATCH of chunks holds at most this much (the default chunk's size)

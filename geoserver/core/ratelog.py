@@ -12,7 +12,7 @@ import collections
 import logging
 import time
 
-from .settings import LOG_INTERVAL_S, LOG_LINES_PER_PEER
+from ..config.settings import LOG_INTERVAL_S, LOG_LINES_PER_PEER
 
 
 class _Window:

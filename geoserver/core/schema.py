@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 
-from .settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
-from .shared_slots import MAX_FD as MAX_SHM_FD
-from .sync import MAX_COUNT
+from ..config.settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
+from ..server.shared_slots import MAX_FD as MAX_SHM_FD
+from ..config.sync import MAX_COUNT
 from .wire import DTYPE_CODES, DTYPES, MAX_META_BYTES, Flag, Kind, Message, WireError
 
 U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1

@@ -19,23 +19,23 @@ import logging
 import threading
 import time
 
-from . import wire
+from ..core import wire
 from .aggregation import TreeExchange
-from .batch import MAX_MESSAGES, pack
-from .compression import WanCodec
+from ..core.batch import MAX_MESSAGES, pack
+from ..compression import WanCodec
 from .local_store import KeyStore, RequestError
 from .esync import StepBalancer
 from .mixed_sync import MixedExchange
-from .probe import LinkProber
+from .wan.probe import LinkProber
 from .recovery import ServerRecovery
-from .nodes import SERVER, WORKER, NodeInfo
-from .postoffice import AbortedByScheduler, AbortError, Postoffice
-from .ratelog import RateLimitedLog
+from ..core.nodes import SERVER, WORKER, NodeInfo
+from ..core.postoffice import AbortedByScheduler, AbortError, Postoffice
+from ..core.ratelog import RateLimitedLog
 from .round_gate import RoundGate
-from .settings import MAX_EARLY_MESSAGES, MAX_ROUNDS_AHEAD, ProbeRequest, SettingsError
-from .wan_transport import WanTransport
-from .tree import Policy, PolicyBook, PolicyError, widest_children
-from .wire import Kind, Message
+from ..config.settings import MAX_EARLY_MESSAGES, MAX_ROUNDS_AHEAD, ProbeRequest, SettingsError
+from .wan.transport import WanTransport
+from ..policy.tree import Policy, PolicyBook, PolicyError, widest_children
+from ..core.wire import Kind, Message
 
 log = logging.getLogger("netstorm.server")
 

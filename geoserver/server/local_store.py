@@ -27,15 +27,15 @@ import numpy as np
 from . import checkpoint
 from .aggregation import ChunkId
 from .buffer_pool import BufferPool
-from .compression import payload
+from ..compression import payload
 from .optimizer_host import OptimizerHost, OptimizerSpecError
 from .mixed_sync import MixedError
-from .ratelog import RateLimitedLog
+from ..core.ratelog import RateLimitedLog
 from .shared_slots import SharedSegments
 from .store_replicas import KeyStoreReplicas
-from .settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
-from .sync import SyncConfig
-from .wire import Flag, Kind, Message
+from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
+from ..config.sync import SyncConfig
+from ..core.wire import Flag, Kind, Message
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import logging
 
 import numpy as np
 
-from .aggregation import ENTRY_BYTES
-from .settings import MAX_HELD_BYTES_PER_PEER
+from ..aggregation import ENTRY_BYTES
+from ...config.settings import MAX_HELD_BYTES_PER_PEER
 
 log = logging.getLogger(__name__)
 

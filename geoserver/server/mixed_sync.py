@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
+from ..config.settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
 
 
 class MixedError(ValueError):

@@ -19,14 +19,14 @@ import logging
 
 import numpy as np
 
-from . import wire
-from .aggregation import ChunkId
+from ...core import wire
+from ..aggregation import ChunkId
 from .link_monitor import LinkMonitor
-from .ratelog import RateLimitedLog
+from ...core.ratelog import RateLimitedLog
 from .reassembly import PartError, Reassembler
 from .routing import MAX_HOPS, Router
 from .send_queue import SEND_HWM, SendQueue
-from .wire import Kind, Message
+from ...core.wire import Kind, Message
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 
-from .nodes import NodeInfo
-from .wire import Flag, Kind, Message
+from ..core.nodes import NodeInfo
+from ..core.wire import Flag, Kind, Message
 
 log = logging.getLogger("netstorm.worker")
 

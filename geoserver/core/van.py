@@ -49,7 +49,7 @@ from . import batch, schema, security, wire
 from .delay_line import DelayLine
 from .heap import RELEASE_AFTER_BYTES, HeapReleaser
 from .ratelog import RateLimitedLog
-from .settings import MAX_FRAME_BYTES
+from ..config.settings import MAX_FRAME_BYTES
 
 log = logging.getLogger(__name__)
 

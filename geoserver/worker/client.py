@@ -16,18 +16,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .batch import Outbox
-from .cli import write_reason
-from .compression.feedback import UP, ErrorFeedback
-from .nodes import WORKER, NodeInfo
+from ..core.batch import Outbox
+from ..cli import write_reason
+from ..compression.feedback import UP, ErrorFeedback
+from ..core.nodes import WORKER, NodeInfo
 from .pending import Pending
-from .postoffice import Postoffice
-from .ratelog import RateLimitedLog
-from .shared_slots import WorkerShares
-from .van import Van
-from .worker_recovery import ServerReplacement
-from .wire import Flag, Kind, Message, WireError, dtype_code
-from .worker_settings import KVStoreError, WorkerSettings
+from ..core.postoffice import Postoffice
+from ..core.ratelog import RateLimitedLog
+from ..server.shared_slots import WorkerShares
+from ..core.van import Van
+from .replacement import ServerReplacement
+from ..core.wire import Flag, Kind, Message, WireError, dtype_code
+from .settings import KVStoreError, WorkerSettings
 
 log = logging.getLogger("netstorm.worker")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from .security import INSECURE_WARNING, SecurityError, worker_credentials
-from .settings import DEFAULT_TIMEOUT_S
+from ..core.security import INSECURE_WARNING, SecurityError, worker_credentials
+from ..config.settings import DEFAULT_TIMEOUT_S
 
 log = logging.getLogger("netstorm.worker")
 

@@ -35,11 +35,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .buffer_pool import BufferPool
-from .ratelog import RateLimitedLog
-from .settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
-from .compression.feedback import DOWN, UP, DenseCodec
-from .tree import PolicyBook
-from .wire import Kind, WireError
+from ..core.ratelog import RateLimitedLog
+from ..config.settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
+from ..compression.feedback import DOWN, UP, DenseCodec
+from ..policy.tree import PolicyBook
+from ..core.wire import Kind, WireError
 
 log = logging.getLogger(__name__)
 ENTRY_BYTES = 256       # what one kept chunk costs besides its data (counted towards the bound)

@@ -33,7 +33,7 @@ import threading
 
 import numpy as np
 
-from .wire import Kind
+from ..core.wire import Kind
 
 log = logging.getLogger(__name__)
 

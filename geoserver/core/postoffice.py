@@ -13,7 +13,7 @@ import time
 from . import roles, wire
 from .nodes import SCHEDULER, NodeInfo, NodeTable
 from .ratelog import RateLimitedLog
-from .settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER, RuntimeSettings, \
+from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER, RuntimeSettings, \
     SettingsError
 from .van import TransportError, Van
 
