@@ -5,9 +5,9 @@ import argparse
 import logging
 import sys
 
-from .cli import EXIT_ABORTED, Terminated, read_stop_note, \
-    setup_logging, start_node, write_reason
-from .server import checkpoint
+from .cli import Terminated, setup_logging, start_node
+from .config.exit_reasons import EXIT_ABORTED, read_stop_note, write_reason
+from .model import checkpoint
 from .config.cluster import ClusterFileError, load_cluster
 from .config.emulation import receive_delays
 from .core.heap import return_large_buffers

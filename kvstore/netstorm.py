@@ -23,10 +23,10 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStore, KVStoreBase
 
-from netstorm.geoserver.server import checkpoint
-from netstorm.geoserver.cli import read_stop_note
-from netstorm.geoserver.compression import CompressionConfig, CompressionError
-from netstorm.geoserver.server.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
+from netstorm.geoserver.model import checkpoint
+from netstorm.geoserver.config.exit_reasons import read_stop_note
+from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
+from netstorm.geoserver.model.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
 from netstorm.geoserver.worker.client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops

@@ -6,13 +6,14 @@ import json
 import logging
 import sys
 
-from netstorm.geoserver.cli import Terminated, setup_logging, \
-    start_node, write_reason
+from netstorm.geoserver.cli import Terminated, setup_logging, start_node
+from netstorm.geoserver.config.exit_reasons import write_reason
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.config.emulation import receive_delays
 from netstorm.geoserver.core.heap import return_large_buffers
-from netstorm.geoserver.core.security import SCHEDULER_PRINCIPAL, node_credentials
+from netstorm.geoserver.core.security import node_credentials
+from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL
 from netstorm.geoserver.core.van import Van
 
 from .service import Scheduler

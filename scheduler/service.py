@@ -14,7 +14,7 @@ import random
 import time
 
 from netstorm.geoserver.core import roles, wire
-from netstorm.geoserver.cli import EXIT_ABORTED
+from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED
 from netstorm.geoserver.config.cluster import ClusterConfig
 from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, NodeInfo, NodeTable
 from netstorm.geoserver.core.ratelog import RateLimitedLog

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from conftest import launch, leftovers, worker_cmd
-from netstorm.geoserver.core.security import read_key_pair
+from netstorm.geoserver.config.keys import read_key_pair
 
 CLUSTER_TIMEOUT_S = 15      # any node's wait for a peer: a hang ends within this
 LAUNCH_TIMEOUT_S = 100

@@ -4,7 +4,8 @@ import random
 import numpy as np
 import pytest
 
-from netstorm.geoserver.server.aggregation import ENTRY_BYTES, ChunkId, TreeExchange
+from netstorm.geoserver.server.aggregation import TreeExchange
+from netstorm.geoserver.policy.chunking import ChunkId, ENTRY_BYTES
 from netstorm.geoserver.policy.tree import Policy, PolicyBook, Tree
 from netstorm.geoserver.core.wire import Kind
 from netstorm.scheduler.policy import random_trees, star_policy

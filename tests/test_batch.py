@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from netstorm.geoserver.core import batch, schema, wire
-from netstorm.geoserver.core.batch import Outbox
+from netstorm.geoserver.worker.outbox import Outbox
 from netstorm.geoserver.core.wire import Flag, Kind, Message
 
 F4 = np.arange(5, dtype=np.float32)

@@ -1,11 +1,11 @@
-"""geoserver/server/checkpoint.py: written atomically, read back exactly, refused when tampered."""
+"""geoserver/model/checkpoint.py: written atomically, read back exactly, refused when tampered."""
 import json
 
 import numpy as np
 import pytest
 
-from netstorm.geoserver.server import checkpoint
-from netstorm.geoserver.server.checkpoint import Checkpoint, CheckpointError
+from netstorm.geoserver.model import checkpoint
+from netstorm.geoserver.model.checkpoint import Checkpoint, CheckpointError
 
 
 def sample() -> Checkpoint:

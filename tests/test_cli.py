@@ -32,7 +32,7 @@ def test_check_is_quiet_until_a_signal_came():
 
 
 def test_a_reason_file_says_why_and_whether_another_node_was_the_cause(tmp_path):
-    from netstorm.geoserver.cli import read_reason, read_stop_note, write_reason
+    from netstorm.geoserver.config.exit_reasons import read_reason, read_stop_note, write_reason
     path = tmp_path / "r"
     write_reason(str(path), "server of dc1 (node 2) sent nothing", caused_by_other=True)
     assert read_reason(str(path)) == ("server of dc1 (node 2) sent nothing", True)

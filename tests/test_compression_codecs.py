@@ -3,7 +3,9 @@ compression on the same inputs, and the sampled top-k selection."""
 import numpy as np
 import pytest
 
-from netstorm.geoserver.compression import CompressionConfig, ErrorFeedback, UP, codecs, payload
+from netstorm.geoserver.compression import codecs, payload
+from netstorm.geoserver.compression.feedback import ErrorFeedback, UP
+from netstorm.geoserver.config.compression import CompressionConfig
 
 
 def test_2bit_with_error_feedback_matches_mxnet_s_own_on_the_same_inputs():

@@ -2,7 +2,7 @@
 errors naming the field and the accepted values."""
 import pytest
 
-from netstorm.geoserver.compression import CompressionConfig, CompressionError
+from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
 
 
 def test_mxnet_s_own_dicts_are_accepted():

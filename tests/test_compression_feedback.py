@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from fakes import random_policy
-from netstorm.geoserver.server.aggregation import ChunkId, TreeExchange
-from netstorm.geoserver.compression import (DOWN, UP, CompressionConfig, DenseCodec,
-                                            ErrorFeedback, PayloadError, WanCodec)
+from netstorm.geoserver.server.aggregation import TreeExchange
+from netstorm.geoserver.policy.chunking import ChunkId
+from netstorm.geoserver.compression.payload import PayloadError
+from netstorm.geoserver.compression.feedback import DOWN, DenseCodec, ErrorFeedback, UP, WanCodec
+from netstorm.geoserver.config.compression import CompressionConfig
 from netstorm.geoserver.compression import codecs, payload
 from netstorm.geoserver.policy.tree import PolicyBook
 from netstorm.geoserver.core.wire import Kind

@@ -11,7 +11,7 @@ import zmq
 
 from live_cluster import Cluster
 from netstorm.geoserver.core import wire
-from netstorm.geoserver.core.security import KeyPair, read_key_pair
+from netstorm.geoserver.config.keys import KeyPair, read_key_pair
 from netstorm.geoserver.core.wire import Kind, Message
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,8 @@ import pytest
 from conftest import free_port
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, pseudo_cluster
 from netstorm.geoserver.config.cluster_toml import to_toml
-from netstorm.geoserver.core.security import SecurityError, credentials_for
+from netstorm.geoserver.core.security import credentials_for
+from netstorm.geoserver.config.keys import SecurityError
 from netstorm.launcher.keygen import keygen, main
 from netstorm.launcher.supervisor import with_keys, worker_env
 
@@ -90,7 +91,7 @@ def test_whole_local_clusters_get_throw_away_keys_partial_ones_must_bring_them(t
 
 def test_an_explicitly_insecure_cluster_tells_its_workers_so(tmp_path):
     from dataclasses import replace
-    from netstorm.geoserver.core.security import SecurityConfig
+    from netstorm.geoserver.config.keys import SecurityConfig
     config = replace(pseudo_cluster(1, 1, free_port()), security=SecurityConfig(curve=False))
     assert with_keys(config, tmp_path, whole_cluster=False) is config
     env = worker_env(config, config.dcs[0], 0)

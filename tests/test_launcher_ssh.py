@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, launch, worker_cmd
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, parse_cluster
 from netstorm.geoserver.config.hosts import SshConfig
-from netstorm.geoserver.core.security import generate_cluster_keys
+from netstorm.geoserver.config.keys import generate_cluster_keys
 from netstorm.launcher import placement
 from netstorm.launcher.remote import parse_bundle
 from netstorm.launcher.ssh import bundle, forwarded_env, principals_on

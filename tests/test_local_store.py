@@ -7,7 +7,7 @@ from fakes import init_message, push_message
 from netstorm.geoserver.server.local_store import KeyStore, RequestError
 from netstorm.geoserver.server.mixed_sync import MixedExchange
 from netstorm.geoserver.config.sync import SyncConfig
-from netstorm.geoserver.server.optimizer_host import optimizer_spec
+from netstorm.geoserver.model.optimizer_host import optimizer_spec
 from netstorm.geoserver.policy.tree import PolicyBook
 from netstorm.geoserver.compression import payload
 from netstorm.geoserver.core.wire import Flag, Kind, Message, WireError
@@ -228,7 +228,7 @@ def test_a_resumed_run_takes_saved_keys_from_the_checkpoint_without_the_wan():
     """Every DC reads the checkpoint: the first INIT of a saved key, with or without rank
     0's value, is answered at once with the saved value and nothing is forwarded; a key
     the checkpoint lacks, or a later re-init, goes the usual way."""
-    from netstorm.geoserver.server.checkpoint import Checkpoint
+    from netstorm.geoserver.model.checkpoint import Checkpoint
     h = Harness()
     h.store.resumed = Checkpoint(12, {0: np.full(10, 7, np.float32)})
     h.init(W2, 0)                                       # not rank 0: no value, no wait

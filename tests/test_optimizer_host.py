@@ -5,7 +5,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from netstorm.geoserver.server.optimizer_host import (OptimizerHost, OptimizerSpecError, optimizer_spec,
+from netstorm.geoserver.model.optimizer_host import (OptimizerHost, OptimizerSpecError, optimizer_spec,
                                       states_from_wire, states_to_wire)
 
 

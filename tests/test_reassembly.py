@@ -54,7 +54,7 @@ def test_bad_parts_are_refused_and_lose_nothing():
 
 
 def test_incomplete_chunks_are_bounded_per_peer_and_released_when_complete():
-    from netstorm.geoserver.server.aggregation import ENTRY_BYTES
+    from netstorm.geoserver.policy.chunking import ENTRY_BYTES
     one = 100 * 4 + ENTRY_BYTES
     re = Reassembler(max_elements=1000, held_bytes=2 * one)
     data = np.arange(100, dtype=np.float32)

@@ -13,7 +13,7 @@ import pytest
 from conftest import WORKERS, launch, worker_cmd
 from netstorm.geoserver.server.aggregation import TreeExchange
 from netstorm.geoserver.server.local_store import KeyStore
-from netstorm.geoserver.server.optimizer_host import optimizer_spec
+from netstorm.geoserver.model.optimizer_host import optimizer_spec
 from netstorm.geoserver.core.postoffice import AbortError
 from netstorm.geoserver.server.recovery import ServerRecovery
 from netstorm.geoserver.policy.tree import Policy, PolicyBook
@@ -338,7 +338,7 @@ def test_recover_from_a_checkpoint_written_while_training(no_leftovers):
 
 @pytest.mark.slow
 def test_recover_refuses_a_corrupted_checkpoint_naming_it(no_leftovers, tmp_path):
-    from netstorm.geoserver.server import checkpoint
+    from netstorm.geoserver.model import checkpoint
     path = tmp_path / "c.npz"
     checkpoint.write(path, checkpoint.Checkpoint(3, {0: np.ones((6, 5), np.float32)}))
     assert checkpoint.read(path).round == 3

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from netstorm.geoserver.core import schema
-from netstorm.geoserver.server.optimizer_host import OptimizerHost, optimizer_spec
+from netstorm.geoserver.model.optimizer_host import OptimizerHost, optimizer_spec
 from netstorm.geoserver.server.replica import KeyReplica, ReplicaError, decode, digest, encode
 from netstorm.geoserver.core.wire import Kind, Message, decode as wire_decode, encode as wire_encode
 

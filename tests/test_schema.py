@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from netstorm.geoserver.core import schema, wire
-from netstorm.geoserver.server.optimizer_host import states_to_wire
+from netstorm.geoserver.model.optimizer_host import states_to_wire
 from netstorm.geoserver.config.settings import ProbeRequest, RuntimeSettings
 from netstorm.geoserver.core.wire import Flag, Kind, Message
 from netstorm.scheduler.policy import star_policy

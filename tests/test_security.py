@@ -9,11 +9,8 @@ import zmq
 from zmq.utils import garbage, z85
 
 from netstorm.geoserver.core import security, wire
-from netstorm.geoserver.core.security import (Credentials, KeyPair, SecurityConfig, SecurityError,
-                                         credentials_for, generate_cluster_keys, key_file_name,
-                                         node_credentials, principal_of, read_key_pair,
-                                         user_id, worker_credentials, write_key_pair,
-                                         zap_reply)
+from netstorm.geoserver.core.security import Credentials, credentials_for, node_credentials, principal_of, user_id, worker_credentials, zap_reply
+from netstorm.geoserver.config.keys import KeyPair, SecurityConfig, SecurityError, generate_cluster_keys, key_file_name, read_key_pair, write_key_pair
 from netstorm.geoserver.core.van import TransportError, Van
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO, WORKERS, free_port
 from netstorm.geoserver.core import wire
-from netstorm.geoserver.cli import EXIT_ABORTED
+from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED
 from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.core.security import credentials_for

@@ -9,9 +9,9 @@ import pytest
 from conftest import launch, worker_cmd
 from fakes import init_message, push_message
 from netstorm.geoserver.server.local_store import KeyStore, RequestError
-from netstorm.geoserver.server.shared_slots import (MIN_SHARED_BYTES, SharedSegments, WorkerShares,
-                                             WorkerSlots, segment_bytes, slot_bytes,
-                                             worth_sharing)
+from netstorm.geoserver.core.shared_memory import MIN_SHARED_BYTES, segment_bytes, slot_bytes, worth_sharing
+from netstorm.geoserver.server.shared_segments import SharedSegments
+from netstorm.geoserver.worker.shared_slots import WorkerShares, WorkerSlots
 from netstorm.geoserver.policy.tree import PolicyBook
 from netstorm.geoserver.core.wire import Flag, Kind, Message
 from netstorm.scheduler.policy import star_policy

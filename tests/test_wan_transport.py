@@ -9,7 +9,7 @@ import pytest
 from conftest import needs_wan
 from fakes import Clock, Net, exchanges, random_policy
 from netstorm.geoserver.core import wire
-from netstorm.geoserver.server.aggregation import ChunkId
+from netstorm.geoserver.policy.chunking import ChunkId
 from netstorm.geoserver.server.wan.transport import WanTransport, probe_pieces
 
 

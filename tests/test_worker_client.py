@@ -150,7 +150,7 @@ def test_requests_the_outbox_could_not_send_fail_naming_the_cause_and_the_rest_g
     that fails there fails those requests with the reason instead of ending the thread."""
     import time
 
-    from netstorm.geoserver.core.batch import Outbox
+    from netstorm.geoserver.worker.outbox import Outbox
     from netstorm.geoserver.core.nodes import NodeInfo
     from netstorm.geoserver.worker.pending import Pending
     from netstorm.geoserver.core.wire import Kind, Message
@@ -197,7 +197,7 @@ def test_a_key_of_a_dtype_the_wire_cannot_carry_is_refused_when_declared():
     (64, 16, False),            # a small key: it waits in the outbox
 ])
 def test_which_requests_wait_in_the_outbox(fuse_bytes, key_bytes, sent_at_once):
-    from netstorm.geoserver.core.batch import Outbox
+    from netstorm.geoserver.worker.outbox import Outbox
     from netstorm.geoserver.core.nodes import NodeInfo
     from netstorm.geoserver.core.wire import Kind, Message
     from netstorm.geoserver.worker.client import KeyInfo

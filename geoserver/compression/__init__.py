@@ -1,9 +1,7 @@
-"""WAN compression along the trees (issue 12): typed settings (:mod:`.config`), the wire
-form of a compressed chunk (:mod:`.payload`), the lossy steps (:mod:`.codecs`) and per-hop
-error feedback (:mod:`.feedback`). See docs/compression.md."""
-from ..config.compression import CompressionConfig, CompressionError
-from .feedback import DOWN, UP, DenseCodec, ErrorFeedback, WanCodec
-from .payload import PayloadError
+"""WAN compression along the trees: the wire form of a compressed chunk (``payload``), the
+lossy steps (``codecs``) and per-hop error feedback (``feedback``); its setting is
+:mod:`netstorm.geoserver.config.compression`. See docs/compression.md.
 
-__all__ = ["CompressionConfig", "CompressionError", "DOWN", "UP", "DenseCodec",
-           "ErrorFeedback", "PayloadError", "WanCodec"]
+Never imports the worker or the server: both use it."""
+
+MAY_IMPORT = ("config", "core", "policy")

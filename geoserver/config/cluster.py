@@ -72,7 +72,7 @@ from .compression import CompressionConfig, CompressionError
 from .emulation import EmulationConfig, parse_emulation
 from .hosts import SshConfig, parse_ssh, reachable, resolve_host
 from .sync import SyncConfig, SyncError
-from ..core.security import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
+from .keys import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_FUSE_BYTES, \
     DEFAULT_FUSE_LINGER_S, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, \
     MAX_FUSE_LINGER_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .hosts import SshConfig
-from ..core.security import SCHEDULER_PRINCIPAL, SecurityConfig
+from .keys import SCHEDULER_PRINCIPAL, SecurityConfig
 
 if TYPE_CHECKING:
     from .cluster import ClusterConfig

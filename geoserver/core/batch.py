@@ -4,10 +4,10 @@ A Trainer step sends one PUSH per parameter and gets one VALUE back; most of res
 parameters are a few hundred bytes (batch-norm scales and shifts), and each message costs
 both processes a ZeroMQ send and receive, a poll and a wake-up, a header and a meta frame to
 decode and check, whatever its size. Like Horovod's tensor fusion, the worker holds its small
-requests for a moment (:class:`Outbox`) and sends what gathered as one BATCH; the server
+requests for a moment (:class:`netstorm.geoserver.worker.outbox.Outbox`) and sends what gathered as one BATCH; the server
 sends the replies one drain of its socket produced as one BATCH. Between servers, a link's
 send queue hands over the small chunks that wait for it, most urgent first, as one BATCH
-(:mod:`netstorm.geoserver.send_queue`): a model's small keys then cost a link one message
+(:mod:`netstorm.geoserver.server.wan.send_queue`): a model's small keys then cost a link one message
 (and one CURVE box of header and meta) per round instead of one each.
 
 A BATCH is an envelope, not a new request: its meta lists one row per message it carries,
@@ -21,15 +21,16 @@ BATCH. Only :data:`FUSIBLE` kinds travel inside one (never a BATCH), at most
 """
 from __future__ import annotations
 
+__all__ = ["CHUNK_KINDS", "FUSIBLE", "MAX_MESSAGES", "pack", "unpack"]
+
 import numpy as np
 
 from . import schema
-from .wire import DTYPES, Kind, Message, WireError, dtype_code, flags_of, kind_of, payload_bytes, \
+from .wire import DTYPES, Kind, Message, WireError, dtype_code, flags_of, kind_of, \
     wire_size
 
 FUSIBLE = schema.FUSIBLE                # the kinds a BATCH may carry
 MAX_MESSAGES = schema.MAX_BATCH_MESSAGES  # and how many
-MAX_BATCH_BYTES = 4 << 20   # an outbox sends at once when its frames reach this many bytes
 CHUNK_KINDS = frozenset({Kind.CHUNK_UP, Kind.CHUNK_DOWN})    # carry their position
 _AT = schema.Row(schema.Int(0, schema.U32), schema.Int(0, 255), schema.Int(0, schema.U32))
 
@@ -91,56 +92,3 @@ def unpack(batch: Message) -> list:
         except WireError as exc:
             raise schema.SchemaError(f"BATCH: message {i}: {exc}") from None
     return messages
-
-
-class Outbox:
-    """A worker's small requests waiting to go to its DC server together.
-
-    :meth:`add` says what the caller must do: ``WAKE`` (the first message: tell the
-    thread that sends to send by :meth:`due`), ``SEND`` (it is full: send now) or nothing.
-    The sending thread :meth:`take`\\ s what gathered once :meth:`due` has passed.
-    ``linger_s``: how long the first message waits for others (0: until the sending thread
-    next looks). Not thread-safe: its owner holds a lock."""
-
-    WAKE, SEND, NONE = "wake", "send", ""
-
-    def __init__(self, linger_s: float, max_bytes: int = MAX_BATCH_BYTES,
-                 max_messages: int = MAX_MESSAGES):
-        self.linger_s, self.max_bytes, self.max_messages = linger_s, max_bytes, max_messages
-        self.messages: list = []
-        self.bytes = 0
-        self._due: float | None = None
-        self.batches = 0            # BATCHes taken (several messages each)
-        self.fused = 0              # messages they carried
-
-    def add(self, msg: Message, now: float) -> str:
-        """Keep ``msg`` to send later. O(frames of msg)."""
-        self.messages.append(msg)
-        self.bytes += payload_bytes(msg)
-        if len(self.messages) >= self.max_messages or self.bytes >= self.max_bytes:
-            return self.SEND
-        if len(self.messages) == 1:
-            self._due = now + self.linger_s
-            return self.WAKE
-        return self.NONE
-
-    def due(self):
-        """When what waits must go (None: nothing waits)."""
-        return self._due if self.messages else None
-
-    def take(self) -> Message | None:
-        """What waits, as one message (alone: as itself; several: a BATCH), and empty the
-        outbox; None if nothing waits. O(messages)."""
-        if not self.messages:
-            return None
-        messages, self.messages, self.bytes, self._due = self.messages, [], 0, None
-        if len(messages) == 1:
-            return messages[0]
-        self.batches += 1
-        self.fused += len(messages)
-        return pack(messages)
-
-    def clear(self) -> int:
-        """Drop what waits (it is sent again some other way); how many were dropped."""
-        dropped, self.messages, self.bytes, self._due = len(self.messages), [], 0, None
-        return dropped

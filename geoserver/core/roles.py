@@ -16,7 +16,7 @@ sockets, no clock. O(1) per message.
 from __future__ import annotations
 
 from .nodes import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
-from .security import describe as _principal
+from ..config.keys import describe as _principal
 from .wire import Kind, Message
 
 # how a sender relates to the receiving node

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..config.settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
-from ..server.shared_slots import MAX_FD as MAX_SHM_FD
+from .shared_memory import MAX_FD as MAX_SHM_FD
 from ..config.sync import MAX_COUNT
 from .wire import DTYPE_CODES, DTYPES, MAX_META_BYTES, Flag, Kind, Message, WireError
 
@@ -262,7 +262,7 @@ def _init(msg: Message) -> None:
 
 
 def _not_shared_and_encoded(msg: Message) -> None:
-    """A push in shared memory (:mod:`netstorm.geoserver.shared_slots`) is never compressed."""
+    """A push in shared memory (:mod:`netstorm.geoserver.core.shared_memory`) is never compressed."""
     if msg.flags & Flag.SHARED and msg.flags & Flag.ENCODED:
         raise SchemaError("SHARED and ENCODED together")
 
@@ -437,7 +437,7 @@ def validate(msg: Message) -> Message:
     extra = int(msg.flags) & ~int(schema.flags)
     if extra:
         raise SchemaError(f"{name}: flags {extra:#x} not allowed on this kind")
-    least, most = (0, 0) if msg.flags & Flag.SHARED else schema.frames  # shared_slots.py
+    least, most = (0, 0) if msg.flags & Flag.SHARED else schema.frames  # core/shared_memory.py
     if len(msg.frames) < least or most is not None and len(msg.frames) > most:
         raise SchemaError(f"{name}: {len(msg.frames)} tensor frames, expected "
                           f"{least if least == most else f'{least} to {most}'}")

@@ -88,7 +88,7 @@ class Flag(enum.IntFlag):
     QUEUED = 4          # server -> server: waited behind a busy link (passive measurement)
     ENCODED = 8         # chunk: the frame is a compressed payload (compression/payload.py)
     SHARED = 16         # PUSH, VALUE: no frame, the values are in the key's shared-memory
-                        # slot (worker and server on one host: shared_slots.py)
+                        # slot (worker and server on one host: core/shared_memory.py)
     REPLY_SHARED = 32   # PULL, PUSH: answer into the key's shared value slot
 
 

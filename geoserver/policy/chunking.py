@@ -1,5 +1,21 @@
-"""How a tensor is cut into chunks: the unit that is summed, forwarded and pipelined."""
+"""How a tensor is cut into chunks: the unit that is summed, forwarded and pipelined, and
+how a chunk of one round under one policy is named (:class:`ChunkId`)."""
 from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["ChunkId", "ENTRY_BYTES", "chunk_ranges"]
+
+ENTRY_BYTES = 256       # what one kept chunk costs besides its data (counted towards the bound)
+
+
+class ChunkId(NamedTuple):
+    """One chunk of one round, as the policy in force (``version``) routes it on ``tree``."""
+    key: int
+    chunk: int
+    rnd: int
+    version: int
+    tree: int
 
 
 def chunk_ranges(size: int, itemsize: int, chunk_bytes: int) -> list:

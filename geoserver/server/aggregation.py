@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import NamedTuple
+
 
 import numpy as np
 
@@ -38,11 +38,11 @@ from .buffer_pool import BufferPool
 from ..core.ratelog import RateLimitedLog
 from ..config.settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
 from ..compression.feedback import DOWN, UP, DenseCodec
+from ..policy.chunking import ENTRY_BYTES, ChunkId
 from ..policy.tree import PolicyBook
 from ..core.wire import Kind, WireError
 
 log = logging.getLogger(__name__)
-ENTRY_BYTES = 256       # what one kept chunk costs besides its data (counted towards the bound)
 
 
 def _cost(array) -> int:
@@ -55,14 +55,6 @@ class _Partial:
     owned: bool = False          # acc was allocated here and may be added into in place
     heard: set = field(default_factory=set)
     charged: tuple = ()          # (neighbour, bytes) when a neighbour's array started it
-
-
-class ChunkId(NamedTuple):
-    key: int
-    chunk: int
-    rnd: int
-    version: int
-    tree: int
 
 
 class RoundSet:

@@ -22,7 +22,7 @@ import time
 from ..core import wire
 from .aggregation import TreeExchange
 from ..core.batch import MAX_MESSAGES, pack
-from ..compression import WanCodec
+from ..compression.feedback import WanCodec
 from .local_store import KeyStore, RequestError
 from .esync import StepBalancer
 from .mixed_sync import MixedExchange
@@ -49,7 +49,7 @@ WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAV
 class GeoServer:
     def __init__(self, postoffice: Postoffice, check_stop=lambda: None, resumed=None):
         """``check_stop``: called once a beat; raises to stop the server (a signal).
-        ``resumed``: the :class:`~netstorm.geoserver.checkpoint.Checkpoint` to start from."""
+        ``resumed``: the :class:`~netstorm.geoserver.model.checkpoint.Checkpoint` to start from."""
         self.po = postoffice
         self._check_stop = check_stop
         self.table = postoffice.table

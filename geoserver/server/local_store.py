@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import checkpoint
-from .aggregation import ChunkId
+from ..model import checkpoint
+from ..policy.chunking import ChunkId
 from .buffer_pool import BufferPool
 from ..compression import payload
-from .optimizer_host import OptimizerHost, OptimizerSpecError
+from ..model.optimizer_host import OptimizerHost, OptimizerSpecError
 from .mixed_sync import MixedError
 from ..core.ratelog import RateLimitedLog
-from .shared_slots import SharedSegments
+from .shared_segments import SharedSegments
 from .store_replicas import KeyStoreReplicas
 from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
 from ..config.sync import SyncConfig

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checkpoint import digest
-from .optimizer_host import states_to_wire
+from ..model.checkpoint import digest
+from ..model.optimizer_host import states_to_wire
 
 
 class ReplicaError(ValueError):

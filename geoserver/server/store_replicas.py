@@ -8,7 +8,7 @@ A base class of ``KeyStore``: it works on the store's keys, optimizer and round 
 from __future__ import annotations
 
 from . import replica
-from .optimizer_host import OptimizerHost, OptimizerSpecError
+from ..model.optimizer_host import OptimizerHost, OptimizerSpecError
 
 
 class KeyStoreReplicas:

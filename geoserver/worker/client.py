@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.batch import Outbox
-from ..cli import write_reason
+from .outbox import Outbox
+from ..config.exit_reasons import write_reason
 from ..compression.feedback import UP, ErrorFeedback
 from ..core.nodes import WORKER, NodeInfo
 from .pending import Pending
 from ..core.postoffice import Postoffice
 from ..core.ratelog import RateLimitedLog
-from ..server.shared_slots import WorkerShares
+from .shared_slots import WorkerShares
 from ..core.van import Van
 from .replacement import ServerReplacement
 from ..core.wire import Flag, Kind, Message, WireError, dtype_code

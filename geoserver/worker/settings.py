@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..core.security import INSECURE_WARNING, SecurityError, worker_credentials
+from ..core.security import worker_credentials
+from ..config.keys import INSECURE_WARNING, SecurityError
 from ..config.settings import DEFAULT_TIMEOUT_S
 
 log = logging.getLogger("netstorm.worker")

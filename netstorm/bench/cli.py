@@ -33,7 +33,7 @@ from netstorm.scheduler.planning import cut_lower_bound
 from netstorm.scheduler.topology import TopologyError
 
 from netstorm.datasets import DatasetError
-from netstorm.geoserver.compression import CompressionConfig, CompressionError
+from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
 
 from . import accuracy, awareness, perf_profile

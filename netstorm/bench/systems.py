@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec
-from netstorm.geoserver.compression import CompressionConfig
+from netstorm.geoserver.config.compression import CompressionConfig
 from netstorm.geoserver.config.emulation import EmulationConfig
-from netstorm.geoserver.core.security import SecurityConfig
+from netstorm.geoserver.config.keys import SecurityConfig
 from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
 from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster

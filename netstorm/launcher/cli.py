@@ -23,9 +23,9 @@ from pathlib import Path
 
 from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
                                         load_cluster, pseudo_cluster)
-from netstorm.geoserver.compression import CompressionConfig, CompressionError
+from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
-from netstorm.geoserver.core.security import SecurityConfig
+from netstorm.geoserver.config.keys import SecurityConfig
 from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
 
 from netstorm.geoserver.config.hosts import resolve_host

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, read_toml
 from netstorm.geoserver.config.cluster_toml import security_toml
-from netstorm.geoserver.core.security import SecurityError, generate_cluster_keys, key_file_name
+from netstorm.geoserver.config.keys import SecurityError, generate_cluster_keys, key_file_name
 
 
 def keygen(cluster_file, keys_dir=None) -> list:

@@ -21,7 +21,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from netstorm.geoserver.cli import EXIT_ABORTED
+from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 
 from . import placement

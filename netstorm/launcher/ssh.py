@@ -23,7 +23,7 @@ from pathlib import Path
 
 from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError
 from netstorm.geoserver.config.cluster_toml import to_toml
-from netstorm.geoserver.core.security import SCHEDULER_PRINCIPAL, key_file_name
+from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL, key_file_name
 
 from . import placement
 from .remote import BUNDLE_VERSION

@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from netstorm.geoserver.server import checkpoint
-from netstorm.geoserver.cli import EXIT_ABORTED, STOP_NOTE, read_reason, write_reason
+from netstorm.geoserver.model import checkpoint
+from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED, STOP_NOTE, read_reason, write_reason
 from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError
 from netstorm.geoserver.config.cluster_toml import to_toml
-from netstorm.geoserver.core.security import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
+from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
 from netstorm.geoserver.core.van import MAX_IPC_PATH
 
 from . import placement

@@ -14,7 +14,7 @@ import logging
 
 import numpy as np
 
-from ..aggregation import ENTRY_BYTES
+from ...policy.chunking import ENTRY_BYTES
 from ...config.settings import MAX_HELD_BYTES_PER_PEER
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import logging
 import numpy as np
 
 from ...core import wire
-from ..aggregation import ChunkId
+from ...policy.chunking import ChunkId
 from .link_monitor import LinkMonitor
 from ...core.ratelog import RateLimitedLog
 from .reassembly import PartError, Reassembler
