@@ -15,7 +15,12 @@ The installed package maps the repository's folders into one namespace:
 Servers and the scheduler never import MXNet unless an optimizer runs on them: importing
 MXNet costs seconds and hundreds of MB per process. So when MXNet is not imported yet, the
 registration waits for it: it runs right after ``import mxnet`` completes, whichever of the
-two imports comes first.
+two imports comes first (a ``sys.meta_path`` finder that removes itself on first use).
+
+Only ``import netstorm`` itself does that, as a worker's script (or the launcher's boot in a
+worker) does. Python imports this package first whenever any of its sub-packages is
+imported (``python -m netstorm.geoserver``, ``import netstorm.scheduler...``): those imports
+install no finder and register nothing (:func:`_imported_for_a_submodule`).
 """
 from __future__ import annotations
 
@@ -92,4 +97,21 @@ def _after_mxnet(callback) -> None:
     finder.callbacks.append(callback)
 
 
-_after_mxnet(_register)
+def _imported_for_a_submodule() -> bool:
+    """Whether Python is importing this package only as the parent of one of its
+    sub-packages (``import netstorm.geoserver.server``): the import machinery's frame for
+    that name is on the stack. Stdlib ``importlib`` frames only; if it cannot tell (another
+    interpreter), the answer is False and the package registers as for ``import netstorm``."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_find_and_load_unlocked" and \
+                frame.f_code.co_filename.startswith("<frozen importlib"):
+            name = frame.f_locals.get("name", "")
+            if isinstance(name, str) and name.startswith(__name__ + "."):
+                return True
+        frame = frame.f_back
+    return False
+
+
+if not _imported_for_a_submodule():
+    _after_mxnet(_register)

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Set up .venv, then run the test suite. Extra arguments go to pytest.
+# Set up .venv, then run the test suite. Extra arguments go to pytest:
+#   bash scripts/test.sh -m unit      one process, no sockets (tests/unit/, under 2 minutes)
+#   bash scripts/test.sh -m cluster   processes, sockets, namespaces (tests/cluster/)
 source "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
 cd "$REPO"
 # Linux perf, for tests/test_bench_perf_profile.py (bench.py --perf): Debian's linux-perf

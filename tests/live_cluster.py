@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import launch, leftovers, worker_cmd
+from launching import launch, leftovers, worker_cmd
 from netstorm.geoserver.config.keys import read_key_pair
 
 CLUSTER_TIMEOUT_S = 15      # any node's wait for a peer: a hang ends within this

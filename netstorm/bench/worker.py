@@ -95,7 +95,7 @@ def log(kv, it, iters, seconds):
 def main():
     args = parse_args()
     if args.kvstore == "netstorm":
-        import netstorm  # noqa: F401,PLC0415  (registers 'netstorm')
+        import netstorm.kvstore  # noqa: F401,PLC0415  (registers 'netstorm' with MXNet)
     kv = mx.kv.create(args.kvstore)
     # the host this worker runs in: netstorm's launcher and ps-lite's each say it
     here = os.environ.get("NETSTORM_HOST") or os.environ.get("DMLC_NODE_HOST")

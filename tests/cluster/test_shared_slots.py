@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import launch, worker_cmd
+from launching import launch, worker_cmd
 from fakes import init_message, push_message
 from netstorm.geoserver.server.local_store import KeyStore, RequestError
 from netstorm.geoserver.core.shared_memory import MIN_SHARED_BYTES, segment_bytes, slot_bytes, worth_sharing

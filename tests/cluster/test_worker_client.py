@@ -133,7 +133,7 @@ def test_small_requests_travel_in_batches_and_every_sum_stays_exact(no_leftovers
     replies too."""
     import re
 
-    from conftest import launch, worker_cmd
+    from launching import launch, worker_cmd
     run = launch(["--dcs", 2, "--workers-per-dc", 2], worker_cmd("fused_worker.py"),
                  no_leftovers)
     assert run.code == 0, run.output[-5000:]

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO, free_port, launch, leftovers, worker_cmd
+from launching import REPO, free_port, launch, leftovers, worker_cmd
 from netstorm.datasets import load, write_idx
 from netstorm.launcher.keygen import keygen
 from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter

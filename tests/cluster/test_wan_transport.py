@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import needs_wan
+from launching import needs_wan
 from fakes import Clock, Net, exchanges, random_policy
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.policy.chunking import ChunkId
@@ -145,7 +145,7 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
     import threading
     import time
 
-    from conftest import WORKERS
+    from launching import WORKERS
     from netstorm import launcher as launch
     from netstorm import wan as wanlib
     from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec

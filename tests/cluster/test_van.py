@@ -67,7 +67,7 @@ def test_try_send_reports_a_full_queue_and_wait_reports_when_it_drains():
     """A peer connected with send_hwm=1 that is not listening yet takes one message; the
     next try_send says no instead of blocking; once the peer listens, wait() wakes the
     sender as writable and everything arrives in order."""
-    from conftest import free_port
+    from launching import free_port
     port = free_port()
     a = Van("a", "127.0.0.1", 0)
     b = None
@@ -162,7 +162,7 @@ def test_disconnect_releases_the_socket_of_a_one_off_reply():
     flood of them, to addresses nobody listens at, leaves no descriptors behind."""
     import psutil
 
-    from conftest import free_port
+    from launching import free_port
     van = Van("scheduler", "127.0.0.1")
     try:
         me = psutil.Process()

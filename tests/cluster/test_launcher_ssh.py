@@ -17,7 +17,7 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from conftest import REPO, launch, worker_cmd
+from launching import REPO, launch, worker_cmd
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, parse_cluster
 from netstorm.geoserver.config.hosts import SshConfig
 from netstorm.geoserver.config.keys import generate_cluster_keys

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from conftest import REPO
+from launching import REPO
 from live_cluster import Cluster
 from fuzz_messages import (CATEGORIES, FIELD_TYPES, HEADER, KINDS, MAGIC, Kind, generate,
                            obeyed)

@@ -10,7 +10,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from conftest import WORKERS, launch, worker_cmd
+from launching import WORKERS, launch, worker_cmd
 from netstorm.geoserver.server.aggregation import TreeExchange
 from netstorm.geoserver.server.local_store import KeyStore
 from netstorm.geoserver.model.optimizer_host import optimizer_spec

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, launch
+from launching import REPO, launch
 from netstorm.launcher.supervisor import run_pslite_cluster
 
 pytestmark = pytest.mark.slow

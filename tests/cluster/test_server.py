@@ -5,7 +5,7 @@ field; and a running server survives garbage frames and strangers, and keeps exa
 import numpy as np
 import pytest
 
-from conftest import launch, worker_cmd
+from launching import launch, worker_cmd
 from fakes import FakePostoffice, init_message, push_message
 from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
 from netstorm.geoserver.core.postoffice import AbortError

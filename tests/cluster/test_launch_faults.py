@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from conftest import REPO, free_port, leftovers, worker_cmd
+from launching import REPO, free_port, leftovers, worker_cmd
 from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.launcher.keygen import keygen

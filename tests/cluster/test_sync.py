@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO, free_port, launch, leftovers, worker_cmd
+from launching import REPO, free_port, launch, leftovers, worker_cmd
 from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.sync import MAX_COUNT, SyncConfig, SyncError

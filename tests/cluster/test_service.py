@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import REPO, WORKERS, free_port
+from launching import REPO, WORKERS, free_port
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED
 from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster

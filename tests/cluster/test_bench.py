@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, WORKERS, needs_wan
+from launching import REPO, WORKERS, needs_wan
 from netstorm.bench.cli import Progress, parse_args
 from netstorm.bench.measure import collect
 from netstorm.bench.report import table
@@ -105,7 +105,7 @@ def test_interrupted_bench_tears_down_wan_and_processes(tmp_path):
     import signal
     import time
 
-    from conftest import leftovers
+    from launching import leftovers
     env = dict(os.environ, TMPDIR=str(tmp_path))
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "scripts" / "bench.py"), "--topology", "small",

@@ -1,5 +1,5 @@
 """LinkProber: receiver-timed rates, bounded by a timeout, no clock agreement needed."""
-from conftest import needs_wan
+from launching import needs_wan
 from netstorm.geoserver.server.wan.probe import PIECES, LinkProber
 
 
@@ -40,7 +40,7 @@ def test_startup_measurement_on_the_emulated_wan_finds_the_shaped_rates():
     import subprocess
     import sys
 
-    from conftest import REPO, WORKERS
+    from launching import REPO, WORKERS
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "launch.py"), "--wan", "small",
          "--bandwidth-scale", "0.5", "--policy", "fapt", "--measure", "--workers-per-dc", "1",

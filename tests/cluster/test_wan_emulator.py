@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import REPO, needs_wan
+from launching import REPO, needs_wan
 from netstorm.scheduler.topology import Link, Topology
 from netstorm.wan import EmulatedWan, TraceRunner, WanError, WanUnavailable, load_topology
 from netstorm.wan.emulator import FRAME_BYTES, MAX_GSO_BYTES, fifo_limit, gso_bytes, htb_burst

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, WORKERS
+from launching import REPO, WORKERS
 
 FOLDERS = {"netstorm": "netstorm", "netstorm.geoserver": "geoserver",
            "netstorm.kvstore": "kvstore", "netstorm.scheduler": "scheduler"}
@@ -79,6 +79,21 @@ def test_server_and_scheduler_modules_do_not_import_mxnet():
     out = _python("import sys, netstorm.geoserver.server.geoserver, netstorm.geoserver.__main__, "
                   "netstorm.scheduler.__main__\nprint('mxnet' in sys.modules)")
     assert out == "False"
+
+
+@pytest.mark.parametrize("module", ["netstorm.geoserver.server.geoserver", "netstorm.geoserver.__main__",
+                                    "netstorm.scheduler.__main__", "netstorm.launcher.cli",
+                                    "netstorm.geoserver.worker.client"])
+def test_importing_a_submodule_installs_no_import_hook(module):
+    """Only ``import netstorm`` (a worker's) waits for MXNet's import through a finder on
+    ``sys.meta_path``; a server, the scheduler or a tool importing its own modules does not."""
+    out = _python(f"import sys\nbefore = list(sys.meta_path)\nimport {module}\n"
+                  "print([type(f).__name__ for f in sys.meta_path if f not in before])\n"
+                  "import netstorm\nprint('netstorm' in sys.modules)")
+    assert out.splitlines() == ["[]", "True"]
+    out = _python("import sys\nbefore = list(sys.meta_path)\nimport netstorm\n"
+                  "print([type(f).__name__ for f in sys.meta_path if f not in before])")
+    assert out == "['_AfterMxnetImport']"
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from conftest import free_port
+from launching import free_port
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, pseudo_cluster
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.core.security import credentials_for

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO, needs_wan
+from launching import REPO, needs_wan
 
 SCRIPT = str(REPO / "scripts" / "wan_link_cost.py")
 LINE = re.compile(r"^5 MB at 100 Mbit/s, offload packets <= (\d+) B: ([\d.]+) s "

@@ -11,7 +11,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from conftest import free_port, launch, worker_cmd
+from launching import free_port, launch, worker_cmd
 from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.geoserver.worker.client import KVStoreError, WorkerSettings
 from netstorm.kvstore import netstorm as plugin

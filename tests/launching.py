@@ -1,0 +1,86 @@
+"""Shared helpers: run a whole cluster through scripts/launch.py with a hard time limit; the
+skip for tests that need an emulated WAN. Tests import the installed ``netstorm`` package."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+WORKERS = REPO / "tests" / "workers"
+
+from netstorm.launcher import free_port  # noqa: F401  (re-exported for the tests)
+from netstorm.wan import netns
+
+
+def _wan_unavailable() -> str | None:
+    try:
+        netns.check_available()
+    except netns.WanUnavailable as exc:
+        return str(exc)
+    return None
+
+
+WAN_UNAVAILABLE = _wan_unavailable()
+needs_wan = pytest.mark.skipif(WAN_UNAVAILABLE is not None,
+                               reason=f"needs root and ip netns: {WAN_UNAVAILABLE}")
+
+
+@dataclass
+class Run:
+    code: int
+    output: str
+
+    def lines(self, prefix: str) -> list:
+        return [l for l in self.output.splitlines() if l.startswith(f"[{prefix}")]
+
+
+def worker_cmd(script: str, *args) -> list:
+    return [sys.executable, str(WORKERS / script), *map(str, args)]
+
+
+def leftovers(marker: str) -> list:
+    """Live processes started with TMPDIR=``marker`` (each test's clusters get their own)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.pid != os.getpid() and proc.environ().get("TMPDIR") == marker \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def launch(launch_args, command, tmp_path, timeout=150, env=None, cwd=REPO) -> Run:
+    """Run scripts/launch.py to completion (killing it all after ``timeout``)."""
+    full_env = dict(os.environ, TMPDIR=str(tmp_path), **(env or {}))
+    argv = [sys.executable, str(REPO / "scripts" / "launch.py"), *map(str, launch_args),
+            "--", *command]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=full_env, start_new_session=True, cwd=cwd)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        for p in leftovers(str(tmp_path)):
+            p.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"cluster did not finish within {timeout}s:\n{out.decode()[-4000:]}")
+    return Run(proc.returncode, out.decode("utf-8", "replace"))
+
+
+@pytest.fixture
+def no_leftovers(tmp_path):
+    """Fails the test if any process of its cluster survives it."""
+    yield tmp_path
+    alive = leftovers(str(tmp_path))
+    for p in alive:
+        p.kill()
+    assert not alive, f"processes left running: {[p.info['cmdline'] for p in alive]}"
