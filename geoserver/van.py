@@ -278,11 +278,17 @@ class Van:
             except wire.WireError as exc:
                 self.dropped += 1
                 peer = bytes(frames[0].buffer).hex()
+                # the text only: a handler that keeps records (or the rate limiter) must not
+                # keep the message alive through the exception's traceback
                 self._bad.log(peer, "%s: dropped malformed message from connection %s "
                               "(header claims node %s): %s", self.name, peer,
-                              wire.claimed_sender(frames[1:]), exc)
-                if sum(map(len, frames)) >= RELEASE_AFTER_BYTES:
-                    self._heap.request()
+                              wire.claimed_sender(frames[1:]), str(exc))
+                size = sum(map(len, frames))
+            # the refused message's buffers go back to malloc before its free pages go back
+            # to the system (trimmed while they were alive, they stayed resident)
+            frames = None
+            if size >= RELEASE_AFTER_BYTES:
+                self._heap.request()
 
     def _poll_in(self, wait_ms) -> tuple:
         """Wait up to ``wait_ms`` (None: forever) for a message or a :meth:`wake`:
