@@ -298,3 +298,44 @@ def test_a_refused_message_of_many_frames_leaves_no_memory_behind(kind, meta):
         raw.close(linger=0)
         b.close()
 
+
+def test_the_largest_meta_crosses_curve_and_a_larger_one_is_refused_at_the_sender(tmp_path):
+    """Issue 34 (h): the scheduler's ROUTER took frames of at most MAX_META_BYTES, but CURVE
+    adds 33 bytes to each: a meta the schema allows (within 33 bytes of 1 MiB) made ZeroMQ
+    drop the sender's connection, silently. Now the limit leaves room for CURVE, and a meta
+    over its kind's limit (or a frame over MAX_FRAME_BYTES) is refused before it is sent."""
+    from netstorm.geoserver.security import credentials_for, generate_cluster_keys
+    from netstorm.geoserver.settings import MAX_FRAME_BYTES
+    keys = generate_cluster_keys(["eu"], tmp_path / "keys")
+    scheduler = Van("scheduler", "127.0.0.1", 0, max_frame_bytes=wire.MAX_META_BYTES,
+                    credentials=credentials_for(keys, ""))
+    server = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"))
+
+    def abort(meta_bytes: int) -> wire.Message:
+        msg = wire.Message(wire.Kind.ABORT,
+                           meta={"reason": "x" * (meta_bytes - len('{"reason":""}'))})
+        assert len(wire.encode(msg)[1]) == meta_bytes
+        return msg
+    try:
+        server.connect("scheduler", scheduler.address)
+        server.send("scheduler", abort(wire.MAX_META_BYTES))
+        got = scheduler.recv(10)
+        assert got is not None, "the largest meta the schema allows did not arrive"
+        assert got.kind == wire.Kind.ABORT and got.origin == "eu"
+        with pytest.raises(wire.WireError, match="ABORT: meta frame of 1048577 bytes exceeds "
+                                                 "this kind's limit of 1048576 bytes"):
+            server.send("scheduler", abort(wire.MAX_META_BYTES + 1))
+        with pytest.raises(wire.WireError, match="REGISTER: meta frame of 16385 bytes "
+                                                 "exceeds this kind's limit of 16384 bytes"):
+            server.send("scheduler", wire.Message(wire.Kind.REGISTER, meta={
+                "role": "x" * (16385 - len('{"role":""}'))}))
+        huge = np.broadcast_to(np.uint8(0), (MAX_FRAME_BYTES + 1,))     # nothing allocated
+        with pytest.raises(wire.WireError, match=f"PROBE: frame 2 of {MAX_FRAME_BYTES + 1} "
+                                                 f"bytes exceeds MAX_FRAME_BYTES"):
+            server.send("scheduler", wire.Message(wire.Kind.PROBE, dtype=np.uint8,
+                                                  frames=[huge]))
+        server.send("scheduler", wire.Message(wire.Kind.HEARTBEAT))     # still connected
+        assert scheduler.recv(10).kind == wire.Kind.HEARTBEAT
+    finally:
+        server.close()
+        scheduler.close()
