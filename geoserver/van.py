@@ -282,8 +282,8 @@ class Van:
             except wire.WireError as exc:
                 self.dropped += 1
                 peer = bytes(frames[0].buffer).hex()
-                # the text only: a handler that keeps records (or the rate limiter) must not
-                # keep the message alive through the exception's traceback
+                # the text only: a handler that keeps records (pytest's, a MemoryHandler)
+                # must not keep the message alive through the exception's traceback
                 self._bad.log(peer, "%s: dropped malformed message from connection %s "
                               "(header claims node %s): %s", self.name, peer,
                               wire.claimed_sender(frames[1:]), str(exc))
