@@ -40,6 +40,10 @@ MAX_PROBE_BYTES = 1 << 28       # the most a PROBE_REQUEST may ask for, per dire
 # Limits on what a node accepts from the network (docs/security.md, "Message validation").
 MAX_FRAME_BYTES = 1 << 30       # ZeroMQ MAXMSGSIZE of every ROUTER: the largest frame taken;
                                 # a worker's PUSH/INIT/VALUE of a whole key is one frame
+CURVE_FRAME_OVERHEAD = 33       # bytes CURVE adds to every frame on the wire (its command
+                                # name, nonce, MAC and flags): a ROUTER's MAXMSGSIZE allows
+                                # them on top, or a frame of the largest size would cost its
+                                # sender the connection
 MAX_LATENCY_MS = 10_000.0       # a link's one-way delay above 10 s is a typo, not a WAN
 MAX_ROUNDS_AHEAD = 64           # a chunk (or a gated push) of a round further ahead of this
                                 # DC's own progress is dropped

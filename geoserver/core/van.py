@@ -49,7 +49,7 @@ from . import batch, schema, security, wire
 from .delay_line import DelayLine
 from .heap import RELEASE_AFTER_BYTES, HeapReleaser
 from .ratelog import RateLimitedLog
-from ..config.settings import MAX_FRAME_BYTES
+from ..config.settings import CURVE_FRAME_OVERHEAD, MAX_FRAME_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,8 @@ class Van:
                  local_dir: str | None = None, advertise: str = "", delays: dict | None = None,
                  wakeable: bool = False):
         """Bind ``host`` (TCP ``port``, 0: any free one); peers are told to reach this node
-        at ``advertise`` ("": ``host``), e.g. its public address behind NAT. ``delays``:
+        at ``advertise`` ("": ``host``), e.g. its public address behind NAT.
+        ``max_frame_bytes``: the largest frame taken (with CURVE, its box on top). ``delays``:
         emulated one-way delays by source address (see above). ``wakeable``: another thread
         may end a :meth:`recv` early (:meth:`wake`)."""
         self.name = name
@@ -94,8 +95,10 @@ class Van:
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.RCVHWM, 0)
         self._router.setsockopt(zmq.LINGER, 0)
-        # per frame: ZeroMQ drops the connection of a peer sending a larger one
-        self._router.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+        # per frame as it is on the wire (with CURVE, in its box): ZeroMQ drops the
+        # connection of a peer sending a larger one
+        self._router.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes + (
+            0 if credentials is None else CURVE_FRAME_OVERHEAD))
         self._local_dir = None if local_dir is None else _private_dir(local_dir)
         self.local_address = ""
         if self._local_dir:     # before CURVE: this endpoint stays plain (see above)
@@ -202,6 +205,7 @@ class Van:
     def _send(self, peer, msg: wire.Message, flags: int) -> None:
         msg.sender = self.node_id
         frames = wire.encode(msg)
+        wire.check_sizes(msg.kind, frames, schema.META_LIMITS[msg.kind], MAX_FRAME_BYTES)
         with self._send_lock:
             sock = self._peers.get(peer)
             if sock is None:
@@ -278,11 +282,17 @@ class Van:
             except wire.WireError as exc:
                 self.dropped += 1
                 peer = bytes(frames[0].buffer).hex()
+                # the text only: a handler that keeps records (pytest's, a MemoryHandler)
+                # must not keep the message alive through the exception's traceback
                 self._bad.log(peer, "%s: dropped malformed message from connection %s "
                               "(header claims node %s): %s", self.name, peer,
-                              wire.claimed_sender(frames[1:]), exc)
-                if sum(map(len, frames)) >= RELEASE_AFTER_BYTES:
-                    self._heap.request()
+                              wire.claimed_sender(frames[1:]), str(exc))
+                size = sum(map(len, frames))
+            # the refused message's buffers go back to malloc before its free pages go back
+            # to the system (trimmed while they were alive, they stayed resident)
+            frames = None
+            if size >= RELEASE_AFTER_BYTES:
+                self._heap.request()
 
     def _poll_in(self, wait_ms) -> tuple:
         """Wait up to ``wait_ms`` (None: forever) for a message or a :meth:`wake`:

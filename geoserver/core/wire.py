@@ -202,6 +202,21 @@ def encode(msg: Message) -> list:
     return [header, meta, *msg.frames]
 
 
+def check_sizes(kind: Kind, frames: Sequence, meta_limit: int, frame_limit: int) -> None:
+    """Refuse before sending what no receiver takes: a meta frame over its kind's
+    ``meta_limit`` (dropped there) or a frame over ``frame_limit``, a node's MAXMSGSIZE
+    (ZeroMQ would drop the connection and what was queued behind it, silently).
+    :class:`WireError` naming the limit. O(frames)."""
+    if len(frames[1]) > meta_limit:
+        raise WireError(f"{kind.name}: meta frame of {len(frames[1])} bytes exceeds this "
+                        f"kind's limit of {meta_limit} bytes")
+    for i, frame in enumerate(frames[2:], 2):
+        size = memoryview(frame).nbytes
+        if size > frame_limit:
+            raise WireError(f"{kind.name}: frame {i} of {size} bytes exceeds MAX_FRAME_BYTES "
+                            f"({frame_limit} bytes), the largest frame a node takes")
+
+
 def _buffer(frame) -> memoryview:
     """A flat byte view of a received zmq.Frame (or any contiguous buffer, for tests)."""
     view = frame.buffer if hasattr(frame, "buffer") else memoryview(frame)

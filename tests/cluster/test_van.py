@@ -266,3 +266,76 @@ def test_wake_ends_a_wait_in_recv_from_another_thread():
     finally:
         van.close()
     van.wake()                          # after close: nothing happens
+
+
+def _rss() -> int:
+    import psutil
+    return psutil.Process().memory_info().rss
+
+
+@pytest.mark.parametrize("kind, meta", [(wire.Kind.PUSH, b""),          # one frame allowed
+                                        (wire.Kind.STATES, b'{"states": 7}')])     # any
+def test_a_refused_message_of_many_frames_leaves_no_memory_behind(kind, meta):
+    """Issue 34 (g): a refused message of 1,024 frames of 64 KiB left about 63 MB resident.
+    Its frames were still alive when the heap release ran, and the logged exception's
+    traceback held them; now they are let go before malloc_trim, and the line logged keeps
+    only the text. Measured once the next message was received."""
+    b = Van("b", "127.0.0.1", 0)
+    raw = zmq.Context.instance().socket(zmq.DEALER)
+    try:
+        raw.connect(b.address)
+        ping = wire.encode(wire.Message(wire.Kind.HEARTBEAT))
+        raw.send_multipart(ping)
+        assert b.recv(5).kind == wire.Kind.HEARTBEAT
+        before = _rss()
+        header = wire.encode(wire.Message(kind, dtype=np.uint8))[0]
+        raw.send_multipart([header, meta] + [bytes(64 << 10)] * 1024, copy=False)
+        raw.send_multipart(ping)
+        assert b.recv(30).kind == wire.Kind.HEARTBEAT and b.dropped == 1
+        growth = _rss() - before
+        assert growth < 16 << 20, f"RSS grew {growth / 2**20:.1f} MiB"
+    finally:
+        raw.close(linger=0)
+        b.close()
+
+
+def test_the_largest_meta_crosses_curve_and_a_larger_one_is_refused_at_the_sender(tmp_path):
+    """Issue 34 (h): the scheduler's ROUTER took frames of at most MAX_META_BYTES, but CURVE
+    adds 33 bytes to each: a meta the schema allows (within 33 bytes of 1 MiB) made ZeroMQ
+    drop the sender's connection, silently. Now the limit leaves room for CURVE, and a meta
+    over its kind's limit (or a frame over MAX_FRAME_BYTES) is refused before it is sent."""
+    from netstorm.geoserver.security import credentials_for, generate_cluster_keys
+    from netstorm.geoserver.settings import MAX_FRAME_BYTES
+    keys = generate_cluster_keys(["eu"], tmp_path / "keys")
+    scheduler = Van("scheduler", "127.0.0.1", 0, max_frame_bytes=wire.MAX_META_BYTES,
+                    credentials=credentials_for(keys, ""))
+    server = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"))
+
+    def abort(meta_bytes: int) -> wire.Message:
+        msg = wire.Message(wire.Kind.ABORT,
+                           meta={"reason": "x" * (meta_bytes - len('{"reason":""}'))})
+        assert len(wire.encode(msg)[1]) == meta_bytes
+        return msg
+    try:
+        server.connect("scheduler", scheduler.address)
+        server.send("scheduler", abort(wire.MAX_META_BYTES))
+        got = scheduler.recv(10)
+        assert got is not None, "the largest meta the schema allows did not arrive"
+        assert got.kind == wire.Kind.ABORT and got.origin == "eu"
+        with pytest.raises(wire.WireError, match="ABORT: meta frame of 1048577 bytes exceeds "
+                                                 "this kind's limit of 1048576 bytes"):
+            server.send("scheduler", abort(wire.MAX_META_BYTES + 1))
+        with pytest.raises(wire.WireError, match="REGISTER: meta frame of 16385 bytes "
+                                                 "exceeds this kind's limit of 16384 bytes"):
+            server.send("scheduler", wire.Message(wire.Kind.REGISTER, meta={
+                "role": "x" * (16385 - len('{"role":""}'))}))
+        huge = np.broadcast_to(np.uint8(0), (MAX_FRAME_BYTES + 1,))     # nothing allocated
+        with pytest.raises(wire.WireError, match=f"PROBE: frame 2 of {MAX_FRAME_BYTES + 1} "
+                                                 f"bytes exceeds MAX_FRAME_BYTES"):
+            server.send("scheduler", wire.Message(wire.Kind.PROBE, dtype=np.uint8,
+                                                  frames=[huge]))
+        server.send("scheduler", wire.Message(wire.Kind.HEARTBEAT))     # still connected
+        assert scheduler.recv(10).kind == wire.Kind.HEARTBEAT
+    finally:
+        server.close()
+        scheduler.close()

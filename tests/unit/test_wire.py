@@ -122,3 +122,16 @@ def test_claimed_sender_reads_the_header_when_there_is_one():
     frames = wire.encode(Message(Kind.PULL, sender=12))
     assert wire.claimed_sender(frames) == 12
     assert wire.claimed_sender([b"short"]) is None and wire.claimed_sender([]) is None
+
+
+def test_check_sizes_takes_frames_at_the_limits_and_names_the_limit_one_byte_over():
+    """Issue 34 (h): the sender refuses what a receiver would drop (meta) or what would cost
+    it the connection (a frame over MAXMSGSIZE), instead of losing it silently."""
+    frames = [b"h" * wire.HEADER.size, b"m" * 100, np.zeros(50, np.uint8), b"x" * 200]
+    wire.check_sizes(wire.Kind.PROBE, frames, 100, 200)
+    with pytest.raises(wire.WireError, match="PROBE: meta frame of 100 bytes exceeds this "
+                                             "kind's limit of 99 bytes"):
+        wire.check_sizes(wire.Kind.PROBE, frames, 99, 200)
+    with pytest.raises(wire.WireError, match=r"PROBE: frame 3 of 200 bytes exceeds "
+                                             r"MAX_FRAME_BYTES \(199 bytes\)"):
+        wire.check_sizes(wire.Kind.PROBE, frames, 100, 199)
