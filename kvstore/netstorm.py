@@ -33,6 +33,7 @@ from . import engine_ops
 from .arguments import ArgumentChecks, as_list, check_arrays, dense, group, sparse_outs
 from .key_ops import key_operations
 from .local_steps import LocalSteps
+from .sigterm import stop_on_sigterm
 
 MAX_KEY = 2 ** 32 - 1
 
@@ -429,20 +430,20 @@ class NetStorm(KVStore):
         """Under the launcher (``run_dir`` set), SIGTERM - the launcher stopping this DC
         because one of its processes failed - ends the script through ``SystemExit``, and
         the scheduler hears why, with the launcher's reason, instead of this worker just
-        falling silent (and being named as the one that died). A script's own SIGTERM
-        handler is left alone."""
+        falling silent (and being named as the one that died), also from inside MXNet's
+        engine (:mod:`.sigterm`). A script's own SIGTERM handler is left alone."""
         if not run_dir or threading.current_thread() is not threading.main_thread() or \
                 signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return
 
-        def on_sigterm(signum, _frame):
+        def stopped() -> str:
             note = read_stop_note(run_dir)
             self._stopped_by = "stopped by SIGTERM" + (
                 f" from its launcher, after: {note}" if note else "")
             self._failed = True
             self._client.caused_by_other = bool(note)
-            raise SystemExit(128 + signum)
-        signal.signal(signal.SIGTERM, on_sigterm)
+            return self._stopped_by
+        stop_on_sigterm(stopped, lambda reason: self._client.close(clean=False, reason=reason))
 
     def _excepthook(self, etype, value, tb):
         """The script died: report why to the scheduler (which stops the others naming this

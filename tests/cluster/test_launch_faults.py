@@ -147,3 +147,47 @@ def test_a_process_that_exits_before_reading_its_input_is_reported_not_a_crash()
                               {}, stdin_data=b"x" * (4 << 20))
         assert launcher.wait(0) == 255 and proc.popen.returncode == 255
     assert "[launch] host x exited with code 255" in out.getvalue()
+
+
+def test_a_worker_waiting_inside_mxnet_stops_at_its_launchers_sigterm_and_says_why(tmp_path):
+    """Issue 34 (c): dc0's worker stops pushing, so dc1's waits inside MXNet's engine (in
+    ``asnumpy()``) for a value that never comes; then its server dies and its launcher
+    SIGTERMs it. Python runs a signal handler only on the main thread, between bytecodes,
+    which that wait never reaches: the worker sat out the launcher's grace, died by SIGKILL
+    and the scheduler never heard why. It must end well within the grace (a bound on
+    correctness, not speed), its stop note reaching the scheduler on the other host."""
+    from netstorm.launcher.supervisor import STOP_GRACE_S
+    config = ClusterConfig("127.0.0.1", free_port(),
+                           (DataCenter("dc0", "127.0.0.1", 0, 1),
+                            DataCenter("dc1", "127.0.0.1", 0, 1)),
+                           heartbeat_s=0.2, dead_after_s=10.0, timeout_s=60.0)
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text(to_toml(config).replace("[security]\ncurve = true\n", ""))
+    keygen(cluster)
+    hosts = {dc: HostLauncher(tmp_path, cluster, dc, "stall-rank0", 1, dc == "dc0")
+             for dc in ("dc0", "dc1")}
+    dc1 = hosts["dc1"]
+    try:
+        deadline = time.monotonic() + 60
+        while not any(l.endswith("rank 1 waiting in the engine") for l in dc1.lines):
+            assert time.monotonic() < deadline and dc1.proc.poll() is None, \
+                "\n".join(dc1.lines[-30:])
+            time.sleep(0.1)
+        time.sleep(1.0)     # in out.asnumpy() by now, for as long as timeout_s
+        dc1.child("netstorm.geoserver").send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        for h in hosts.values():
+            h.proc.wait(timeout=STOP_GRACE_S + 30)
+            h.reader.join(timeout=5)
+    finally:
+        for h in hosts.values():
+            if h.proc.poll() is None:
+                h.proc.kill()
+            h.kill()
+    took = dc1.ended_at - killed_at
+    print(f"\nworker waiting inside MXNet: launcher dc1 ended {took:.1f}s after the fault")
+    assert took < STOP_GRACE_S - 1, (took, "\n".join(dc1.lines[-30:]))
+    note = "failed: stopped by SIGTERM from its launcher, after: server dc1 was killed by SIGKILL"
+    assert any(l.startswith("[scheduler") and "worker rank 1 (dc1/0" in l and note in l
+               for l in hosts["dc0"].lines), "\n".join(hosts["dc0"].lines[-30:])
+    assert not leftovers(str(dc1.tmp)) and not leftovers(str(hosts["dc0"].tmp))

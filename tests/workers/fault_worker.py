@@ -5,7 +5,9 @@
 MODE: loop (pushpull ROUNDS rounds, checking sums), exit-rank1 (rank 1 exits with code 3
 after init), sleep (init, then sleep), garbage (send malformed frames and messages from an
 unknown peer to the server, then loop and check sums), die-rank1 (rank 1 SIGKILLs itself),
-short-rank1 (like loop, but rank 1 stops cleanly two rounds early).
+short-rank1 (like loop, but rank 1 stops cleanly two rounds early), stall-rank0 (rank 0
+sleeps after init; the others wait inside MXNet's engine for round 1's value, which never
+comes).
 """
 import os
 import signal
@@ -32,7 +34,7 @@ if mode == "exit-rank1" and kv.rank == 1:
     sys.exit(3)
 if mode == "die-rank1" and kv.rank == 1:
     os.kill(os.getpid(), signal.SIGKILL)
-if mode == "sleep":
+if mode == "sleep" or mode == "stall-rank0" and kv.rank == 0:
     while True:
         time.sleep(1)
 if mode == "garbage":     # from this DC's key: a stranger's would not get past the handshake
@@ -57,6 +59,13 @@ if mode == "garbage":     # from this DC's key: a stranger's would not get past 
         frames=[b"abc"])))
     sock.close(linger=1000)
     print(f"rank {kv.rank} sent garbage", flush=True)
+
+if mode == "stall-rank0":
+    out = mx.nd.zeros(shape)
+    kv.pushpull(0, mx.nd.ones(shape), out=out)
+    print(f"rank {kv.rank} waiting in the engine", flush=True)
+    out.asnumpy()       # the main thread waits in MXNet's C++ engine, not in Python
+    sys.exit(f"rank {kv.rank}: round 1 ended, but rank 0 never pushed it")
 
 total = kv.num_workers * (kv.num_workers + 1) / 2
 out = mx.nd.zeros(shape)
