@@ -33,6 +33,7 @@ import time
 from . import replica
 from .local_store import RequestError
 from .postoffice import AbortError
+from .ratelog import RateLimitedLog
 from .tree import Policy, PolicyError
 from .wire import Kind, Message
 
@@ -48,10 +49,11 @@ class ServerRecovery:
         self.replacing = replacing
         self.active = replacing         # from RECOVER (or start) until every key is back
         self.rounds: dict = {}          # key -> the round it restarts from
-        self.awaiting: dict = {}        # key -> (round, digest) of replicas still to come
+        self.awaiting: dict = {}        # key -> (round, digest, DC asked) of replicas to come
         self.held: list = []            # replacement: worker requests until recovered
         self.resumed: set = set()       # replacement: workers that asked where to resume
         self.started = time.monotonic()
+        self._drops = RateLimitedLog(log)   # replica messages no recovery here asked for
 
     # ------------------------------------------------------------ worker requests
     def take(self, msg: Message) -> bool:
@@ -101,7 +103,7 @@ class ServerRecovery:
                                  f"this DC applied {applied}")
             if applied < rnd:
                 source = self._source(holders, asks)
-                self.awaiting[key] = (rnd, want)
+                self.awaiting[key] = (rnd, want, source)
                 asks.setdefault(source, []).append(key)
         self.exchange.forget_after(self.rounds)
         self.exchange.policy_added()
@@ -133,7 +135,25 @@ class ServerRecovery:
                                       if frames else None, frames=frames))
 
     def on_state(self, source: str, msg: Message) -> None:
-        expected = {k: self.awaiting[k] for k, *_ in msg.meta["keys"] if k in self.awaiting}
+        """Adopt ``source``'s replica of keys this DC asked it for in this recovery. A STATE
+        that answers no outstanding request (none asked, keys asked of another DC, one that
+        came late or twice) is dropped and logged: any DC may send one at any time. One that
+        was asked for but fails its checks stops the server (:class:`AbortError`, naming
+        ``source`` and the key): it came from the very DC the plan names, and without it
+        this recovery cannot end."""
+        keys = [k for k, *_ in msg.meta["keys"]]
+        if not self.awaiting:
+            return self._drop_state(source, "no replica is awaited here (no recovery, or "
+                                             "it came late or twice)")
+        seen: set = set()
+        for key in keys:
+            if key in seen or self.awaiting.get(key, (None,) * 3)[2] != source:
+                return self._drop_state(source, f"key {key} was not asked of {source} "
+                                                f"(or came already)")
+            seen.add(key)
+        if not keys:
+            return self._drop_state(source, "it holds no key")
+        expected = {k: self.awaiting[k][:2] for k in keys}
         try:
             replicas, spec, states, frames = replica.decode(msg.meta, msg.frames, expected)
             self.store.adopt(replicas, spec, states, frames)
@@ -143,6 +163,9 @@ class ServerRecovery:
             del self.awaiting[rep.key]
         log.info("%s: took %d keys from %s's replica", self.dc, len(replicas), source)
         self._maybe_done()
+
+    def _drop_state(self, source: str, why: str) -> None:
+        self._drops.log(source, "%s: dropped STATE from %s: %s", self.dc, source, why)
 
     def _maybe_done(self) -> None:
         if self.awaiting or not self.active:

@@ -136,8 +136,9 @@ def _run(dcs, net, rng, until, steps=None):
         steps = None if steps is None else steps - 1
 
 
-def _replace(dcs, net, lost, rng):
-    """What the scheduler and the launcher do when ``lost``'s server dies."""
+def _replace(dcs, net, lost, rng, first=DCS):
+    """What the scheduler and the launcher do when ``lost``'s server dies; the REPLAY
+    reaches only the DCs in ``first`` (the test hands the others the returned one)."""
     survivors = [d for d in DCS if d != lost]
     latest = max(dcs[survivors[0]].policies.by_version)
     replacement = ServerReplacement(lost, survivors, deadline=1e9)
@@ -154,9 +155,9 @@ def _replace(dcs, net, lost, rng):
     replay = Message(Kind.REPLAY, meta={
         "policy": Policy(latest + 1, replacement.start_round, trees).to_json(),
         "keys": [[k, r, list(holders), d] for k, (r, holders, d) in sorted(plan.items())]})
-    for d in DCS:
+    for d in first:
         dcs[d].recovery.on_replay(replay)
-    return old, plan
+    return old, plan, replay
 
 
 def _resend(old, new):
@@ -188,7 +189,7 @@ def test_recover_a_lost_server_in_process_from_a_peer_replica_exactly(seed):
     _run(dcs, net, rng, until=ROUNDS, steps=rng.randrange(1, 150))
     assert net                          # mid-round
     applied = {d: [dcs[d].store.keys[k].applied for k in SHAPES] for d in DCS}
-    old, plan = _replace(dcs, net, "b", rng)
+    old, plan, _ = _replace(dcs, net, "b", rng)
     assert dcs["b"].recovery.active and dcs["b"].recovery.awaiting
     _run(dcs, net, rng, until=0)        # copies only: no new pushes anywhere
     assert not any(dcs[d].recovery.active for d in DCS), applied
@@ -262,13 +263,72 @@ def test_recover_refuses_a_peer_request_or_replica_that_does_not_fit(caplog):
                                       np.zeros(SHAPES[1], np.float32).reshape(-1)),
                            KeyReplica(0, 0, (4,), np.dtype(np.float32), False, value)],
                           None, None)
-    dcs["a"].recovery.awaiting = {0: (0, digest(value)),
-                                  1: (0, digest(np.zeros(SHAPES[1], np.float32)))}
+    dcs["a"].recovery.awaiting = {0: (0, digest(value), "c"),       # asked of c
+                                  1: (0, digest(np.zeros(SHAPES[1], np.float32)), "c")}
     before = dcs["a"].store.keys[1].value.copy()
     with pytest.raises(AbortError, match="refused the replica from c: key 0 was initialized "
                                          "as"):
         dcs["a"].take("c", Message(Kind.STATE, meta=meta, frames=frames))
     np.testing.assert_array_equal(dcs["a"].store.keys[1].value, before)   # nothing taken
+
+
+def _trained(seed: int, until: int):
+    """Three DCs on one random tree after ``until`` whole rounds (nothing in flight)."""
+    rng = random.Random(seed)
+    net: list = []
+    policy = Policy(1, 1, (random_trees(DCS, rng)[0][0],))
+    dcs = {d: _Dc(d, i, net, policy) for i, d in enumerate(DCS)}
+    for dc in dcs.values():
+        dc.start()
+    _run(dcs, net, rng, until=until)
+    assert not net
+    return dcs, net, rng
+
+
+def _deliver(dcs, net) -> list:
+    """Deliver what is on the network now (not what that makes); what was delivered."""
+    items, net[:] = list(net), []
+    for dst, src, item in items:
+        dcs[dst].take(src, item)
+    return items
+
+
+def _exact_after(dcs, net, rng, old, rounds: int) -> None:
+    _resend(old, dcs["b"])
+    _run(dcs, net, rng, until=rounds)
+    want = uninterrupted(rounds, len(DCS))
+    for d in DCS:
+        for key in SHAPES:
+            np.testing.assert_array_equal(dcs[d].store.keys[key].value.reshape(SHAPES[key]),
+                                          want[key], err_msg=f"{d} key {key}")
+
+
+def test_recover_drops_a_state_no_request_asked_for_and_goes_on(caplog):
+    """Issue 34 (a): a STATE that answers no outstanding request of this DC's recovery -
+    none at all, or the keys were asked of another DC, or it came already (late or twice) -
+    is dropped and logged naming the peer; nothing of it is taken and the run goes on."""
+    dcs, net, rng = _trained(11, until=2)
+    meta, frames = dcs["b"].store.replicas([0, 1])     # b's own, true replica: unasked
+    before = dcs["a"].store.keys[0].value.copy()
+    dcs["a"].take("b", Message(Kind.STATE, meta=meta, frames=frames))
+    assert "a: dropped STATE from b: no replica is awaited here" in caplog.text
+    np.testing.assert_array_equal(dcs["a"].store.keys[0].value, before)
+    old, _, _ = _replace(dcs, net, "b", rng)
+    assert [(src, item.kind) for _, src, item in net] == [("b", Kind.STATE_REQUEST)] * 2
+    _deliver(dcs, net)
+    states = list(net)
+    net.clear()
+    (_, src, state), (_, other, _) = states
+    dcs["b"].take(other, state)                         # right keys, from the wrong DC
+    key = state.meta["keys"][0][0]
+    assert f"b: dropped STATE from {other}: key {key} was not asked of {other}" in caplog.text
+    assert dcs["b"].recovery.awaiting and not dcs["b"].store.keys
+    for dst, src_, item in states:
+        dcs[dst].take(src_, item)
+    assert not dcs["b"].recovery.active and not net
+    dcs["b"].take(src, state)                           # again, once recovered
+    assert f"b: dropped STATE from {src}: no replica is awaited here" in caplog.text
+    _exact_after(dcs, net, rng, old, rounds=4)
 
 
 @pytest.mark.slow
