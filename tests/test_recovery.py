@@ -246,9 +246,10 @@ def test_recover_refuses_a_replica_that_fails_its_digest():
 
 
 def test_recover_refuses_a_peer_request_or_replica_that_does_not_fit(caplog):
-    """A STATE_REQUEST for a key not here is answered with nothing (logged), and a STATE
-    whose key has another shape here is refused naming its source, before anything of it
-    is taken; neither stops the server with anything but that error."""
+    """A STATE_REQUEST the plan allows for a key not here is answered with nothing
+    (logged), and an asked-for STATE whose key has another shape here is refused naming
+    its source, before anything of it is taken; neither stops the server with anything
+    but that error."""
     from netstorm.geoserver.replica import KeyReplica, digest, encode
     net: list = []
     rng = random.Random(5)
@@ -256,6 +257,7 @@ def test_recover_refuses_a_peer_request_or_replica_that_does_not_fit(caplog):
     dcs = {d: _Dc(d, i, net, policy) for i, d in enumerate(DCS)}
     for dc in dcs.values():
         dc.start()
+    dcs["a"].recovery.owed = {"b": {0, 77}}         # as if a plan had b copy them here
     dcs["a"].take("b", Message(Kind.STATE_REQUEST, meta={"keys": [0, 77]}))
     assert net == [] and "cannot send b the replica it asked for" in caplog.text
     value = np.zeros(4, np.float32)                 # key 0 is (6, 5) here
@@ -328,6 +330,33 @@ def test_recover_drops_a_state_no_request_asked_for_and_goes_on(caplog):
     assert not dcs["b"].recovery.active and not net
     dcs["b"].take(src, state)                           # again, once recovered
     assert f"b: dropped STATE from {src}: no replica is awaited here" in caplog.text
+    _exact_after(dcs, net, rng, old, rounds=4)
+
+
+def test_recover_answers_a_state_request_only_as_the_recovery_planned(caplog):
+    """Issue 34 (b): a server sends its replica only to a DC the current recovery's plan
+    has copy those keys from it, once (a request that comes before its REPLAY waits for
+    it); any other STATE_REQUEST - no recovery, a DC that holds the keys itself, a second
+    one - is dropped and logged naming the peer, and answered with nothing."""
+    dcs, net, rng = _trained(12, until=2)
+    dcs["a"].take("b", Message(Kind.STATE_REQUEST, meta={"keys": [0, 1]}))
+    assert net == [] and "a: dropped STATE_REQUEST from b: this server is in no recovery" \
+        in caplog.text
+    old, _, replay = _replace(dcs, net, "b", rng, first=("b",))    # a, c: REPLAY not here
+    requests = _deliver(dcs, net)                       # b's requests: they wait for it
+    assert {dst for dst, _, _ in requests} == {"a", "c"} and net == []
+    for d in ("a", "c"):
+        dcs[d].recovery.on_replay(replay)
+    assert sorted((dst, item.kind) for dst, _, item in net) == [("b", Kind.STATE)] * 2
+    _deliver(dcs, net)
+    assert not any(dcs[d].recovery.active for d in DCS)
+    for dst, src, item in requests:                     # asked again: sent already
+        dcs[dst].take(src, item)
+        assert net == [] and (f"{dst}: dropped STATE_REQUEST from b: key "
+                              f"{item.meta['keys'][0]} is not one the plan has it copy "
+                              f"from here, or was sent already") in caplog.text
+    dcs["a"].take("c", Message(Kind.STATE_REQUEST, meta={"keys": [0]}))   # c holds key 0
+    assert net == [] and "a: dropped STATE_REQUEST from c: key 0 is not one" in caplog.text
     _exact_after(dcs, net, rng, old, rounds=4)
 
 
