@@ -525,3 +525,59 @@ def test_recover_from_a_killed_server_by_restarting_the_cluster_from_its_checkpo
     for rank, got in enumerate(_final_weights(out)):
         for key in SHAPES:
             np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"rank {rank}")
+
+
+@pytest.mark.slow
+def test_recover_leaves_a_live_run_alone_when_a_peer_sends_replica_messages_unasked(
+        no_leftovers):
+    """Issue 34, live (2 DCs x 1 worker, exact sums): with dc1's key, dc0's server gets a
+    STATE_REQUEST and a STATE that no recovery asked for while the cluster trains. It drops
+    and logs both, answering nothing (an answer would stop dc1's real server), and the run
+    ends with every sum exact."""
+    import time
+
+    import zmq
+
+    from live_cluster import Cluster
+    from netstorm.geoserver import wire
+    from netstorm.geoserver.replica import KeyReplica, encode
+    from netstorm.geoserver.security import read_key_pair
+    cluster = Cluster(no_leftovers)
+    dc0, dc1 = cluster.workers
+    server_dc1 = 2                                      # live_cluster's node ids
+    value = np.zeros(64 * 33, np.float32)               # fuzz_worker.py's key 0
+    meta, frames = encode([KeyReplica(0, cluster.rounds(), (64, 33), np.dtype(np.float32),
+                                      False, value)], None, None)
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDTIMEO, 2000)
+        sock.curve_serverkey = read_key_pair(dc0["key_file"]).public
+        pair = read_key_pair(dc1["key_file"])
+        sock.curve_publickey, sock.curve_secretkey = pair.public, pair.secret
+        sock.connect(dc0["server"])
+        for msg in (Message(Kind.STATE_REQUEST, sender=server_dc1, meta={"keys": [0]}),
+                    Message(Kind.STATE, sender=server_dc1, meta=meta, dtype=np.uint8,
+                            frames=frames)):
+            sock.send_multipart(wire.encode(msg))
+        rounds = cluster.rounds()
+        deadline = time.monotonic() + 30          # training goes on: three more rounds
+        while cluster.rounds() < rounds + 3 and not cluster.dead() and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not cluster.dead() and cluster.rounds() >= rounds + 3, cluster.dead()
+        sock.close(linger=2000)                   # what is still queued goes out first
+        cluster.stop_after(5)
+    except BaseException:
+        cluster.kill()
+        raise
+    finally:
+        ctx.term()
+        run = cluster.join()
+    assert run.code == 0, run.output[-4000:]
+    assert len([l for l in run.lines("worker") if "every sum exact" in l]) == 2, \
+        run.output[-4000:]
+    server0 = "\n".join(run.lines("server dc0"))
+    assert "dc0: dropped STATE_REQUEST from dc1: this server is in no recovery" in server0
+    assert "dc0: dropped STATE from dc1: no replica is awaited here" in server0
