@@ -12,7 +12,9 @@ The scheduler drives it in three steps:
    the replay policy, in force from the earliest such round on. A DC behind on a key (and
    the replacement, on every key) asks that DC for its replica (``STATE_REQUEST``) and
    checks the ``STATE`` it gets against the planned round and digest
-   (:mod:`netstorm.geoserver.replica`).
+   (:mod:`netstorm.geoserver.server.replica`). A holder answers only such planned requests, once
+   per key; any other ``STATE_REQUEST``, and a ``STATE`` no outstanding request asked
+   for, is dropped and logged (any DC can send one at any time).
 3. Once every key is at its round, the rounds after it go to the WAN again under the replay
    policy (the local sums of the DC's workers' pushes were kept; the replacement's workers
    send theirs again after a ``RESUME``), and the scheduler hears ``RECOVERED``.
@@ -35,6 +37,7 @@ from .local_store import RequestError
 from ..core.postoffice import AbortError
 from ..policy.tree import Policy, PolicyError
 from ..core.wire import Kind, Message
+from ..core.ratelog import RateLimitedLog
 
 log = logging.getLogger("netstorm.server")
 
@@ -48,10 +51,14 @@ class ServerRecovery:
         self.replacing = replacing
         self.active = replacing         # from RECOVER (or start) until every key is back
         self.rounds: dict = {}          # key -> the round it restarts from
-        self.awaiting: dict = {}        # key -> (round, digest) of replicas still to come
+        self.awaiting: dict = {}        # key -> (round, digest, DC asked) of replicas to come
         self.held: list = []            # replacement: worker requests until recovered
         self.resumed: set = set()       # replacement: workers that asked where to resume
+        self.planless = replacing       # frozen (or replacing), the REPLAY not here yet
+        self.owed: dict = {}            # DC -> keys the plan has it copy from here, once
+        self.early: dict = {}           # DC -> its STATE_REQUEST that came before the REPLAY
         self.started = time.monotonic()
+        self._drops = RateLimitedLog(log)   # replica messages no recovery here asked for
 
     # ------------------------------------------------------------ worker requests
     def take(self, msg: Message) -> bool:
@@ -76,6 +83,7 @@ class ServerRecovery:
         log.warning("%s: the server of %s is being replaced: freezing; chunks of policies "
                     "before %d are dropped", self.dc, msg.meta["dc"], version)
         self.active, self.started = True, time.monotonic()
+        self.planless, self.owed, self.early = True, {}, {}
         self.store.hold_wan = True
         self.exchange.restart(version)
         dropped = self.wan.forget_before(version)
@@ -91,9 +99,12 @@ class ServerRecovery:
             self.policies.replay(policy)
         except PolicyError as exc:
             raise AbortError(f"{self.dc}: bad REPLAY from the scheduler: {exc}") from exc
-        self.rounds, asks = {}, {}
+        self.rounds, asks, self.owed, self.planless = {}, {}, {}, False
         for key, rnd, holders, want in msg.meta["keys"]:
             self.rounds[key] = rnd
+            if self.dc in holders:          # the DCs behind on it may copy it from here
+                for dc in set(self.dcs) - set(holders):
+                    self.owed.setdefault(dc, set()).add(key)
             entry = self.store.keys.get(key)
             applied = entry.applied if entry is not None and entry.value is not None else -1
             if applied > rnd:
@@ -101,7 +112,7 @@ class ServerRecovery:
                                  f"this DC applied {applied}")
             if applied < rnd:
                 source = self._source(holders, asks)
-                self.awaiting[key] = (rnd, want)
+                self.awaiting[key] = (rnd, want, source)
                 asks.setdefault(source, []).append(key)
         self.exchange.forget_after(self.rounds)
         self.exchange.policy_added()
@@ -110,6 +121,9 @@ class ServerRecovery:
                  ", ".join(sorted(asks)) or "nobody")
         for source, keys in sorted(asks.items()):
             self.wan.send(source, Message(Kind.STATE_REQUEST, meta={"keys": keys}))
+        early, self.early = self.early, {}
+        for dc, request in sorted(early.items()):
+            self.on_state_request(dc, request)
         self._maybe_done()
 
     def _source(self, holders, asks: dict) -> str:
@@ -124,16 +138,60 @@ class ServerRecovery:
                                            / (1 + len(asks.get(h, ()))), h))
 
     def on_state_request(self, source: str, msg: Message) -> None:
+        """Send ``source`` this DC's replica of the keys it asks for if the current
+        recovery's plan has it copy them from here, once each; a request that comes before
+        this DC has the plan (its REPLAY may come later than ``source``'s) waits for it, one
+        per DC. Any other is dropped and logged: a replica is whole values and optimizer
+        states, sent to no DC that does not need it."""
+        keys = [int(k) for k in msg.meta["keys"]]
+        if self.planless and source not in self.early:
+            self.early[source] = msg
+            return
+        why = self._unplanned(source, keys)
+        if why:
+            self._drops.log(source, "%s: dropped STATE_REQUEST from %s: %s", self.dc,
+                            source, why)
+            return
+        self.owed[source] -= set(keys)
+        if not self.owed[source]:
+            del self.owed[source]
         try:
-            meta, frames = self.store.replicas([int(k) for k in msg.meta["keys"]])
+            meta, frames = self.store.replicas(keys)
         except RequestError as exc:         # a key not here (or not initialized)
             log.error("%s: cannot send %s the replica it asked for: %s", self.dc, source, exc)
             return
         self.wan.send(source, Message(Kind.STATE, meta=meta, dtype=frames[0].dtype
                                       if frames else None, frames=frames))
 
+    def _unplanned(self, source: str, keys: list) -> str:
+        """Why ``source``'s STATE_REQUEST for ``keys`` is not answered; "" if it is."""
+        if self.planless:
+            return "a second request before this server has the plan (REPLAY)"
+        if not keys:
+            return "it names no key"
+        if not (self.active or self.owed):
+            return "this server is in no recovery"
+        owed = set(self.owed.get(source, ()))
+        for key in keys:                    # a key named twice is sent already the second time
+            if key not in owed:
+                return f"key {key} is not one the plan has it copy from here, or was sent " \
+                       f"already"
+            owed.discard(key)
+        return ""
+
     def on_state(self, source: str, msg: Message) -> None:
-        expected = {k: self.awaiting[k] for k, *_ in msg.meta["keys"] if k in self.awaiting}
+        """Adopt ``source``'s replica of keys this DC asked it for in this recovery. A STATE
+        that answers no outstanding request (none asked, keys asked of another DC, one that
+        came late or twice) is dropped and logged: any DC may send one at any time. One that
+        was asked for but fails its checks stops the server (:class:`AbortError`, naming
+        ``source`` and the key): it came from the very DC the plan names, and without it
+        this recovery cannot end."""
+        keys = [k for k, *_ in msg.meta["keys"]]
+        why = self._unasked(source, keys)
+        if why:
+            self._drops.log(source, "%s: dropped STATE from %s: %s", self.dc, source, why)
+            return
+        expected = {k: self.awaiting[k][:2] for k in keys}
         try:
             replicas, spec, states, frames = replica.decode(msg.meta, msg.frames, expected)
             self.store.adopt(replicas, spec, states, frames)
@@ -143,6 +201,19 @@ class ServerRecovery:
             del self.awaiting[rep.key]
         log.info("%s: took %d keys from %s's replica", self.dc, len(replicas), source)
         self._maybe_done()
+
+    def _unasked(self, source: str, keys: list) -> str:
+        """Why ``source``'s STATE of ``keys`` is not taken; "" if it answers a request."""
+        if not self.awaiting:
+            return "no replica is awaited here (no recovery, or it came late or twice)"
+        if not keys:
+            return "it holds no key"
+        seen: set = set()
+        for key in keys:                    # a key held twice came already the second time
+            if key in seen or self.awaiting.get(key, (None,) * 3)[2] != source:
+                return f"key {key} was not asked of {source} (or came already)"
+            seen.add(key)
+        return ""
 
     def _maybe_done(self) -> None:
         if self.awaiting or not self.active:

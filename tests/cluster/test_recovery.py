@@ -136,8 +136,9 @@ def _run(dcs, net, rng, until, steps=None):
         steps = None if steps is None else steps - 1
 
 
-def _replace(dcs, net, lost, rng):
-    """What the scheduler and the launcher do when ``lost``'s server dies."""
+def _replace(dcs, net, lost, rng, first=DCS):
+    """What the scheduler and the launcher do when ``lost``'s server dies; the REPLAY
+    reaches only the DCs in ``first`` (the test hands the others the returned one)."""
     survivors = [d for d in DCS if d != lost]
     latest = max(dcs[survivors[0]].policies.by_version)
     replacement = ServerReplacement(lost, survivors, deadline=1e9)
@@ -154,9 +155,9 @@ def _replace(dcs, net, lost, rng):
     replay = Message(Kind.REPLAY, meta={
         "policy": Policy(latest + 1, replacement.start_round, trees).to_json(),
         "keys": [[k, r, list(holders), d] for k, (r, holders, d) in sorted(plan.items())]})
-    for d in DCS:
+    for d in first:
         dcs[d].recovery.on_replay(replay)
-    return old, plan
+    return old, plan, replay
 
 
 def _resend(old, new):
@@ -188,7 +189,7 @@ def test_recover_a_lost_server_in_process_from_a_peer_replica_exactly(seed):
     _run(dcs, net, rng, until=ROUNDS, steps=rng.randrange(1, 150))
     assert net                          # mid-round
     applied = {d: [dcs[d].store.keys[k].applied for k in SHAPES] for d in DCS}
-    old, plan = _replace(dcs, net, "b", rng)
+    old, plan, _ = _replace(dcs, net, "b", rng)
     assert dcs["b"].recovery.active and dcs["b"].recovery.awaiting
     _run(dcs, net, rng, until=0)        # copies only: no new pushes anywhere
     assert not any(dcs[d].recovery.active for d in DCS), applied
@@ -245,9 +246,10 @@ def test_recover_refuses_a_replica_that_fails_its_digest():
 
 
 def test_recover_refuses_a_peer_request_or_replica_that_does_not_fit(caplog):
-    """A STATE_REQUEST for a key not here is answered with nothing (logged), and a STATE
-    whose key has another shape here is refused naming its source, before anything of it
-    is taken; neither stops the server with anything but that error."""
+    """A STATE_REQUEST the plan allows for a key not here is answered with nothing
+    (logged), and an asked-for STATE whose key has another shape here is refused naming
+    its source, before anything of it is taken; neither stops the server with anything
+    but that error."""
     from netstorm.geoserver.server.replica import KeyReplica, digest, encode
     net: list = []
     rng = random.Random(5)
@@ -255,6 +257,7 @@ def test_recover_refuses_a_peer_request_or_replica_that_does_not_fit(caplog):
     dcs = {d: _Dc(d, i, net, policy) for i, d in enumerate(DCS)}
     for dc in dcs.values():
         dc.start()
+    dcs["a"].recovery.owed = {"b": {0, 77}}         # as if a plan had b copy them here
     dcs["a"].take("b", Message(Kind.STATE_REQUEST, meta={"keys": [0, 77]}))
     assert net == [] and "cannot send b the replica it asked for" in caplog.text
     value = np.zeros(4, np.float32)                 # key 0 is (6, 5) here
@@ -262,13 +265,99 @@ def test_recover_refuses_a_peer_request_or_replica_that_does_not_fit(caplog):
                                       np.zeros(SHAPES[1], np.float32).reshape(-1)),
                            KeyReplica(0, 0, (4,), np.dtype(np.float32), False, value)],
                           None, None)
-    dcs["a"].recovery.awaiting = {0: (0, digest(value)),
-                                  1: (0, digest(np.zeros(SHAPES[1], np.float32)))}
+    dcs["a"].recovery.awaiting = {0: (0, digest(value), "c"),       # asked of c
+                                  1: (0, digest(np.zeros(SHAPES[1], np.float32)), "c")}
     before = dcs["a"].store.keys[1].value.copy()
     with pytest.raises(AbortError, match="refused the replica from c: key 0 was initialized "
                                          "as"):
         dcs["a"].take("c", Message(Kind.STATE, meta=meta, frames=frames))
     np.testing.assert_array_equal(dcs["a"].store.keys[1].value, before)   # nothing taken
+
+
+def _trained(seed: int, until: int):
+    """Three DCs on one random tree after ``until`` whole rounds (nothing in flight)."""
+    rng = random.Random(seed)
+    net: list = []
+    policy = Policy(1, 1, (random_trees(DCS, rng)[0][0],))
+    dcs = {d: _Dc(d, i, net, policy) for i, d in enumerate(DCS)}
+    for dc in dcs.values():
+        dc.start()
+    _run(dcs, net, rng, until=until)
+    assert not net
+    return dcs, net, rng
+
+
+def _deliver(dcs, net) -> list:
+    """Deliver what is on the network now (not what that makes); what was delivered."""
+    items, net[:] = list(net), []
+    for dst, src, item in items:
+        dcs[dst].take(src, item)
+    return items
+
+
+def _exact_after(dcs, net, rng, old, rounds: int) -> None:
+    _resend(old, dcs["b"])
+    _run(dcs, net, rng, until=rounds)
+    want = uninterrupted(rounds, len(DCS))
+    for d in DCS:
+        for key in SHAPES:
+            np.testing.assert_array_equal(dcs[d].store.keys[key].value.reshape(SHAPES[key]),
+                                          want[key], err_msg=f"{d} key {key}")
+
+
+def test_recover_drops_a_state_no_request_asked_for_and_goes_on(caplog):
+    """Issue 34 (a): a STATE that answers no outstanding request of this DC's recovery -
+    none at all, or the keys were asked of another DC, or it came already (late or twice) -
+    is dropped and logged naming the peer; nothing of it is taken and the run goes on."""
+    dcs, net, rng = _trained(11, until=2)
+    meta, frames = dcs["b"].store.replicas([0, 1])     # b's own, true replica: unasked
+    before = dcs["a"].store.keys[0].value.copy()
+    dcs["a"].take("b", Message(Kind.STATE, meta=meta, frames=frames))
+    assert "a: dropped STATE from b: no replica is awaited here" in caplog.text
+    np.testing.assert_array_equal(dcs["a"].store.keys[0].value, before)
+    old, _, _ = _replace(dcs, net, "b", rng)
+    assert [(src, item.kind) for _, src, item in net] == [("b", Kind.STATE_REQUEST)] * 2
+    _deliver(dcs, net)
+    states = list(net)
+    net.clear()
+    (_, src, state), (_, other, _) = states
+    dcs["b"].take(other, state)                         # right keys, from the wrong DC
+    key = state.meta["keys"][0][0]
+    assert f"b: dropped STATE from {other}: key {key} was not asked of {other}" in caplog.text
+    assert dcs["b"].recovery.awaiting and not dcs["b"].store.keys
+    for dst, src_, item in states:
+        dcs[dst].take(src_, item)
+    assert not dcs["b"].recovery.active and not net
+    dcs["b"].take(src, state)                           # again, once recovered
+    assert f"b: dropped STATE from {src}: no replica is awaited here" in caplog.text
+    _exact_after(dcs, net, rng, old, rounds=4)
+
+
+def test_recover_answers_a_state_request_only_as_the_recovery_planned(caplog):
+    """Issue 34 (b): a server sends its replica only to a DC the current recovery's plan
+    has copy those keys from it, once (a request that comes before its REPLAY waits for
+    it); any other STATE_REQUEST - no recovery, a DC that holds the keys itself, a second
+    one - is dropped and logged naming the peer, and answered with nothing."""
+    dcs, net, rng = _trained(12, until=2)
+    dcs["a"].take("b", Message(Kind.STATE_REQUEST, meta={"keys": [0, 1]}))
+    assert net == [] and "a: dropped STATE_REQUEST from b: this server is in no recovery" \
+        in caplog.text
+    old, _, replay = _replace(dcs, net, "b", rng, first=("b",))    # a, c: REPLAY not here
+    requests = _deliver(dcs, net)                       # b's requests: they wait for it
+    assert {dst for dst, _, _ in requests} == {"a", "c"} and net == []
+    for d in ("a", "c"):
+        dcs[d].recovery.on_replay(replay)
+    assert sorted((dst, item.kind) for dst, _, item in net) == [("b", Kind.STATE)] * 2
+    _deliver(dcs, net)
+    assert not any(dcs[d].recovery.active for d in DCS)
+    for dst, src, item in requests:                     # asked again: sent already
+        dcs[dst].take(src, item)
+        assert net == [] and (f"{dst}: dropped STATE_REQUEST from b: key "
+                              f"{item.meta['keys'][0]} is not one the plan has it copy "
+                              f"from here, or was sent already") in caplog.text
+    dcs["a"].take("c", Message(Kind.STATE_REQUEST, meta={"keys": [0]}))   # c holds key 0
+    assert net == [] and "a: dropped STATE_REQUEST from c: key 0 is not one" in caplog.text
+    _exact_after(dcs, net, rng, old, rounds=4)
 
 
 @pytest.mark.slow
@@ -436,3 +525,59 @@ def test_recover_from_a_killed_server_by_restarting_the_cluster_from_its_checkpo
     for rank, got in enumerate(_final_weights(out)):
         for key in SHAPES:
             np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"rank {rank}")
+
+
+@pytest.mark.slow
+def test_recover_leaves_a_live_run_alone_when_a_peer_sends_replica_messages_unasked(
+        no_leftovers):
+    """Issue 34, live (2 DCs x 1 worker, exact sums): with dc1's key, dc0's server gets a
+    STATE_REQUEST and a STATE that no recovery asked for while the cluster trains. It drops
+    and logs both, answering nothing (an answer would stop dc1's real server), and the run
+    ends with every sum exact."""
+    import time
+
+    import zmq
+
+    from live_cluster import Cluster
+    from netstorm.geoserver.core import wire
+    from netstorm.geoserver.server.replica import KeyReplica, encode
+    from netstorm.geoserver.core.security import read_key_pair
+    cluster = Cluster(no_leftovers)
+    dc0, dc1 = cluster.workers
+    server_dc1 = 2                                      # live_cluster's node ids
+    value = np.zeros(64 * 33, np.float32)               # fuzz_worker.py's key 0
+    meta, frames = encode([KeyReplica(0, cluster.rounds(), (64, 33), np.dtype(np.float32),
+                                      False, value)], None, None)
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDTIMEO, 2000)
+        sock.curve_serverkey = read_key_pair(dc0["key_file"]).public
+        pair = read_key_pair(dc1["key_file"])
+        sock.curve_publickey, sock.curve_secretkey = pair.public, pair.secret
+        sock.connect(dc0["server"])
+        for msg in (Message(Kind.STATE_REQUEST, sender=server_dc1, meta={"keys": [0]}),
+                    Message(Kind.STATE, sender=server_dc1, meta=meta, dtype=np.uint8,
+                            frames=frames)):
+            sock.send_multipart(wire.encode(msg))
+        rounds = cluster.rounds()
+        deadline = time.monotonic() + 30          # training goes on: three more rounds
+        while cluster.rounds() < rounds + 3 and not cluster.dead() and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not cluster.dead() and cluster.rounds() >= rounds + 3, cluster.dead()
+        sock.close(linger=2000)                   # what is still queued goes out first
+        cluster.stop_after(5)
+    except BaseException:
+        cluster.kill()
+        raise
+    finally:
+        ctx.term()
+        run = cluster.join()
+    assert run.code == 0, run.output[-4000:]
+    assert len([l for l in run.lines("worker") if "every sum exact" in l]) == 2, \
+        run.output[-4000:]
+    server0 = "\n".join(run.lines("server dc0"))
+    assert "dc0: dropped STATE_REQUEST from dc1: this server is in no recovery" in server0
+    assert "dc0: dropped STATE from dc1: no replica is awaited here" in server0

@@ -106,7 +106,7 @@ def test_a_replacement_server_takes_a_peer_replica_before_any_worker_request():
     replay = star_policy(["eu", "us"], "eu", version=2, start_round=4).to_json()
     server.handle(Message(Kind.REPLAY, sender=0, meta={
         "policy": replay, "keys": [[0, 3, ["us"], digest(value)]], "opened": 3}))
-    assert server.recovery.awaiting == {0: (3, digest(value))}
+    assert server.recovery.awaiting == {0: (3, digest(value), "us")}
     assert server.po.van.sent == [(US_SERVER, 0)]           # the STATE_REQUEST
     meta, frames = encode([KeyReplica(0, 3, (4,), np.dtype(np.float32), False, value)],
                           None, None)

@@ -116,12 +116,12 @@ def test_digraph_input_ignores_one_way_links():
 
 def test_64_dc_full_mesh_is_fast():
     topology = random_full_mesh(64, 5)
-    start = time.perf_counter()
+    start = time.process_time()     # this process's CPU, not the machine's load
     plan = compute_policy(topology, B)
-    elapsed = time.perf_counter() - start
-    print(f"\n64-DC full mesh: {elapsed:.3f}s wall, {plan.method}, "
+    cpu_s = time.process_time() - start
+    print(f"\n64-DC full mesh: {cpu_s:.3f} CPU-s, {plan.method}, "
           f"{len(plan.policy.trees)} trees, predicted {plan.predicted_s:.3f}s")
-    assert elapsed < 5.0          # ~0.5 s measured; generous for a loaded machine
+    assert cpu_s < 5.0          # ~0.5 s measured: a bound on the work, not a speed claim
     assert len(plan.policy.trees) <= MAX_POLICY_TREES
     assert plan.predicted_s < best_single_tree(topology, B)[1]
     assert plan.method == "two-level"
