@@ -1,6 +1,6 @@
 """Writing a cluster file: :func:`to_toml` renders a
-:class:`~netstorm.geoserver.cluster.ClusterConfig` as TOML that
-:func:`~netstorm.geoserver.cluster.load_cluster` reads back equal (the launchers hand their
+:class:`~netstorm.geoserver.config.cluster.ClusterConfig` as TOML that
+:func:`~netstorm.geoserver.config.cluster.load_cluster` reads back equal (the launchers hand their
 processes a cluster file written here). Pure."""
 from __future__ import annotations
 
@@ -12,67 +12,58 @@ from .keys import SCHEDULER_PRINCIPAL, SecurityConfig
 if TYPE_CHECKING:
     from .cluster import ClusterConfig
 
+__all__ = ["security_toml", "to_toml"]
+
 
 def _toml_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _table(header: str, fields: dict) -> list:
+    """One table (``[name]`` or ``[[name]]``) as lines of TOML; fields whose value is None
+    are left out (their default applies when read back). O(fields)."""
+    return [header] + [f"{k} = {_toml_value(v)}" for k, v in fields.items() if v is not None]
+
+
 def to_toml(config: ClusterConfig) -> str:
     """Render ``config`` as a cluster file that :func:`load_cluster` reads back equal."""
-    lines = ["[scheduler]", f'host = "{config.scheduler_host}"',
-             f"port = {config.scheduler_port}"]
-    if config.scheduler_advertise:
-        lines.append(f'advertise = "{config.scheduler_advertise}"')
-    if config.stats:
-        lines.append(f"stats = {_toml_str(config.stats)}")
-    lines.append("")
+    lines = _table("[scheduler]", {"host": config.scheduler_host, "port": config.scheduler_port,
+                                   "advertise": config.scheduler_advertise or None,
+                                   "stats": config.stats or None}) + [""]
     for dc in config.dcs:
-        lines += ["[[dc]]", f'name = "{dc.name}"', f'host = "{dc.host}"',
-                  f"server_port = {dc.server_port}", f"workers = {dc.workers}"]
-        if dc.advertise:
-            lines.append(f'advertise = "{dc.advertise}"')
-        if dc.worker_hosts:
-            lines.append(f"worker_hosts = {_toml_value(list(dc.worker_hosts))}")
-        lines.append("")
+        lines += _table("[[dc]]", {
+            "name": dc.name, "host": dc.host, "server_port": dc.server_port,
+            "workers": dc.workers, "advertise": dc.advertise or None,
+            "worker_hosts": list(dc.worker_hosts) or None}) + [""]
     for link in config.links:
-        lines += ["[[link]]", f'a = "{link.a}"', f'b = "{link.b}"',
-                  f"mbps_ab = {float(link.mbps_ab)}", f"mbps_ba = {float(link.mbps_ba)}"]
-        if link.latency_ms:
-            lines.append(f"latency_ms = {float(link.latency_ms)}")
-        lines.append("")
-    lines += ["[transport]", f"chunk_bytes = {config.chunk_bytes}",
-              f"timeout_s = {config.timeout_s}", f"heartbeat_s = {config.heartbeat_s}",
-              f"dead_after_s = {config.dead_after_s}", f"stall_s = {config.stall_s}",
-              f"fuse_bytes = {config.fuse_bytes}", f"fuse_linger_s = {config.fuse_linger_s}",
-              "",
-              "[wan]", f'policy = "{config.policy}"',
-              f"adapt = {str(config.adapt).lower()}",
-              f"replan_threshold = {config.replan_threshold}",
-              f"min_dwell_s = {config.min_dwell_s}",
-              f"multipath = {str(config.multipath).lower()}",
-              f"trees = \"{config.trees}\""]
-    if config.hub:
-        lines.append(f'hub = "{config.hub}"')
+        lines += _table("[[link]]", {
+            "a": link.a, "b": link.b, "mbps_ab": float(link.mbps_ab),
+            "mbps_ba": float(link.mbps_ba),
+            "latency_ms": float(link.latency_ms) if link.latency_ms else None}) + [""]
+    lines += _table("[transport]", {
+        "chunk_bytes": config.chunk_bytes, "timeout_s": config.timeout_s,
+        "heartbeat_s": config.heartbeat_s, "dead_after_s": config.dead_after_s,
+        "stall_s": config.stall_s, "fuse_bytes": config.fuse_bytes,
+        "fuse_linger_s": config.fuse_linger_s}) + [""]
+    lines += _table("[wan]", {
+        "policy": config.policy, "adapt": config.adapt,
+        "replan_threshold": config.replan_threshold, "min_dwell_s": config.min_dwell_s,
+        "multipath": config.multipath, "trees": config.trees, "hub": config.hub or None})
     if config.compression.on:
-        lines += ["", "[compression]"] + [
-            f"{k} = {_toml_value(v)}" for k, v in config.compression.to_params().items()]
+        lines += [""] + _table("[compression]", config.compression.to_params())
     if config.sync.mode != "fsa":
-        lines += ["", "[sync]"] + [f"{k} = {_toml_value(v)}"
-                                   for k, v in config.sync.to_params().items()]
+        lines += [""] + _table("[sync]", config.sync.to_params())
     if config.worker_restarts or config.resume or config.checkpoint or \
             config.server_restarts:
-        lines += ["", "[recovery]", f"worker_restarts = {config.worker_restarts}",
-                  f"cluster_restarts = {config.cluster_restarts}",
-                  f"server_restarts = {config.server_restarts}"]
-        for key in ("resume", "checkpoint"):
-            if getattr(config, key):
-                lines.append(f"{key} = {_toml_str(getattr(config, key))}")
+        lines += [""] + _table("[recovery]", {
+            "worker_restarts": config.worker_restarts,
+            "cluster_restarts": config.cluster_restarts,
+            "server_restarts": config.server_restarts,
+            "resume": config.resume or None, "checkpoint": config.checkpoint or None})
     if config.ssh != SshConfig():
-        lines += ["", "[ssh]"] + [f"{k} = {_toml_value(v)}"
-                                  for k, v in config.ssh.to_params().items()]
+        lines += [""] + _table("[ssh]", config.ssh.to_params())
     if config.emulation.on:
-        lines += ["", "[emulation]"] + [f"{k} = {_toml_value(v)}"
-                                        for k, v in config.emulation.to_params().items()]
+        lines += [""] + _table("[emulation]", config.emulation.to_params())
     lines += security_toml(config.security)
     return "\n".join(lines) + "\n"
 
