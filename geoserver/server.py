@@ -226,7 +226,7 @@ class GeoServer:
         (msg, future), self._building = self._building, None
         try:
             self.store.on_set_optimizer(msg, build=lambda spec: future.result())
-        except (RequestError, wire.WireError) as exc:
+        except RequestError as exc:
             self._reject(msg, str(exc))
         waiting, self._before_optimizer = self._before_optimizer, []
         for request in waiting:
@@ -320,8 +320,8 @@ class GeoServer:
 
     def _accept_worker(self, msg: Message) -> None:
         """A local worker's request: held while an optimizer is being built, its round is
-        not open (asking for a new round at once) or no policy is known yet, else handled. The replacement of a lost
-        server keeps them until it recovered (docs/recovery.md)."""
+        not open (asking for a new round at once) or no policy is known yet, else handled.
+        The replacement of a lost server keeps them until it recovered (docs/recovery.md)."""
         if not self.recovery.take(msg):
             return
         if self._building is not None:      # they may need it (a push's round applies it)
