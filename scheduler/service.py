@@ -458,7 +458,8 @@ class Scheduler:
                 elif msg.kind != wire.Kind.HEARTBEAT:
                     self._drops.log(msg.sender, "ignored unexpected %s from %s",
                                     msg.kind.name, self.table.describe(msg.sender))
-            self._check_liveness()
+            if not self.van.pending():  # beats that queued up while it was busy come first
+                self._check_liveness()
             self._adapt()
 
     def _adapt(self) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
+pytest_plugins = ["launching"]     # its fixtures (no_leftovers, ...) for every test
 
 
 def pytest_collection_modifyitems(items):

@@ -10,6 +10,8 @@ not need it.
 from __future__ import annotations
 
 import numbers
+import threading
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -104,6 +106,20 @@ def states_from_wire(meta: dict, frames, make_array):
         return states, counts, int(meta["num_update"])
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise OptimizerSpecError(f"malformed optimizer states: {exc!r}") from exc
+
+
+def build_in_background(build, spec) -> Future:
+    """``build(spec)`` on a thread of its own (a daemon: a stopping server does not wait
+    for it): the future holds what it returned or the exception it raised."""
+    future: Future = Future()
+
+    def run():
+        try:
+            future.set_result(build(spec))
+        except BaseException as exc:    # noqa: BLE001 - handed to whoever takes the result
+            future.set_exception(exc)
+    threading.Thread(target=run, daemon=True, name="build-optimizer").start()
+    return future
 
 
 class OptimizerHost:

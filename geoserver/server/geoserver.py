@@ -26,6 +26,7 @@ from ..compression.feedback import WanCodec
 from .local_store import KeyStore, RequestError
 from .esync import StepBalancer
 from .mixed_sync import MixedExchange
+from ..model.optimizer_host import build_in_background
 from .wan.probe import LinkProber
 from .recovery import ServerRecovery
 from ..core.nodes import SERVER, WORKER, NodeInfo
@@ -59,6 +60,8 @@ class GeoServer:
         self.policies = PolicyBook(Policy.from_json(first, self.table.dcs) if first else None)
         self._before_policy: list = []  # worker requests that came before the first policy
         self._early_inits: list = []    # other DCs' INITs that came before it
+        self._building = None           # (SET_OPTIMIZER, future optimizer) while built
+        self._before_optimizer: list = []   # worker requests that came meanwhile
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
@@ -197,7 +200,7 @@ class GeoServer:
     # ------------------------------------------------------------ dispatch
     def _from_worker(self, msg: Message) -> None:
         handler = {Kind.INIT: self.store.on_init, Kind.PUSH: self.store.on_push,
-                   Kind.PULL: self.store.on_pull, Kind.SET_OPTIMIZER: self.store.on_set_optimizer,
+                   Kind.PULL: self.store.on_pull, Kind.SET_OPTIMIZER: self._on_set_optimizer,
                    Kind.SAVE_STATES: self.store.on_save_states,
                    Kind.LOAD_STATES: self.store.on_load_states,
                    Kind.RESUME: self.store.on_resume}[msg.kind]
@@ -205,6 +208,29 @@ class GeoServer:
             handler(msg)
         except (RequestError, wire.WireError) as exc:
             self._reject(msg, str(exc))
+
+    def _on_set_optimizer(self, msg: Message) -> None:
+        """A new optimizer is built on a thread of its own: that imports MXNet, a second or
+        more (longer under load), and this loop must go on beating and reading the
+        scheduler's beats meanwhile, or either side takes the other for dead. The local
+        workers' requests wait for it (:meth:`_optimizer_built`)."""
+        if self.store.optimizer_wanted(msg):
+            self._building = msg, build_in_background(self.store.build_optimizer,
+                                                      msg.meta.get("spec"))
+        else:
+            self.store.on_set_optimizer(msg)        # the one in place: answered at once
+
+    def _optimizer_built(self) -> None:
+        """The store takes the optimizer built off the loop (a failure to build it is
+        answered with ERROR, as in place); then the requests that waited for it, in order."""
+        (msg, future), self._building = self._building, None
+        try:
+            self.store.on_set_optimizer(msg, build=lambda spec: future.result())
+        except RequestError as exc:
+            self._reject(msg, str(exc))
+        waiting, self._before_optimizer = self._before_optimizer, []
+        for request in waiting:
+            self._accept_worker(request)
 
     def _reject(self, msg: Message, reason: str) -> None:
         """Answer a local worker's request with ERROR (logged, rate-limited per worker)."""
@@ -293,10 +319,17 @@ class GeoServer:
             self._from_server(msg)
 
     def _accept_worker(self, msg: Message) -> None:
-        """A local worker's request: held while its round is not open (asking for a new
-        round at once) or no policy is known yet, else handled. The replacement of a lost
-        server keeps them until it recovered (docs/recovery.md)."""
+        """A local worker's request: held while an optimizer is being built, its round is
+        not open (asking for a new round at once) or no policy is known yet, else handled.
+        The replacement of a lost server keeps them until it recovered (docs/recovery.md)."""
         if not self.recovery.take(msg):
+            return
+        if self._building is not None:      # they may need it (a push's round applies it)
+            if len(self._before_optimizer) < MAX_EARLY_MESSAGES:
+                self._before_optimizer.append(msg)
+            else:
+                self._reject(msg, f"{MAX_EARLY_MESSAGES} requests already wait for the "
+                                  f"optimizer to be built")
             return
         wan_round = self.settings.sync.wan_round(msg.seq)
         if msg.kind == Kind.PUSH and self.balancer is not None:
@@ -476,7 +509,9 @@ class GeoServer:
                 if overdue:
                     raise AbortError(f"{self.dc}: {overdue}")
                 silent = now - self._scheduler_seen
-                if silent > self.settings.dead_after_s:
+                # a message waiting may be a beat of the scheduler's that queued up while
+                # this loop was busy (a long handler): it is read first, judged next beat
+                if silent > self.settings.dead_after_s and not self.po.van.pending():
                     raise AbortError(f"{self.dc}: the scheduler at "
                                      f"{self.table.scheduler().address} sent nothing for "
                                      f"{silent:.1f}s (dead_after_s="
@@ -489,6 +524,8 @@ class GeoServer:
             looked = time.monotonic()
             self.wan.flush(writable, away)
             try:
+                if self._building is not None and self._building[1].done():
+                    self._optimizer_built()     # at the latest a beat after it was built
                 if not self._drain(readable, next_beat):
                     return
             finally:

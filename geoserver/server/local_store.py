@@ -11,11 +11,11 @@ round is applied (optimizer step on the replica, or the sum becomes the value), 
 waiting for round r are answered. Stored arrays are replaced, never modified in place, since
 earlier values may still sit in ZeroMQ's send queue.
 
-Other synchronization modes (:mod:`netstorm.geoserver.sync`, docs/sync.md): under ``hfa`` and
+Other synchronization modes (:mod:`netstorm.geoserver.config.sync`, docs/sync.md): under ``hfa`` and
 ``esync`` pushes are model deltas; a round that does not cross the WAN adds the DC's sum to
 the DC's weights, one that does sends the DC's delta since the last WAN round and sets the
 weights to the last WAN round's plus the total. Under ``mixed`` a round is applied at once
-and travels to the other DCs through :class:`~netstorm.geoserver.mixed_sync.MixedExchange`.
+and travels to the other DCs through :class:`~netstorm.geoserver.server.mixed_sync.MixedExchange`.
 """
 from __future__ import annotations
 
@@ -467,14 +467,15 @@ class KeyStore(KeyStoreReplicas):
         self._reply(msg.sender, Message(Kind.RESUMED, request=msg.request,
                                         meta={"pushed": pushed, "base": base}))
 
-    def on_set_optimizer(self, msg: Message) -> None:
+    def optimizer_wanted(self, msg: Message) -> bool:
+        """Whether SET_OPTIMIZER ``msg`` needs an optimizer built (False: the one in place
+        is of its spec); raises :class:`RequestError` if it cannot be taken."""
         spec = msg.meta.get("spec")
         if self.sync.local_steps:
             raise RequestError(f"under sync mode {self.sync.mode!r} workers run the optimizer "
                                f"themselves; the servers take none")
         if self.optimizer is not None and spec == self._spec:
-            self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))
-            return
+            return False
         momentum = spec.get("attrs", {}).get("momentum") if isinstance(spec, dict) else None
         if self.momentum_corrected and isinstance(momentum, (int, float)) and momentum:
             raise RequestError(f"the cluster's compression applies momentum (DGC momentum "
@@ -483,10 +484,26 @@ class KeyStore(KeyStoreReplicas):
         problem = checkpoint.optimizer_problem(self.resumed, spec)
         if problem:
             raise RequestError(f"[recovery] resume: {problem}")
+        return True
+
+    def build_optimizer(self, spec) -> OptimizerHost:
+        """The optimizer of ``spec``, with a resumed checkpoint's states: the slow part of
+        SET_OPTIMIZER (it imports MXNet); it changes nothing here, so the server may run it
+        on another thread. Raises :class:`OptimizerSpecError`."""
+        optimizer = OptimizerHost(spec)
+        if self.resumed is not None and self.resumed.optimizer is not None:
+            optimizer.load_states(self.resumed.states_meta, self.resumed.state_frames)
+        return optimizer
+
+    def on_set_optimizer(self, msg: Message, build=None) -> None:
+        """``build(spec)`` makes the optimizer (default :meth:`build_optimizer`; the server
+        gives the result of one it ran off its loop)."""
+        spec = msg.meta.get("spec")
+        if not self.optimizer_wanted(msg):
+            self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))
+            return
         try:
-            self.optimizer = OptimizerHost(spec)
-            if self.resumed is not None and self.resumed.optimizer is not None:
-                self.optimizer.load_states(self.resumed.states_meta, self.resumed.state_frames)
+            self.optimizer = (build or self.build_optimizer)(spec)
         except OptimizerSpecError as exc:
             raise RequestError(str(exc)) from exc
         self._spec = spec

@@ -127,7 +127,10 @@ class WorkerClient(ServerReplacement):
                 self.po.send_scheduler(Message(Kind.HEARTBEAT))
                 next_beat = now + self.heartbeat_s
                 self._expire(now)
-                if now - scheduler_seen > dead_after_s and not self._aborted:
+                # a message waiting may be a beat of the scheduler's that queued up while
+                # this thread was held up: it is read first, judged next beat
+                if now - scheduler_seen > dead_after_s and not self._aborted and \
+                        not self.po.van.pending():
                     self._fail_all(f"the scheduler at {scheduler.address} sent nothing for "
                                    f"{now - scheduler_seen:.1f}s (dead_after_s="
                                    f"{dead_after_s:g}); it is presumed dead",

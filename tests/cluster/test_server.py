@@ -186,3 +186,119 @@ def test_the_small_values_one_drain_makes_go_to_each_worker_in_one_batch(fuse_by
         assert all(np.array_equal(v.arrays()[0], np.full(4, EU_WORKER + 5)) for v in values)
         assert len(sent) < keys if fuse_bytes else len(sent) == keys
     assert server.stats["fused"] == (2 * keys if fuse_bytes else 0)
+
+
+class _Socket(_Inbox):
+    """An :class:`_Inbox` the test fills from its own thread while ``serve`` runs on
+    another: ``wait`` blocks until a message comes or its timeout passes; :meth:`until`
+    waits for what the server sent."""
+
+    def __init__(self, *args, **kwargs):
+        import threading
+        super().__init__(*args, **kwargs)
+        self.cond = threading.Condition()
+
+    def put(self, msg):
+        with self.cond:
+            self.inbox.append(msg)
+            self.cond.notify_all()
+
+    def wait(self, timeout_s, writable=()):
+        with self.cond:
+            self.cond.wait_for(lambda: self.inbox, timeout_s)
+            return bool(self.inbox), []
+
+    def recv(self, timeout_s):
+        with self.cond:
+            return super().recv(timeout_s)
+
+    def send(self, node_id, msg):
+        with self.cond:
+            super().send(node_id, msg)
+            self.cond.notify_all()
+
+    def send_scheduler(self, msg):
+        with self.cond:
+            super().send_scheduler(msg)
+            self.cond.notify_all()
+
+    def until(self, predicate, timeout_s=5.0) -> bool:
+        with self.cond:
+            return self.cond.wait_for(predicate, timeout_s)
+
+
+def test_a_slow_optimizer_build_holds_the_workers_requests_but_not_the_heartbeats(monkeypatch):
+    """Building the optimizer imports MXNet (a second or more, longer under load): it runs
+    off the server's loop, which goes on beating; the local workers' requests after
+    SET_OPTIMIZER wait for the optimizer, then are handled in order."""
+    import threading
+
+    from netstorm.geoserver.server import local_store
+    started, release, where = threading.Event(), threading.Event(), []
+
+    class SlowHost:                     # stands in for OptimizerHost (MXNet's import)
+        name = "slow"
+
+        def __init__(self, spec):
+            where.append(threading.current_thread())
+            started.set()
+            release.wait(30)
+    monkeypatch.setattr(local_store, "OptimizerHost", SlowHost)
+    table = eu_server(round_gate=False).table
+    po = _Socket(table, EU_SERVER, RuntimeSettings(timeout_s=10.0, heartbeat_s=0.02,
+                                                   dead_after_s=60.0),
+                 star_policy(["eu", "us"], "eu"))
+    server, failed = GeoServer(po), []
+
+    def serve():
+        try:
+            server.serve()
+        except Exception as exc:        # noqa: BLE001 - the test asserts there is none
+            failed.append(exc)
+    loop = threading.Thread(target=serve, daemon=True)
+    loop.start()
+    try:
+        po.put(init_message(EU_WORKER, 0, np.zeros(4, np.float32)))
+        po.put(Message(Kind.SET_OPTIMIZER, sender=EU_WORKER, request=4,
+                       meta={"spec": {"name": "sgd", "attrs": {}}}))
+        po.put(push_message(EU_WORKER, 0, 1, np.ones(4, np.float32), request=5))
+        assert started.wait(5)
+        beats = len(po.to_scheduler)
+        assert po.until(lambda: len(po.to_scheduler) >= beats + 3), \
+            "no heartbeat while the optimizer was being built"
+        assert replies(server, Kind.OPTIMIZER_DONE) == [] and server.exchange.in_flight == 0
+    finally:
+        release.set()
+    assert po.until(lambda: replies(server, Kind.OPTIMIZER_DONE))
+    po.put(Message(Kind.SHUTDOWN, sender=0))
+    loop.join(10)
+    assert not loop.is_alive() and not failed, failed
+    assert where != [loop] and isinstance(server.store.optimizer, SlowHost)
+    (done,) = replies(server, Kind.OPTIMIZER_DONE)
+    assert done.request == 4 and server.exchange.in_flight == 1     # then the held push
+
+
+def test_heartbeats_queued_during_a_long_handler_are_read_before_judging_the_scheduler(
+        monkeypatch):
+    """A handler that kept the loop busy beyond dead_after_s does not make the scheduler
+    look silent: the beats that queued up meanwhile are read before the judgment."""
+    import types
+
+    from fakes import Clock
+    from netstorm.geoserver.server import geoserver as server_module
+    clock = Clock(100.0)
+    monkeypatch.setattr(server_module, "time", types.SimpleNamespace(monotonic=clock))
+    table = eu_server(round_gate=False).table
+    burst = [init_message(EU_WORKER, 0, np.zeros(4, np.float32)),
+             Message(Kind.HEARTBEAT, sender=0), Message(Kind.SHUTDOWN, sender=0)]
+    po = _Inbox(table, EU_SERVER, RuntimeSettings(timeout_s=10.0, dead_after_s=2.0),
+                star_policy(["eu", "us"], "eu"), messages=burst)
+    server = GeoServer(po)
+    on_init = server.store.on_init
+
+    def long_init(msg):
+        on_init(msg)
+        clock.t += 10.0                 # busy for 5 x dead_after_s
+    server.store.on_init = long_init
+    server.serve()                      # no AbortError naming the scheduler
+    assert server.stats["messages"] == len(burst) and not po.inbox

@@ -213,3 +213,55 @@ def test_live_policy_switches_keep_sums_exact(manual, gated):
     for dc in cluster.config.dcs:
         code, out = cluster.wait(f"server {dc.name}", timeout=30)
         assert code == 0 and "policy 3 announced" in out, out[-2000:]
+
+
+class _QueuedVan:
+    """What the scheduler's loop uses of its Van, without sockets: ``messages`` already
+    wait on the socket (``pending``); nothing is connected, so nothing is sent."""
+
+    def __init__(self, messages):
+        self.inbox, self.sent = list(messages), []
+
+    def recv(self, timeout_s):
+        return self.inbox.pop(0) if self.inbox else None
+
+    def pending(self) -> bool:
+        return bool(self.inbox)
+
+    def is_connected(self, peer) -> bool:
+        return False
+
+    def send(self, peer, msg) -> None:
+        self.sent.append((peer, msg))
+
+
+def test_beats_queued_while_the_scheduler_was_busy_are_read_before_judging_liveness(
+        monkeypatch):
+    """A step that kept the scheduler's loop busy beyond dead_after_s (planning, or the
+    machine under load) does not make the nodes look dead: the heartbeats that queued up
+    meanwhile are read before liveness is judged. Socket-free: a clock the test moves."""
+    import types
+
+    from fakes import Clock
+    from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
+    from netstorm.scheduler import service
+    clock = Clock(100.0)
+    monkeypatch.setattr(service, "time", types.SimpleNamespace(monotonic=clock))
+    beat = [wire.Message(wire.Kind.HEARTBEAT, sender=n) for n in (1, 2, 3, 4)]
+    van = _QueuedVan(beat + beat[:1] + [wire.Message(wire.Kind.BYE, sender=n)
+                                        for n in (3, 4)])
+    sched = service.Scheduler(pseudo_cluster(2, 1, free_port(), heartbeat_s=0.25,
+                                             dead_after_s=2.0), van)
+    sched.table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
+                             NodeInfo(1, "server", "dc0", "tcp://127.0.0.1:2"),
+                             NodeInfo(2, "server", "dc1", "tcp://127.0.0.1:3"),
+                             NodeInfo(3, "worker", "dc0", "tcp://127.0.0.1:4", 0, 0),
+                             NodeInfo(4, "worker", "dc1", "tcp://127.0.0.1:5", 1, 0)])
+    sched.last_seen = dict.fromkeys((1, 2, 3, 4), clock.t)
+    busy = iter([10.0])                 # the first step after a message: 5 x dead_after_s
+
+    def adapt():
+        clock.t += next(busy, 0.0)
+    sched._adapt = adapt
+    sched.serve()                       # no ClusterAborted naming a node
+    assert sched.finished == {3, 4} and not van.inbox and not sched.lost.lost

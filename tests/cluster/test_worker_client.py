@@ -225,3 +225,41 @@ def test_which_requests_wait_in_the_outbox(fuse_bytes, key_bytes, sent_at_once):
     init = Message(Kind.INIT, key=6, meta={"shape": [1], "dtype": "<f4"})
     client._post(init)                  # anything else goes at once, after what waited
     assert client.po.messages == [push, init] and not client.outbox.messages
+
+
+def test_beats_queued_while_the_io_thread_was_busy_are_read_before_judging_the_scheduler(
+        monkeypatch):
+    """An I/O thread held up beyond dead_after_s (the GIL, or the machine under load) does
+    not take the scheduler for dead: the beats that queued up meanwhile are read first.
+    Socket-free: a clock the test moves."""
+    import threading
+    import types
+
+    from fakes import Clock
+    from netstorm.geoserver.worker import client as worker_client
+    from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
+    from netstorm.geoserver.core.wire import Kind, Message
+    clock = Clock(100.0)
+    monkeypatch.setattr(worker_client, "time", types.SimpleNamespace(monotonic=clock))
+    client = _bare_client()
+    inbox = [Message(Kind.VALUE, sender=1), Message(Kind.HEARTBEAT, sender=0)]
+    client._closed, client._unsent, failed = threading.Event(), [], []
+
+    def recv(timeout_s):
+        if not inbox:
+            client._closed.set()
+        return inbox.pop(0) if inbox else None
+    client.po = types.SimpleNamespace(
+        take_early=list, recv=recv, send_scheduler=lambda msg: None,
+        van=types.SimpleNamespace(pending=lambda: bool(inbox)),
+        settings=types.SimpleNamespace(dead_after_s=2.0),
+        table=NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1")]))
+    client.heartbeat_s, client.outbox = 0.25, types.SimpleNamespace(messages=[])
+    client._expire = lambda now: None
+    client._fail_all = lambda reason, caused_by_other=True: failed.append(reason)
+
+    def busy(msg):
+        clock.t += 10.0                 # 5 x dead_after_s
+    client._dispatch_safely = busy
+    client._io_loop()
+    assert failed == [] and not inbox
