@@ -99,34 +99,33 @@ class DenseCodec:
     """No compression: chunks travel as they are; a compressed payload is refused."""
 
     @staticmethod
-    def encode(cid, array, direction: str):
+    def encode(cid, array, direction: str, where=None):
         return array, False
 
     @staticmethod
-    def own(cid, array):
+    def own(cid, array, where=None):
         return array
 
     @staticmethod
-    def decode(cid, array, encoded: bool):
+    def decode(cid, array, encoded: bool, where=None):
         if encoded:
             raise payload.PayloadError("compressed chunk, but compression is off here")
         return array
 
 
 class WanCodec:
-    """:class:`ErrorFeedback` for the tree exchange: finds where a chunk lies in its key
-    with ``locate(cid) -> (start, stop, key_size)`` (None for a key this DC does not
-    know yet; it encodes such chunks dense). ``max_elements``: the most elements a chunk
-    can have (``chunk_bytes`` of float32), the bound on a payload of an unknown key."""
+    """:class:`ErrorFeedback` for the tree exchange. Each call is told where the chunk
+    lies in its key, ``where = (start, stop, key_size)``, from the layout the store cut
+    this DC's contribution by (None when this DC has not contributed to the chunk: it
+    encodes such chunks dense). ``max_elements``: the most elements a chunk can have
+    (``chunk_bytes`` of float32), the bound on a payload decoded without ``where``."""
 
-    def __init__(self, config: CompressionConfig, locate, seed: int = 0,
+    def __init__(self, config: CompressionConfig, seed: int = 0,
                  max_elements: int = 1 << 20):
         self.feedback = ErrorFeedback(config, seed)
-        self.locate = locate
         self.max_elements = max_elements
 
-    def encode(self, cid, array, direction: str):
-        where = self.locate(cid)
+    def encode(self, cid, array, direction: str, where=None):
         if where is None:
             return array, False
         start, stop, key_size = where
@@ -134,20 +133,18 @@ class WanCodec:
             return array, False
         return self.feedback.encode(cid.key, start, array, cid.rnd, key_size, direction)
 
-    def own(self, cid, array):
+    def own(self, cid, array, where=None):
         """This DC's own contribution to a chunk, momentum-corrected (DGC) when configured."""
-        where = self.locate(cid)
         if where is None or where[1] - where[0] != len(array):
             return array
         return self.feedback.correct(cid.key, where[0], array, where[2])
 
-    def decode(self, cid, array, encoded: bool):
+    def decode(self, cid, array, encoded: bool, where=None):
         if not encoded:
             return array
-        where = self.locate(cid)
         if where is not None:
-            return payload.decode(array, where[1] - where[0])
-        # a child's partial sum may come before this DC's workers declared the key: the
+            return self.feedback.codec.decode(array, where[1] - where[0])
+        # a child's partial sum may come before this DC contributed to the chunk: the
         # payload's own size, bounded by a chunk's, and the sum checks it against this DC's
         # own contribution when that comes
         n = payload.elements(array)
@@ -155,4 +152,4 @@ class WanCodec:
             raise payload.PayloadError(f"compressed chunk of key {cid.key} not known here "
                                        f"claims {n} elements, more than a chunk's "
                                        f"{self.max_elements}")
-        return payload.decode(array, n)
+        return self.feedback.codec.decode(array, n)
