@@ -13,20 +13,20 @@ falls into next, the same residual joins it. A DC encodes each coordinate once p
 (up if it is not the root of that chunk's tree, down if it is), so one residual per
 coordinate is enough and none is stranded.
 
-Per type (``config.type``), up / down: ``fp16`` half / half; ``2bit`` MXNet's 2-bit /
-half (MXNet's own pull is uncompressed; half keeps the total's magnitude); ``bsc`` top-k /
-top-k; ``mpq`` half for keys under ``size_threshold`` elements, else as ``bsc``. Only
-float32 keys are compressed; a chunk beyond half precision's range travels dense. Pure.
+The types themselves (``fp16``, ``2bit``, ``bsc``, ``mpq``: what goes up and down) are
+the codecs of :mod:`.registry`; this module is what they share. Only float32 keys are
+compressed; a chunk beyond half precision's range travels dense. Each encode is
+O(len(chunk)). Pure.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import codecs, payload
+from . import payload
+from .registry import DOWN, UP, Chunk, codec_for
 from ..config.compression import CompressionConfig
 
-UP, DOWN = "up", "down"
-FP16_MAX = float(np.finfo(np.float16).max)     # a chunk holding more goes dense
+__all__ = ["DOWN", "DenseCodec", "ErrorFeedback", "UP", "WanCodec"]
 
 
 class ErrorFeedback:
@@ -35,6 +35,7 @@ class ErrorFeedback:
 
     def __init__(self, config: CompressionConfig, seed: int = 0):
         self.config = config
+        self.codec = codec_for(config)     # the type's Codec (registry.CODECS)
         self.seed = seed
         self._residual: dict = {}      # key -> float32 array of the key's size
         self._velocity: dict = {}      # key -> float32 array (DGC momentum correction)
@@ -62,12 +63,9 @@ class ErrorFeedback:
         return u.copy()
 
     def scheme(self, direction: str, key_size: int) -> str:
-        kind = self.config.type
-        if kind == "mpq":
-            kind = "fp16" if key_size < self.config.size_threshold else "bsc"
-        if kind == "2bit" and direction == DOWN:
-            kind = "fp16"
-        return kind
+        """The type that encodes a chunk going ``direction`` of a key of ``key_size``
+        elements (``mpq`` by the key's size, ``2bit``'s totals in half precision)."""
+        return self.codec.pick(direction, key_size).name
 
     def encode(self, key: int, start: int, values, rnd: int, key_size: int,
                direction: str):
@@ -77,36 +75,18 @@ class ErrorFeedback:
         key is quantized like any other, as in MXNet), the exact chunk for bsc and mpq's
         sparse part (its residual flushed). The residual absorbs the difference.
         ``values`` is not modified. O(len(values))."""
-        if not self.config.on or np.dtype(values.dtype) != np.float32:
+        if not self.codec.on or np.dtype(values.dtype) != np.float32:
             return values, False
         res = self.residual(key, key_size)[start:start + len(values)]
         x = values + res
-        kind = self.scheme(direction, key_size)
-        sent = None         # the coordinates a sparse payload carries
-        if kind == "fp16":
-            if not np.all(np.abs(x) <= FP16_MAX):
-                res[:] = 0      # beyond half precision's range (or not finite): dense
-                return x, False
-            wire = payload.half(x)
-            res[:] = x - x.astype(np.float16).astype(np.float32)
-        elif kind == "2bit":
-            codes = codecs.quantize_2bit(x, self.config.threshold)
-            wire = payload.twobit(codes, self.config.threshold)
-            t = np.float32(self.config.threshold)
-            res[:] = x
-            res[codes == 1] -= t
-            res[codes == 2] += t
-        else:
-            rng = np.random.default_rng((self.seed, key, start, rnd))
-            k = codecs.budget(len(x), self.config.ratio_at(rnd))
-            idx = codecs.top_k(x, k, rng)
-            wire = payload.sparse(idx, x[idx], len(x))
-            res[:] = x
-            res[idx] = 0
-            sent = idx
+        wire, sent = self.codec.encode(x, res, Chunk(direction, key_size, rnd,
+                                                     (self.seed, key, start, rnd)))
+        if wire is None:            # cannot be encoded (beyond half precision): dense, exact
+            res[:] = 0
+            return x, False
         if len(wire) >= x.nbytes:   # never larger than dense
             if sent is None:        # quantized (2bit, fp16): the same values, dense, as
-                return payload.decode(wire, len(x)), False  # MXNet quantizes every key
+                return self.codec.decode(wire, len(x)), False  # MXNet quantizes every key
             res[:] = 0              # sparsified: the chunk itself, exact (small keys)
             return x, False
         velocity = self._velocity.get(key)
@@ -119,34 +99,33 @@ class DenseCodec:
     """No compression: chunks travel as they are; a compressed payload is refused."""
 
     @staticmethod
-    def encode(cid, array, direction: str):
+    def encode(cid, array, direction: str, where=None):
         return array, False
 
     @staticmethod
-    def own(cid, array):
+    def own(cid, array, where=None):
         return array
 
     @staticmethod
-    def decode(cid, array, encoded: bool):
+    def decode(cid, array, encoded: bool, where=None):
         if encoded:
             raise payload.PayloadError("compressed chunk, but compression is off here")
         return array
 
 
 class WanCodec:
-    """:class:`ErrorFeedback` for the tree exchange: finds where a chunk lies in its key
-    with ``locate(cid) -> (start, stop, key_size)`` (None for a key this DC does not
-    know yet; it encodes such chunks dense). ``max_elements``: the most elements a chunk
-    can have (``chunk_bytes`` of float32), the bound on a payload of an unknown key."""
+    """:class:`ErrorFeedback` for the tree exchange. Each call is told where the chunk
+    lies in its key, ``where = (start, stop, key_size)``, from the layout the store cut
+    this DC's contribution by (None when this DC has not contributed to the chunk: it
+    encodes such chunks dense). ``max_elements``: the most elements a chunk can have
+    (``chunk_bytes`` of float32), the bound on a payload decoded without ``where``."""
 
-    def __init__(self, config: CompressionConfig, locate, seed: int = 0,
+    def __init__(self, config: CompressionConfig, seed: int = 0,
                  max_elements: int = 1 << 20):
         self.feedback = ErrorFeedback(config, seed)
-        self.locate = locate
         self.max_elements = max_elements
 
-    def encode(self, cid, array, direction: str):
-        where = self.locate(cid)
+    def encode(self, cid, array, direction: str, where=None):
         if where is None:
             return array, False
         start, stop, key_size = where
@@ -154,20 +133,18 @@ class WanCodec:
             return array, False
         return self.feedback.encode(cid.key, start, array, cid.rnd, key_size, direction)
 
-    def own(self, cid, array):
+    def own(self, cid, array, where=None):
         """This DC's own contribution to a chunk, momentum-corrected (DGC) when configured."""
-        where = self.locate(cid)
         if where is None or where[1] - where[0] != len(array):
             return array
         return self.feedback.correct(cid.key, where[0], array, where[2])
 
-    def decode(self, cid, array, encoded: bool):
+    def decode(self, cid, array, encoded: bool, where=None):
         if not encoded:
             return array
-        where = self.locate(cid)
         if where is not None:
-            return payload.decode(array, where[1] - where[0])
-        # a child's partial sum may come before this DC's workers declared the key: the
+            return self.feedback.codec.decode(array, where[1] - where[0])
+        # a child's partial sum may come before this DC contributed to the chunk: the
         # payload's own size, bounded by a chunk's, and the sum checks it against this DC's
         # own contribution when that comes
         n = payload.elements(array)
@@ -175,4 +152,4 @@ class WanCodec:
             raise payload.PayloadError(f"compressed chunk of key {cid.key} not known here "
                                        f"claims {n} elements, more than a chunk's "
                                        f"{self.max_elements}")
-        return payload.decode(array, n)
+        return self.feedback.codec.decode(array, n)

@@ -3,7 +3,9 @@
 Users write MXNet's own dict (``kv.set_gradient_compression({'type': '2bit', 'threshold':
 0.5})``, ``gluon.Trainer(..., compression_params=...)``) or a ``[compression]`` table in
 the cluster file; both become a :class:`CompressionConfig`, checked here once with errors
-that name the field and the accepted values. Pure.
+that name the field and the accepted values. ``type`` names a codec of
+:data:`netstorm.geoserver.compression.registry.CODECS` (this package imports nothing, so
+:data:`PARAMS` lists the types and their parameters here; a test checks both agree). Pure.
 """
 from __future__ import annotations
 
@@ -12,19 +14,22 @@ from dataclasses import asdict, dataclass, fields
 
 from .tables import chosen_params
 
-TYPES = ("none", "2bit", "fp16", "bsc", "mpq")
+__all__ = ["CompressionConfig", "CompressionError", "DEFAULT_RATIO", "DEFAULT_SIZE_THRESHOLD",
+           "DEFAULT_THRESHOLD", "DEFAULT_WARMUP_ROUNDS", "PARAMS", "SCOPES", "TYPES"]
+
 SCOPES = ("wan", "all")        # between DC servers; "all": the workers' pushes to them too
 DEFAULT_THRESHOLD = 0.5        # MXNet's own default for 2bit
 DEFAULT_RATIO = 0.01           # bsc: a hundredth of the elements per hop
 DEFAULT_WARMUP_ROUNDS = 0
 DEFAULT_SIZE_THRESHOLD = 1 << 16    # mpq: keys under this many elements go as fp16
-PARAMS = {                     # the parameters each type takes besides 'type'
+PARAMS = {                     # each type and the parameters it takes besides 'type'
     "none": (),
     "2bit": ("threshold", "scope"),
     "fp16": ("scope",),
     "bsc": ("ratio", "warmup_rounds", "momentum", "scope"),
     "mpq": ("ratio", "warmup_rounds", "size_threshold", "momentum", "scope"),
 }
+TYPES = tuple(PARAMS)          # each has its codec in compression/registry.py (CODECS)
 
 
 class CompressionError(ValueError):

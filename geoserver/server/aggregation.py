@@ -9,11 +9,13 @@ of a chunk and about chunks arriving from neighbours, and answers through two ca
 ``send(dc, kind, chunk_id, array, encoded)`` and ``deliver(key, chunk, rnd, total)``, where
 a :class:`ChunkId` names the key, chunk, round, policy version and tree.
 
-With a ``codec`` (:class:`~netstorm.geoserver.compression.WanCodec`) partial sums are
-compressed at every hop with this DC's error feedback, and the root compresses the total
-once: it and every other DC apply the decoded bytes of that one payload, which the DCs on
-the way down pass on unchanged, so replicas stay bit-identical. Without one, chunks travel
-dense. A chunk of a policy
+With a ``codec`` (:class:`~netstorm.geoserver.compression.feedback.WanCodec`) partial
+sums are compressed at every hop with this DC's error feedback, and the root compresses
+the total once: it and every other DC apply the decoded bytes of that one payload, which
+the DCs on the way down pass on unchanged, so replicas stay bit-identical. Without one,
+chunks travel dense. The codec is told where a chunk lies in its key by the layout the
+store cut this DC's contribution with (``contribute(cid, array, where)``), kept from the
+contribution until the chunk's total is delivered. A chunk of a policy
 version this DC does not know yet (sent ahead by a faster DC) waits until the scheduler's
 announcement of that version arrives.
 
@@ -41,6 +43,8 @@ from ..compression.feedback import DOWN, UP, DenseCodec
 from ..policy.chunking import ENTRY_BYTES, ChunkId
 from ..policy.tree import PolicyBook
 from ..core.wire import Kind, WireError
+
+__all__ = ["RoundSet", "TreeExchange"]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +113,8 @@ class TreeExchange:
         self.floor = 0                  # chunks of older policy versions are stale (a lost
                                         # DC's rounds in flight, replayed under this one)
         self.held: dict = {}            # neighbour -> bytes kept here for it
+        self._where: dict = {}          # (key, chunk, round) -> (start, stop, key size) of
+                                        # this DC's contribution, until its total is delivered
         self.buffers = BufferPool()     # partial sums, reused round after round
         self._drops = RateLimitedLog(log)
         self._holds = RateLimitedLog(log, level=logging.INFO)
@@ -156,11 +162,13 @@ class TreeExchange:
         self._release(*part.charged)
         self._aggregated.add(ident)
         parent = tree.parent[self.dc]
+        where = self._where.get(ident)
         if parent is None:
-            wire, encoded = self.codec.encode(cid, part.acc, DOWN)
-            self._finish(tree, cid, wire, encoded, self.codec.decode(cid, wire, encoded))
+            wire, encoded = self.codec.encode(cid, part.acc, DOWN, where)
+            self._finish(tree, cid, wire, encoded, self.codec.decode(cid, wire, encoded, where))
         else:
-            self._send(parent, Kind.CHUNK_UP, cid, *self.codec.encode(cid, part.acc, UP))
+            self._send(parent, Kind.CHUNK_UP, cid,
+                       *self.codec.encode(cid, part.acc, UP, where))
 
     def _finish(self, tree, cid: ChunkId, wire, encoded: bool, total) -> None:
         """Pass the total's bytes (``wire``, as received or encoded by the root) to the
@@ -169,14 +177,19 @@ class TreeExchange:
             log.warning("%s: dropped duplicate total of chunk %s", self.dc, cid[:3])
             return
         self._delivered.add(cid[:3])
+        self._where.pop(cid[:3], None)
         for child in tree.down_children(self.dc):
             self._send(child, Kind.CHUNK_DOWN, cid, wire, encoded)
         self._deliver(cid.key, cid.chunk, cid.rnd, total)
 
-    def contribute(self, cid: ChunkId, array) -> None:
-        """This DC's own (locally aggregated) sum of a chunk."""
+    def contribute(self, cid: ChunkId, array, where=None) -> None:
+        """This DC's own (locally aggregated) sum of a chunk; ``where``: ``(start, stop,
+        key size)`` of the chunk in its key, from the store's layout (compression needs it;
+        without it the chunk travels dense)."""
         self.own_round = max(self.own_round, cid.rnd)
-        self._add(cid, self.dc, self.codec.own(cid, array))
+        if where is not None and cid[:3] not in self._delivered:
+            self._where[cid[:3]] = where
+        self._add(cid, self.dc, self.codec.own(cid, array, where))
 
     def _release(self, source=None, nbytes: int = 0) -> None:
         if source is not None:
@@ -205,6 +218,7 @@ class TreeExchange:
         of a version below ``floor`` (the replay policy's). O(chunks held)."""
         self.floor = max(self.floor, floor)
         self._partials.clear()
+        self._where.clear()
         self._waiting = [w for w in self._waiting if w[1][1].version >= self.floor]
         self.held = {}
         for _, (source, _, array, _) in self._waiting:
@@ -242,7 +256,8 @@ class TreeExchange:
                             "is not a child here in the tree rooted at %s", self.dc, cid.key,
                             cid.chunk, source, tree.root)
             return
-        self._add(cid, source, self.codec.decode(cid, array, encoded))
+        self._add(cid, source, self.codec.decode(cid, array, encoded,
+                                                 self._where.get(cid[:3])))
 
     def on_down(self, source: str, cid: ChunkId, array, encoded: bool = False) -> None:
         if cid.rnd > self.own_round + self.rounds_ahead:
@@ -256,7 +271,8 @@ class TreeExchange:
                             "is not the broadcast parent here in the tree rooted at %s", self.dc,
                             cid.key, cid.chunk, source, tree.root)
             return
-        self._finish(tree, cid, array, encoded, self.codec.decode(cid, array, encoded))
+        self._finish(tree, cid, array, encoded,
+                     self.codec.decode(cid, array, encoded, self._where.get(cid[:3])))
 
     def on_chunk(self, source: str, kind: Kind, cid: ChunkId, array,
                  encoded: bool = False) -> None:

@@ -38,10 +38,11 @@ from .wan.transport import WanTransport
 from ..policy.tree import Policy, PolicyBook, PolicyError, widest_children
 from ..core.wire import Kind, Message
 
+__all__ = ["GeoServer"]
+
 log = logging.getLogger("netstorm.server")
 
 DRAIN_MESSAGES = 16         # messages handled per wake-up when more already wait
-MAX_LAYOUTS = 1 << 14      # chunk layouts cached for compression (keys x policy versions)
 TIMED_BY_WAN = {Kind.PROBE, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.RELAY}   # the rest: here
 WORKER_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
                    Kind.LOAD_STATES, Kind.RESUME}
@@ -70,12 +71,11 @@ class GeoServer:
                                 settings.chunk_bytes, settings.stall_s, time.monotonic,
                                 settings.fuse_bytes)
         self.prober = LinkProber(tuple(dc for dc in self.servers if dc != self.dc))
-        codec = WanCodec(settings.compression, self._locate, seed=self.po.me.id,
+        codec = WanCodec(settings.compression, seed=self.po.me.id,
                          max_elements=max(1, settings.chunk_bytes // 4)) \
             if settings.compression.on else None
         self.exchange = TreeExchange(self.dc, self.policies, send=self.wan.send_chunk,
                                      deliver=self._deliver, codec=codec)
-        self._layouts: dict = {}        # (policy version, key) -> its layout, for _locate
         self.wan.deliver_to(self.exchange.on_chunk)
         self.mixed = MixedExchange(self.dc, self.table.dcs, settings.sync.staleness,
                                    route=self._update_route, send=self._send_update,
@@ -112,23 +112,6 @@ class GeoServer:
         self._drops = RateLimitedLog(log)
 
     # ------------------------------------------------------------ callbacks
-    def _locate(self, cid):
-        """``(start, stop, key size)`` of a WAN chunk in its key, for compression's
-        per-coordinate residuals; None for a key or chunk this DC does not know."""
-        entry = self.store.keys.get(cid.key)
-        if entry is None or cid.version not in self.policies:
-            return None
-        layout = self._layouts.get((cid.version, cid.key))
-        if layout is None:
-            if len(self._layouts) >= MAX_LAYOUTS:
-                self._layouts.clear()
-            layout = self._layouts[(cid.version, cid.key)] = self.policies[cid.version].layout(
-                cid.key, entry.size, entry.dtype.itemsize, self.settings.chunk_bytes)
-        if not 0 <= cid.chunk < len(layout):
-            return None
-        start, stop, _ = layout[cid.chunk]
-        return start, stop, entry.size
-
     def _deliver(self, key, chunk, rnd, total) -> None:
         """A chunk's total, from the exchange to the store (built after the exchange it
         contributes to)."""

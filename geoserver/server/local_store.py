@@ -1,9 +1,10 @@
 """The local-server role: one DC's keys, its workers' pushes and pulls, the weight replica.
 
 Pure logic like :mod:`aggregation`: replies leave through ``reply(worker_id, message)``, the
-DC's sum of a chunk leaves through ``contribute(chunk_id, array)`` and the complete WAN sum
-comes back through :meth:`KeyStore.deliver`. Workers send and receive a key as one frame;
-the WAN cuts it into chunks by the layout of the policy in force for the round.
+DC's sum of a chunk leaves through ``contribute(chunk_id, array, (start, stop, key_size))``
+and the complete WAN sum comes back through :meth:`KeyStore.deliver`. Workers send and
+receive a key as one frame; the WAN cuts it into chunks by the layout of the policy in force
+for the round, which goes with each chunk (compression's residuals are per coordinate).
 
 dist_sync semantics per key: round r is the r-th push of every worker; when all of this DC's
 workers pushed round r, its chunks go to the WAN; when every chunk's global sum is back the
@@ -36,6 +37,8 @@ from .store_replicas import KeyStoreReplicas
 from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
 from ..config.sync import SyncConfig
 from ..core.wire import Flag, Kind, Message
+
+__all__ = ["KeyStore", "RequestError"]
 
 log = logging.getLogger(__name__)
 
@@ -340,7 +343,7 @@ class KeyStore(KeyStoreReplicas):
                                    self.chunk_bytes)
         for c, (start, stop, tree) in enumerate(rnd.layout):
             self._contribute(ChunkId(entry.key, c, wan_round, policy.version, tree),
-                             contribution[start:stop])
+                             contribution[start:stop], (start, stop, entry.size))
 
     def on_pull(self, msg: Message) -> None:
         entry = self._known(msg.key)

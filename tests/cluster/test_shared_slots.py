@@ -88,7 +88,7 @@ class Store:
         self.store = KeyStore("dc0", [W1, W2], 1 << 20,
                               PolicyBook(star_policy(["dc0", "dc1"], "dc0")),
                               reply=lambda w, m: self.replies.append((w, m)),
-                              contribute=lambda *c: self.contributed.append(c),
+                              contribute=lambda cid, a, where: self.contributed.append((cid, a)),
                               forward_init=lambda e, g: None)
 
     def init(self, worker, slots=None, value=None):

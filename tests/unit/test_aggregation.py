@@ -242,3 +242,36 @@ def test_a_restart_drops_partial_sums_and_stale_versions_and_sums_the_rounds_aga
         ex.contribute(ChunkId(0, 0, rnd, 2, 0), np.full(2, rnd))
         ex.on_up("b", ChunkId(0, 0, rnd, 2, 0), np.full(2, 10 * rnd))
     assert [(g[2], list(g[3])) for g in got[1:]] == [(1, [11, 11]), (2, [22, 22])]
+
+
+def test_where_a_chunk_lies_goes_to_the_codec_until_its_total_is_delivered():
+    """The codec is told where a chunk lies in its key (the store's layout, given with the
+    DC's own contribution) when it corrects, encodes and decodes the chunk; the exchange
+    forgets it once the chunk's total is delivered, and on a restart."""
+    calls = []
+
+    class Recording:
+        def own(self, cid, array, where=None):
+            calls.append(("own", cid.rnd, where))
+            return array
+
+        def encode(self, cid, array, direction, where=None):
+            calls.append((direction, cid.rnd, where))
+            return array, False
+
+        def decode(self, cid, array, encoded, where=None):
+            calls.append(("decode", cid.rnd, where))
+            return array
+    policy = star_policy(["a", "b"], "a")
+    ex = TreeExchange("b", PolicyBook(policy), lambda *m: None, lambda *d: None,
+                      codec=Recording())
+    ex.on_down("a", ChunkId(0, 0, 3, 1, 0), np.ones(2))      # never contributed: unknown
+    ex.contribute(ChunkId(0, 0, 1, 1, 0), np.ones(2), (4, 6, 10))
+    ex.on_down("a", ChunkId(0, 0, 1, 1, 0), np.full(2, 2.0))
+    assert calls == [("decode", 3, None), ("own", 1, (4, 6, 10)), ("up", 1, (4, 6, 10)),
+                     ("decode", 1, (4, 6, 10))]
+    assert ex._where == {}
+    ex.contribute(ChunkId(0, 0, 2, 1, 0), np.ones(2), (4, 6, 10))
+    assert ex._where
+    ex.restart(1)
+    assert ex._where == {}

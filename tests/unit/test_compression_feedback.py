@@ -37,23 +37,16 @@ def run(config, seed: int, rounds: int = 10):
                               split=seed % 2 == 1) for v, start in enumerate(starts)]
     inbox, applied, sent = [], {dc: {} for dc in dcs}, []
 
-    def locate_in(book):
-        def locate(cid):
-            size = KEY_SIZES[cid.key]
-            start, stop, _ = book[cid.version].layout(cid.key, size, 4, CHUNK_BYTES)[cid.chunk]
-            return start, stop, size
-        return locate
-
     def make(dc):
         book = PolicyBook()
         for p in policies:
             book.add(p)
-        codec = WanCodec(config, locate_in(book), seed=len(sent))
+        codec = WanCodec(config, seed=len(sent))
         own = codec.own
 
-        def recording_own(cid, array):     # what a DC really contributes (DGC: u, not g)
-            out = own(cid, array)
-            start, stop, _ = codec.locate(cid)
+        def recording_own(cid, array, where):  # what a DC really contributes (DGC: u, not g)
+            out = own(cid, array, where)
+            start, stop, _ = where
             given[cid.key][start:stop] += out
             return out
         codec.own = recording_own
@@ -81,7 +74,8 @@ def run(config, seed: int, rounds: int = 10):
                 g[np_rng.rand(size) < 0.3] = 0
                 contributed[key] += g
                 for c, (a, b, tree) in enumerate(layout):
-                    made[dc][0].contribute(ChunkId(key, c, rnd, policy.version, tree), g[a:b])
+                    made[dc][0].contribute(ChunkId(key, c, rnd, policy.version, tree), g[a:b],
+                                           (a, b, size))
         while inbox:
             source, target, kind, cid, array, encoded = inbox.pop(rng.randrange(len(inbox)))
             made[target][0].on_chunk(source, kind, cid, array, encoded)
@@ -138,39 +132,37 @@ def test_dense_codec_refuses_a_compressed_chunk_and_the_exchange_drops_it(caplog
 
 def test_a_payload_of_another_size_than_the_chunk_is_refused():
     config = CONFIGS["fp16"]
-    codec = WanCodec(config, lambda cid: (0, 8, 8))
+    codec = WanCodec(config)
     wrong = payload.half(np.ones(5, np.float32))
     with pytest.raises(PayloadError, match="5 elements, the chunk has 8"):
-        codec.decode(ChunkId(0, 0, 1, 1, 0), wrong, True)
+        codec.decode(ChunkId(0, 0, 1, 1, 0), wrong, True, (0, 8, 8))
 
 
 def test_a_compressed_partial_sum_may_come_before_the_key_is_known_here():
-    """A child's payload arriving before this DC's workers declared the key is decoded by
-    its own size (bounded by a chunk's) and summed once this DC contributes."""
+    """A child's payload arriving before this DC contributed to the chunk (here: before its
+    workers declared the key) is decoded by its own size (bounded by a chunk's) and summed
+    once this DC contributes."""
     policy = random_policy(["a", "b"], random.Random(1), 1)
     root = policy.trees[0].root
     child = "b" if root == "a" else "a"
-    known = {root: False, child: True}
     mail, applied = [], {}
 
     def make(dc):
-        codec = WanCodec(CompressionConfig("fp16"),
-                         lambda cid: (0, 600, 600) if known[dc] else None, max_elements=512 * 2)
+        codec = WanCodec(CompressionConfig("fp16"), max_elements=512 * 2)
         return TreeExchange(dc, PolicyBook(policy), lambda *m: mail.append((dc, *m)),
                             lambda key, chunk, rnd, total: applied.setdefault(dc, total),
                             codec=codec), codec
     (ex_root, codec), (ex_child, _) = make(root), make(child)
     cid = ChunkId(0, 0, 1, policy.version, 0)
-    ex_child.contribute(cid, np.full(600, 0.5, np.float32))
+    ex_child.contribute(cid, np.full(600, 0.5, np.float32), (0, 600, 600))
     (_, _, kind, _, wire, encoded), = mail
     assert encoded
     ex_root.on_chunk(child, kind, cid, wire, encoded)       # the key is not known here yet
     assert ex_root.in_flight == 1 and not applied
-    known[root] = True
-    ex_root.contribute(cid, np.full(600, 1.0, np.float32))
+    ex_root.contribute(cid, np.full(600, 1.0, np.float32), (0, 600, 600))
     assert np.array_equal(applied[root], np.full(600, 1.5))
     with pytest.raises(PayloadError, match="claims 2000 elements, more than a chunk's 1024"):
-        WanCodec(CONFIGS["fp16"], lambda cid: None, max_elements=1024).decode(
+        WanCodec(CONFIGS["fp16"], max_elements=1024).decode(
             cid, payload.half(np.ones(2000, np.float32)), True)
 
 
@@ -178,7 +170,7 @@ def test_non_float32_keys_and_unknown_keys_travel_dense():
     fb = ErrorFeedback(CONFIGS["bsc"])
     ints = np.arange(10, dtype=np.int32)
     assert fb.encode(0, 0, ints, 1, 10, UP) == (ints, False)
-    codec = WanCodec(CONFIGS["bsc"], lambda cid: None)
+    codec = WanCodec(CONFIGS["bsc"])
     x = np.ones(4, np.float32)
     assert codec.encode(ChunkId(0, 0, 1, 1, 0), x, DOWN) == (x, False)
 

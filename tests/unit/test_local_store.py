@@ -27,7 +27,7 @@ class Harness:
         self.store = KeyStore("dc0", [W1, W2], chunk_bytes,
                               PolicyBook(star_policy(["dc0", "dc1"], "dc0")),
                               reply=lambda w, m: self.replies.append((w, m)),
-                              contribute=lambda *c: self.contributed.append(c),
+                              contribute=lambda cid, a, where: self.contributed.append((cid, a)),
                               forward_init=lambda e, g: self.forwarded.append((e.key, g)),
                               sync=sync, mixed=mixed)
 
