@@ -14,6 +14,7 @@ import random
 import time
 
 from netstorm.geoserver.core import roles, wire
+from netstorm.geoserver.core.kinds import KINDS, handlers_for
 from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED
 from netstorm.geoserver.config.cluster import ClusterConfig
 from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, NodeInfo, NodeTable
@@ -28,6 +29,8 @@ from .registration import SCHEDULER_ID, Registration
 from .replacement import RecoveryError, ServerReplacement
 from .rejoin import LostNodes
 from .rounds import RoundTracker
+
+__all__ = ["ClusterAborted", "PROGRESS_S", "Scheduler"]
 
 log = logging.getLogger("netstorm.scheduler")
 PROGRESS_S = 10.0     # at most this long between "waiting: ..." lines while nodes register
@@ -68,6 +71,7 @@ class Scheduler:
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
+        self._handlers = handlers_for(SCHEDULER, self)    # kind -> its handler (core/kinds.py)
 
     # ---------------------------------------------------------------- rendezvous
     def _reject(self, msg: wire.Message, reason: str) -> None:
@@ -248,7 +252,7 @@ class Scheduler:
                 if time.monotonic() < deadline:
                     continue
                 return None
-            if msg.kind == wire.Kind.REGISTER:     # checked by _on_register
+            if KINDS[msg.kind].before_table:     # a REGISTER: checked by _on_register
                 return msg
             refusal = roles.refusal(self.table, me, msg)
             if not refusal:
@@ -438,29 +442,41 @@ class Scheduler:
                               lead_rounds=2)
                 next_switch = time.monotonic() + self.switch_every_s
             msg = self._recv(self.config.heartbeat_s)
-            if msg is not None and msg.kind == wire.Kind.REGISTER:
-                self._on_register(msg)
-            elif msg is not None and msg.sender not in self.lost:
-                self._node_alive(msg.sender)
-                if msg.kind == wire.Kind.HEARTBEAT and "round" in msg.meta:
-                    self._on_round_report(msg)
-                if msg.kind == wire.Kind.BARRIER:
-                    self._on_barrier(msg)
-                elif msg.kind == wire.Kind.BYE:
-                    self._on_bye(msg)
-                elif msg.kind == wire.Kind.STATE_REPORT:
-                    self._on_state_report(msg)
-                elif msg.kind == wire.Kind.RECOVERED:
-                    self._on_recovered(msg)
-                elif msg.kind == wire.Kind.ABORT:
-                    raise ClusterAborted(f"{self.table.describe(msg.sender)} aborted: "
-                                         f"{msg.meta.get('reason', '?')}")
-                elif msg.kind != wire.Kind.HEARTBEAT:
-                    self._drops.log(msg.sender, "ignored unexpected %s from %s",
-                                    msg.kind.name, self.table.describe(msg.sender))
+            if msg is not None:
+                self._dispatch(msg)
             if not self.van.pending():  # beats that queued up while it was busy come first
                 self._check_liveness()
             self._adapt()
+
+    def _dispatch(self, msg: wire.Message) -> None:
+        """Hand a message to its kind's handler (core/kinds.py); one from a node already
+        lost is dropped, any other says its sender is alive (a REGISTER's has no id yet)."""
+        if KINDS[msg.kind].before_table:
+            self._handlers[msg.kind](msg)
+        elif msg.sender not in self.lost:
+            self._node_alive(msg.sender)
+            handler = self._handlers.get(msg.kind)
+            if handler is not None:
+                handler(msg)
+            else:
+                self._ignore(msg)
+
+    def _ignore(self, msg: wire.Message) -> None:
+        self._drops.log(msg.sender, "ignored unexpected %s from %s", msg.kind.name,
+                        self.table.describe(msg.sender))
+
+    def _on_heartbeat(self, msg: wire.Message) -> None:
+        if "round" in msg.meta:
+            self._on_round_report(msg)
+
+    def _on_abort(self, msg: wire.Message) -> None:
+        raise ClusterAborted(f"{self.table.describe(msg.sender)} aborted: "
+                             f"{msg.meta.get('reason', '?')}")
+
+    def _on_probe_report(self, msg: wire.Message) -> None:
+        """Reports are taken while links are measured (:meth:`_measure_links`); a later
+        one is unexpected."""
+        self._ignore(msg)
 
     def _adapt(self) -> None:
         if self.adaptation is None or self.replacement is not None or \

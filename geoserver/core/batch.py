@@ -25,11 +25,11 @@ __all__ = ["CHUNK_KINDS", "FUSIBLE", "MAX_MESSAGES", "pack", "unpack"]
 
 import numpy as np
 
-from . import schema
+from . import kinds, schema
 from .wire import DTYPES, Kind, Message, WireError, dtype_code, flags_of, kind_of, \
     wire_size
 
-FUSIBLE = schema.FUSIBLE                # the kinds a BATCH may carry
+FUSIBLE = kinds.FUSIBLE                 # the kinds a BATCH may carry
 MAX_MESSAGES = schema.MAX_BATCH_MESSAGES  # and how many
 CHUNK_KINDS = frozenset({Kind.CHUNK_UP, Kind.CHUNK_DOWN})    # carry their position
 _AT = schema.Row(schema.Int(0, schema.U32), schema.Int(0, 255), schema.Int(0, schema.U32))
@@ -88,7 +88,7 @@ def unpack(batch: Message) -> list:
                       origin=batch.origin, policy=policy, tree=tree, chunk=chunk,
                       wire_bytes=0 if i else wire_size(batch))
         try:
-            messages.append(schema.validate(msg))
+            messages.append(kinds.validate(msg))
         except WireError as exc:
             raise schema.SchemaError(f"BATCH: message {i}: {exc}") from None
     return messages

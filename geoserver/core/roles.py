@@ -1,5 +1,7 @@
 """Who may send what to whom: every message kind's admitted senders, checked on receipt.
 
+The routes are declared per kind in :mod:`.kinds`; this module derives its checks from them.
+
 The sender id in a header is a claim; the principal (the key the peer proved it holds, see
 :mod:`netstorm.geoserver.security`) is a fact. A message is admitted when
 
@@ -15,39 +17,33 @@ sockets, no clock. O(1) per message.
 """
 from __future__ import annotations
 
+from .kinds import (ADMITTED, FROM_NODE, FROM_OTHER_SERVER, FROM_OWN_SERVER, FROM_OWN_WORKER,
+                    FROM_SCHEDULER, KINDS, WELCOMING)
 from .nodes import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
 from ..config.keys import describe as _principal
-from .wire import Kind, Message
+from .wire import Message
 
-# how a sender relates to the receiving node
-FROM_SCHEDULER = "the scheduler"
-FROM_OWN_SERVER = "this DC's server"
-FROM_OWN_WORKER = "a worker of this DC"
-FROM_OTHER_SERVER = "another DC's server"
-FROM_NODE = "a node"                     # anything but the scheduler, at the scheduler
+__all__ = ["ACCEPTS", "FROM_NODE", "FROM_OTHER_SERVER", "FROM_OWN_SERVER", "FROM_OWN_WORKER",
+           "FROM_SCHEDULER", "WELCOME_KINDS", "refusal", "register_refusal", "relation",
+           "welcome_refusal"]
 
-_CONTROL = {Kind.ABORT, Kind.SHUTDOWN, Kind.POLICY, Kind.PROBE_REQUEST, Kind.ROUTES,
-            Kind.ROUND_OPEN, Kind.HEARTBEAT, Kind.WORKER_LEFT}
-_REQUESTS = {Kind.INIT, Kind.PUSH, Kind.PULL, Kind.SET_OPTIMIZER, Kind.SAVE_STATES,
-             Kind.LOAD_STATES}
-_REPLIES = {Kind.INIT_DONE, Kind.VALUE, Kind.OPTIMIZER_DONE, Kind.STATES, Kind.ERROR}
+# receiving role -> relation of the sender -> kinds taken (after the WELCOME), and
+# (receiving role, relation, kind) -> the one role that may send it (None: any), from the
+# routes of geoserver/core/kinds.py
+def _admitted() -> tuple:
+    accepts, sender_role = {SCHEDULER: {}, SERVER: {}, WORKER: {}}, {}
+    for spec in KINDS.values():
+        for route in spec.routes:
+            if route.check == ADMITTED:
+                accepts[route.to].setdefault(route.sender, set()).add(spec.kind)
+                sender_role[(route.to, route.sender, spec.kind)] = route.role
+    return accepts, sender_role
 
-# receiving role -> relation of the sender -> kinds taken (after the WELCOME)
-ACCEPTS = {
-    SCHEDULER: {FROM_NODE: {Kind.HEARTBEAT, Kind.BARRIER, Kind.BYE, Kind.ABORT,
-                            Kind.PROBE_REPORT, Kind.STATE_REPORT, Kind.RECOVERED}},
-    SERVER: {FROM_SCHEDULER: _CONTROL | {Kind.NODE_MOVED, Kind.RECOVER, Kind.REPLAY},
-             FROM_OWN_WORKER: _REQUESTS | {Kind.RESUME},
-             FROM_OTHER_SERVER: {Kind.INIT, Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE,
-                                 Kind.RELAY, Kind.UPDATE, Kind.STATE_REQUEST, Kind.STATE}},
-    WORKER: {FROM_SCHEDULER: {Kind.ABORT, Kind.BARRIER_DONE, Kind.HEARTBEAT,
-                              Kind.WORKER_LEFT, Kind.NODE_MOVED},
-             FROM_OWN_SERVER: _REPLIES | {Kind.RESUMED}},
-}
-# which node sends which kind at the scheduler: BARRIER and BYE come from workers only,
-# PROBE_REPORT from servers only
-_SCHEDULER_FROM_ROLE = {Kind.BARRIER: WORKER, Kind.BYE: WORKER, Kind.PROBE_REPORT: SERVER,
-                        Kind.STATE_REPORT: SERVER, Kind.RECOVERED: SERVER}
+
+ACCEPTS, _SENDER_ROLE = _admitted()
+# what a node takes before its WELCOME: the scheduler's answer to its REGISTER
+WELCOME_KINDS = frozenset(spec.kind for spec in KINDS.values()
+                          if any(route.check == WELCOMING for route in spec.routes))
 
 
 def relation(me: NodeInfo, sender: NodeInfo) -> str:
@@ -75,8 +71,8 @@ def refusal(table: NodeTable, me: NodeInfo, msg: Message) -> str:
         return f"{msg.kind.name} claims to come from {sender.describe()} but was sent with " \
                f"the key of {_principal(msg.origin)}"
     how = relation(me, sender)
-    role = _SCHEDULER_FROM_ROLE.get(msg.kind) if me.role == SCHEDULER else None
-    if msg.kind not in ACCEPTS[me.role].get(how, ()) or role not in (None, sender.role):
+    route = (me.role, how, msg.kind)
+    if route not in _SENDER_ROLE or _SENDER_ROLE[route] not in (None, sender.role):
         return f"{sender.describe()} may not send {msg.kind.name} to {me.describe()}"
     return ""
 
@@ -85,7 +81,7 @@ def welcome_refusal(msg: Message) -> str:
     """Before its WELCOME a node knows no table: it takes the scheduler's answer to its
     REGISTER (WELCOME, ERROR or ABORT) only from the scheduler's key. Other messages wait
     for the table and are checked by :func:`refusal` then."""
-    if msg.kind in (Kind.WELCOME, Kind.ERROR, Kind.ABORT) and msg.origin not in (None, ""):
+    if msg.kind in WELCOME_KINDS and msg.origin not in (None, ""):
         return f"{msg.kind.name} before the WELCOME was sent with the key of " \
                f"{_principal(msg.origin)}, not the scheduler's"
     return ""

@@ -1,14 +1,16 @@
-"""What every message kind may carry: its meta fields, their types and ranges, its frames.
+"""What a message kind may carry: the vocabulary of meta fields, frames and dtypes.
 
-In the spirit of ps-lite's ``meta.proto``: :data:`SCHEMAS` declares, for each
-:class:`~netstorm.geoserver.wire.Kind`, the meta fields it may carry (anything else is
-rejected), which are required, their types (str/int/float/bool, lists and objects of those)
-and ranges, how many tensor frames it has, whether a dtype is required or forbidden, and
-the constraints between header and frames (an INIT's shape against its value's size, an
-optimizer state's frame references). :func:`validate` checks one decoded message and raises
-:class:`SchemaError` (a :class:`~netstorm.geoserver.wire.WireError`) naming the kind and the
-field; the Van calls it on every message it receives, so handlers can trust the types. Pure.
-Numbers in meta are already finite and integers short (:func:`wire.parse_meta`).
+In the spirit of ps-lite's ``meta.proto``: a :class:`MessageSchema` declares the meta fields
+a kind may carry (anything else is rejected), which are required, their types
+(str/int/float/bool, lists and objects of those) and ranges, how many tensor frames it has,
+whether a dtype is required or forbidden, and the constraints between header and frames (an
+INIT's shape against its value's size, an optimizer state's frame references: the
+``check_*`` functions). Each kind's schema is its row of :mod:`.kinds`, with the parts
+shared by several kinds here. :func:`check` checks one decoded message against a schema and
+raises :class:`SchemaError` (a :class:`~netstorm.geoserver.wire.WireError`) naming the kind
+and the field; the Van calls it (through :func:`.kinds.validate`) on every message it
+receives, so handlers can trust the types. Pure. Numbers in meta are already finite and
+integers short (:func:`wire.parse_meta`).
 """
 from __future__ import annotations
 
@@ -16,18 +18,21 @@ import math
 
 import numpy as np
 
-from ..config.settings import MAX_FRAME_BYTES, ProbeRequest, SettingsError
-from .shared_memory import MAX_FD as MAX_SHM_FD
-from ..config.sync import MAX_COUNT
-from .wire import DTYPE_CODES, DTYPES, MAX_META_BYTES, Flag, Kind, Message, WireError
+from ..config.settings import MAX_FRAME_BYTES, SettingsError
+from .wire import DTYPE_CODES, Flag, Kind, Message, WireError
+
+__all__ = ["AnyObj", "Bool", "CHUNK_META", "DATA", "DIGEST", "Decoded", "DictOf", "EMPTY",
+           "I64", "Int", "KEY_DTYPES", "KEY_STATE", "ListOf", "MAX_BATCH_MESSAGES", "MAX_DIMS",
+           "MessageSchema", "NODE", "Nullable", "Num", "OPTIMIZER_SPEC", "Obj", "POLICY",
+           "PUSHES", "Plain", "REASON", "RELAY_META", "Row", "SMALL_META_BYTES", "STATES",
+           "SchemaError", "Spec", "Str", "U16", "U32", "check", "check_batch", "check_init",
+           "check_replica", "check_states", "not_shared_and_encoded"]
 
 U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1
 MAX_DIMS = 32                   # numpy's own limit on array dimensions
 SMALL_META_BYTES = 16 << 10     # kinds whose meta is a few fixed fields
 KEY_DTYPES = {dt.str for dt in DTYPE_CODES} | {dt.name for dt in DTYPE_CODES}
-FUSIBLE = frozenset({Kind.PUSH, Kind.PULL, Kind.VALUE,    # what a BATCH may carry
-                     Kind.CHUNK_UP, Kind.CHUNK_DOWN})
-MAX_BATCH_MESSAGES = 128       # and how many (batch.py): its meta stays small
+MAX_BATCH_MESSAGES = 128       # messages a BATCH carries at most (batch.py): its meta stays small
 
 
 class SchemaError(WireError):
@@ -242,7 +247,7 @@ RELAY_META = Obj({"part": PART, "from": Str(), "to": Str(),
 REASON = Obj({"reason": Str(None)})
 
 
-def _init(msg: Message) -> None:
+def check_init(msg: Message) -> None:
     """An INIT's shape and dtype against its header and (with a value) its one frame."""
     shape, dtype = msg.meta["shape"], np.dtype(msg.meta["dtype"])
     if msg.dtype is not None and msg.dtype != dtype:
@@ -261,8 +266,9 @@ def _init(msg: Message) -> None:
                           f"{_show(shape)} of {dtype} needs {size * dtype.itemsize}")
 
 
-def _not_shared_and_encoded(msg: Message) -> None:
-    """A push in shared memory (:mod:`netstorm.geoserver.core.shared_memory`) is never compressed."""
+def not_shared_and_encoded(msg: Message) -> None:
+    """A push in shared memory (:mod:`netstorm.geoserver.core.shared_memory`) is never
+    compressed."""
     if msg.flags & Flag.SHARED and msg.flags & Flag.ENCODED:
         raise SchemaError("SHARED and ENCODED together")
 
@@ -287,7 +293,7 @@ def _state(node, where: str, frames) -> None:
         raise SchemaError(f"{where}: frame {node['frame']} does not hold {need} bytes")
 
 
-def _states(msg: Message) -> None:
+def check_states(msg: Message) -> None:
     for i, (_, node) in enumerate(msg.meta["states"]):
         _state(node, f"meta.states[{i}][1]", msg.frames)
 
@@ -297,7 +303,7 @@ KEY_STATE = Row(Int(0, I64), Int(0, U32), ListOf(Int(), MAX_DIMS), Str(16, KEY_D
                 DIGEST)      # [key, round, shape, dtype, row_sparse, digest of its value]
 
 
-def _replica(msg: Message) -> None:
+def check_replica(msg: Message) -> None:
     """A STATE: one frame per key holding its value, then the optimizer states' frames."""
     keys = msg.meta["keys"]
     if len(msg.frames) < len(keys):
@@ -312,7 +318,7 @@ def _replica(msg: Message) -> None:
         _state(node, f"meta.states.states[{i}][1]", msg.frames[len(keys):])
 
 
-def _batch(msg: Message) -> None:
+def check_batch(msg: Message) -> None:
     """A BATCH's rows name one to :data:`MAX_BATCH_MESSAGES` messages, its header uint8."""
     if not msg.meta["items"]:
         raise SchemaError("BATCH: meta.items is empty")
@@ -323,116 +329,10 @@ def _batch(msg: Message) -> None:
 EMPTY = MessageSchema()
 DATA = MessageSchema(frames=(1, 1), dtype="required", flags=Flag.QUEUED)
 
-SCHEMAS = {
-    Kind.REGISTER: MessageSchema(Obj({"role": Str(64), "dc": Str(), "address": Str(),
-                                      "host": Str(), "pid": Int(0, U32),
-                                      "local_index": Int(-1, U32), "local_address": Str()},
-                                     required=("role", "dc", "address"))),
-    Kind.WELCOME: MessageSchema(Obj({"nodes": ListOf(NODE, max_len=U16), "you": Int(0, U16),
-                                     "policy": Nullable(POLICY),
-                                     # typed by RuntimeSettings.from_json in the
-                                     # Postoffice, whose error names the field and ends
-                                     # the registration (a WELCOME is not retried)
-                                     "settings": AnyObj(),
-                                     # a worker restarted into its rank (docs/recovery.md)
-                                     "rejoined": Bool()},
-                                    required=("nodes", "you", "settings")),
-                                max_meta_bytes=MAX_META_BYTES),
-    Kind.BARRIER: EMPTY,
-    Kind.BARRIER_DONE: EMPTY,
-    Kind.HEARTBEAT: MessageSchema(Obj({"round": Int(), "stalled": ListOf(Str()),
-                                       "links": DictOf(Row(Num(0.0), Num(0.0))),
-                                       "step_s": Num(0.0, 1e6)}),
-                                  max_meta_bytes=MAX_META_BYTES),
-    Kind.ABORT: MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
-    Kind.BYE: MessageSchema(Obj({"clean": Bool(), "reason": Str(None), "pushes": PUSHES}),
-                            max_meta_bytes=MAX_META_BYTES),
-    Kind.WORKER_LEFT: MessageSchema(Obj({"rank": Int(0, U32), "pushes": PUSHES,
-                                         "who": Str(256)}, required=("rank", "pushes", "who")),
-                                    max_meta_bytes=MAX_META_BYTES),
-    Kind.SHUTDOWN: EMPTY,
-    Kind.NODE_MOVED: MessageSchema(Obj({"node": NODE}, required=("node",))),
-    Kind.RESUME: EMPTY,
-    Kind.RESUMED: MessageSchema(Obj({"pushed": PUSHES, "base": Int(0, U32)},
-                                    required=("pushed",)),
-                                max_meta_bytes=MAX_META_BYTES),
-    Kind.INIT: MessageSchema(Obj({"shape": ListOf(Int(), MAX_DIMS),
-                                  "dtype": Str(16, KEY_DTYPES), "origin": Str(),
-                                  "stype": Str(16, ("row_sparse",)),
-                                  "shm_fd": Int(0, MAX_SHM_FD)},
-                                 required=("shape", "dtype")),
-                             frames=(0, 1), dtype="optional",
-                             flags=Flag.HAS_VALUE | Flag.QUEUED, check=_init),
-    Kind.INIT_DONE: MessageSchema(Obj({"shared": Bool()})),
-    Kind.PUSH: MessageSchema(frames=(1, 1), dtype="required", check=_not_shared_and_encoded,
-                             flags=Flag.WANT_VALUE | Flag.ENCODED | Flag.SHARED |
-                             Flag.REPLY_SHARED),
-    Kind.PULL: MessageSchema(flags=Flag.REPLY_SHARED),
-    Kind.VALUE: MessageSchema(Obj({"steps": Int(1, MAX_COUNT)}), frames=(1, 1),
-                              dtype="required", flags=Flag.SHARED),
-    Kind.SET_OPTIMIZER: MessageSchema(Obj({"spec": OPTIMIZER_SPEC}, required=("spec",)),
-                                      max_meta_bytes=MAX_META_BYTES),
-    Kind.OPTIMIZER_DONE: EMPTY,
-    Kind.SAVE_STATES: EMPTY,
-    Kind.STATES: MessageSchema(STATES, frames=(0, None), dtype="optional", check=_states,
-                               max_meta_bytes=MAX_META_BYTES),
-    Kind.LOAD_STATES: MessageSchema(STATES, frames=(0, None), dtype="optional",
-                                    check=_states,
-                                    max_meta_bytes=MAX_META_BYTES),
-    Kind.CHUNK_UP: MessageSchema(CHUNK_META, frames=(1, 1), dtype="required",
-                                 flags=Flag.QUEUED | Flag.ENCODED),
-    Kind.CHUNK_DOWN: MessageSchema(CHUNK_META, frames=(1, 1), dtype="required",
-                                   flags=Flag.QUEUED | Flag.ENCODED),
-    Kind.POLICY: MessageSchema(Obj({"policy": POLICY}, required=("policy",)),
-                               max_meta_bytes=MAX_META_BYTES),
-    Kind.PROBE_REQUEST: MessageSchema(Decoded(ProbeRequest.from_json)),
-    Kind.PROBE: DATA,
-    Kind.PROBE_REPORT: MessageSchema(Obj({"rates": DictOf(Num(0.0))}, required=("rates",)),
-                                     max_meta_bytes=MAX_META_BYTES),
-    Kind.RELAY: MessageSchema(RELAY_META, frames=(1, 1), dtype="required",
-                              flags=Flag.QUEUED | Flag.ENCODED),
-    Kind.ROUTES: MessageSchema(Obj({"relays": ListOf(Row(Str(), Str(), Str(), Num(0.0, 1.0))),
-                                    "rates": ListOf(Row(Str(), Str(), Num(0.0)))}),
-                               max_meta_bytes=MAX_META_BYTES),
-    Kind.ROUND_OPEN: EMPTY,
-    Kind.UPDATE: MessageSchema(Obj({"origin": Str()}, required=("origin",)), frames=(1, 1),
-                               dtype="required", flags=Flag.QUEUED),
-    Kind.ERROR: MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
-    # replacing a lost DC server from a peer's replica (docs/recovery.md)
-    Kind.RECOVER: MessageSchema(Obj({"dc": Str(), "version": Int(0, U32)},
-                                    required=("dc", "version"))),
-    Kind.STATE_REPORT: MessageSchema(Obj({"keys": ListOf(Row(Int(0, I64), Int(0, U32),
-                                                             DIGEST))}, required=("keys",)),
-                                     max_meta_bytes=MAX_META_BYTES),
-    Kind.REPLAY: MessageSchema(Obj({"policy": POLICY, "opened": Int(0, U32),
-                                   "keys": ListOf(Row(Int(0, I64), Int(0, U32),
-                                                      ListOf(Str(), max_len=U16), DIGEST))},
-                                  required=("policy", "keys")),
-                               max_meta_bytes=MAX_META_BYTES),
-    Kind.STATE_REQUEST: MessageSchema(Obj({"keys": ListOf(Int(0, I64))}, required=("keys",)),
-                                      flags=Flag.QUEUED, max_meta_bytes=MAX_META_BYTES),
-    Kind.STATE: MessageSchema(Obj({"keys": ListOf(KEY_STATE), "spec": Nullable(OPTIMIZER_SPEC),
-                                  "states": Nullable(STATES), "states_digest": DIGEST},
-                                 required=("keys",)),
-                              frames=(0, None), dtype="optional", check=_replica,
-                              flags=Flag.QUEUED, max_meta_bytes=MAX_META_BYTES),
-    Kind.RECOVERED: EMPTY,
-    # [kind, key, seq, request, flags, dtype code, frames, meta] per message carried; each
-    # is then checked against its own kind's schema (batch.unpack)
-    Kind.BATCH: MessageSchema(Obj({"items": ListOf(Row(
-        Int(choices={int(k) for k in FUSIBLE}), Int(0, U32), Int(0, I64), Int(0, I64),
-        Int(0, U16), Int(choices=set(DTYPES)), Int(0, 1), AnyObj()),
-        max_len=MAX_BATCH_MESSAGES)}, required=("items",)),
-                              frames=(0, MAX_BATCH_MESSAGES), dtype="required",
-                              check=_batch),
-}
-# for wire.decode, which checks a meta frame's size before parsing it
-META_LIMITS = {kind: schema.max_meta_bytes for kind, schema in SCHEMAS.items()}
 
-
-def validate(msg: Message) -> Message:
-    """``msg`` if its kind's schema allows it; else :class:`SchemaError` saying why."""
-    schema = SCHEMAS[msg.kind]
+def check(schema: MessageSchema, msg: Message) -> Message:
+    """``msg`` if ``schema`` (its kind's, :func:`netstorm.geoserver.core.kinds.validate`)
+    allows it; else :class:`SchemaError` saying why."""
     name = msg.kind.name
     extra = int(msg.flags) & ~int(schema.flags)
     if extra:

@@ -45,11 +45,13 @@ import time
 
 import zmq
 
-from . import batch, schema, security, wire
+from . import batch, kinds, security, wire
 from .delay_line import DelayLine
 from .heap import RELEASE_AFTER_BYTES, HeapReleaser
 from .ratelog import RateLimitedLog
 from ..config.settings import CURVE_FRAME_OVERHEAD, MAX_FRAME_BYTES
+
+__all__ = ["MAX_IPC_PATH", "TransportError", "Van"]
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +207,7 @@ class Van:
     def _send(self, peer, msg: wire.Message, flags: int) -> None:
         msg.sender = self.node_id
         frames = wire.encode(msg)
-        wire.check_sizes(msg.kind, frames, schema.META_LIMITS[msg.kind], MAX_FRAME_BYTES)
+        wire.check_sizes(msg.kind, frames, kinds.META_LIMITS[msg.kind], MAX_FRAME_BYTES)
         with self._send_lock:
             sock = self._peers.get(peer)
             if sock is None:
@@ -266,7 +268,7 @@ class Van:
             frames = self._router.recv_multipart(copy=False)
             try:
                 # frames[0]: the identity ZeroMQ gave the sending DEALER's connection
-                msg = schema.validate(wire.decode(frames[1:], schema.META_LIMITS))
+                msg = kinds.validate(wire.decode(frames[1:], kinds.META_LIMITS))
                 if self.credentials is not None:
                     msg.origin = self._origin(frames[1])
                 if msg.kind == wire.Kind.INIT and "shm_fd" in msg.meta:

@@ -19,6 +19,7 @@ import numpy as np
 from .outbox import Outbox
 from ..config.exit_reasons import write_reason
 from ..compression.feedback import UP, ErrorFeedback
+from ..core.kinds import handlers_for
 from ..core.nodes import WORKER, NodeInfo
 from .pending import Pending
 from ..core.postoffice import Postoffice
@@ -28,6 +29,8 @@ from ..core.van import Van
 from .replacement import ServerReplacement
 from ..core.wire import Flag, Kind, Message, WireError, dtype_code
 from .settings import KVStoreError, WorkerSettings
+
+__all__ = ["KEPT_STEP_COUNTS", "KeyInfo", "WorkerClient"]
 
 log = logging.getLogger("netstorm.worker")
 
@@ -89,6 +92,7 @@ class WorkerClient(ServerReplacement):
         self._steps_known = threading.Condition(self._lock)
         self._next_steps = {0: 1}   # esync: round -> local steps before the next round
         self._drops = RateLimitedLog(log)
+        self._handlers = handlers_for(WORKER, self)     # kind -> its handler (core/kinds.py)
         # a lost DC server can be replaced (docs/recovery.md): pushes are kept until a value
         # says their round was applied (the replacement may need them again)
         self._keep_pushes = self.po.settings.server_restarts > 0
@@ -144,8 +148,6 @@ class WorkerClient(ServerReplacement):
             if msg is not None:
                 if msg.sender == scheduler.id:      # admitted: the scheduler's key
                     scheduler_seen = time.monotonic()
-                    if msg.kind == Kind.HEARTBEAT:
-                        continue
                 self._dispatch_safely(msg)
 
     def _dispatch_safely(self, msg: Message) -> None:
@@ -156,22 +158,41 @@ class WorkerClient(ServerReplacement):
                             msg.kind.name, msg.sender, exc)
 
     def _dispatch(self, msg: Message) -> None:
-        """Hand a reply to the request waiting for it (I/O thread only)."""
-        if msg.kind == Kind.ABORT:
-            self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
+        """Hand a message to its kind's handler (core/kinds.py; I/O thread only)."""
+        handler = self._handlers.get(msg.kind)
+        if handler is None:
+            self._drops.log(msg.sender, "worker %d: dropped unexpected %s from %s",
+                            self.me.rank, msg.kind.name, self.po.table.describe(msg.sender))
             return
-        if msg.kind == Kind.WORKER_LEFT:
-            self._worker_left(str(msg.meta["who"]),
-                              {int(k): int(n) for k, n in msg.meta["pushes"]})
-            return
-        if msg.kind == Kind.NODE_MOVED:
-            self._server_moved(NodeInfo.from_json(msg.meta["node"]))
-            return
-        if msg.kind == Kind.RESUMED and self._moving is not None and \
-                msg.request == self._moving:
+        handler(msg)
+
+    def _on_heartbeat(self, msg: Message) -> None:
+        """The scheduler is alive: :meth:`_io_loop` noted it, there is nothing else to do."""
+
+    def _on_abort(self, msg: Message) -> None:
+        self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
+
+    def _on_worker_left(self, msg: Message) -> None:
+        self._worker_left(str(msg.meta["who"]), {int(k): int(n) for k, n in msg.meta["pushes"]})
+
+    def _on_node_moved(self, msg: Message) -> None:
+        self._server_moved(NodeInfo.from_json(msg.meta["node"]))
+
+    def _on_resumed(self, msg: Message) -> None:
+        """The replacement's answer to the RESUME sent when it moved, or a RESUME's reply."""
+        if self._moving is not None and msg.request == self._moving:
             self._resend({int(k): int(n) for k, n in msg.meta["pushed"]})
-            return
-        token = ("barrier", msg.seq) if msg.kind == Kind.BARRIER_DONE else msg.request
+        else:
+            self._on_reply(msg)
+
+    def _on_barrier_done(self, msg: Message) -> None:
+        self._end(("barrier", msg.seq), msg)
+
+    def _on_reply(self, msg: Message) -> None:
+        self._end(msg.request, msg)
+
+    def _end(self, token, msg: Message) -> None:
+        """Hand a reply to the request waiting for it under ``token``."""
         with self._lock:
             pending = self._pending.pop(token, None)
         if pending is None:

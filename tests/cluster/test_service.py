@@ -1,5 +1,6 @@
 """The scheduler: registration checks, liveness (dead worker or server -> clear abort)."""
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ class ManualCluster:
         self.file.write_text(to_toml(self.config))
         self.env = dict(os.environ, TMPDIR=str(tmp_path))
         self.procs = {}
+        self.read = {}          # name -> what wait_ready read of its output
         # the servers' sockets: a short path (pytest's would not fit a Unix socket), removed
         # with the cluster even if its processes were killed
         self.run_dir = tempfile.TemporaryDirectory(prefix="netstorm-test-", dir="/tmp")
@@ -50,6 +52,25 @@ class ManualCluster:
                            [py, str(WORKERS / "fault_worker.py"), mode, str(rounds)],
                            **worker_env(self.config, dc, i), NETSTORM_RUN_DIR=self.run_dir.name)
 
+    def wait_ready(self, timeout=120.0) -> None:
+        """Until every worker said ``rank N ready`` (registered, its key initialized): a
+        fixed sleep is not enough on a loaded machine, where a worker killed before it
+        registered is only missing, never dead. The lines read are kept for :meth:`wait`."""
+        deadline = time.monotonic() + timeout
+        for name, proc in self.procs.items():
+            if not name.startswith("worker"):
+                continue
+            while True:
+                left = deadline - time.monotonic()
+                assert left > 0, f"{name} not ready within {timeout}s"
+                readable, _, _ = select.select([proc.stdout], [], [], left)
+                line = proc.stdout.readline() if readable else b""
+                self.read[name] = self.read.get(name, b"") + line
+                if b" ready" in line:
+                    break
+                assert line or not readable, f"{name} ended before it was ready: " \
+                    f"{self.read[name].decode()[-2000:]}"
+
     def server_argv(self, dc) -> list:
         """A server of ``dc``, its same-host socket in this cluster's own short folder."""
         return [sys.executable, "-m", "netstorm.geoserver", "--cluster", str(self.file),
@@ -58,7 +79,7 @@ class ManualCluster:
     def wait(self, name, timeout):
         proc = self.procs[name]
         out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out.decode()
+        return proc.returncode, (self.read.pop(name, b"") + out).decode()
 
     def close(self):
         for proc in self.procs.values():
@@ -84,7 +105,8 @@ def manual(tmp_path):
 def test_dead_node_aborts_everyone_with_its_name(manual, victim):
     cluster = manual(dead_after_s=2.0, heartbeat_s=0.2, timeout_s=60.0)
     cluster.start_all()
-    time.sleep(6)                         # registration done, rounds running
+    cluster.wait_ready()
+    time.sleep(1)                         # rounds running
     assert cluster.procs["worker dc0/0"].poll() is None
     cluster.procs[victim].send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
@@ -105,7 +127,8 @@ def test_a_dead_scheduler_stops_every_node_naming_it_within_dead_after_s(manual)
     timeout_s or never."""
     cluster = manual(dead_after_s=2.0, heartbeat_s=0.2, timeout_s=60.0)
     cluster.start_all()
-    time.sleep(6)                         # registration done, rounds running
+    cluster.wait_ready()
+    time.sleep(1)                         # rounds running
     assert all(p.poll() is None for p in cluster.procs.values())
     cluster.procs["scheduler"].send_signal(signal.SIGKILL)
     killed_at = time.monotonic()

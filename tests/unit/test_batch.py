@@ -3,7 +3,7 @@ against its own kind's schema; the outbox says when to wake the sender and when 
 import numpy as np
 import pytest
 
-from netstorm.geoserver.core import batch, schema, wire
+from netstorm.geoserver.core import batch, kinds, schema, wire
 from netstorm.geoserver.worker.outbox import Outbox
 from netstorm.geoserver.core.wire import Flag, Kind, Message
 
@@ -12,7 +12,7 @@ F2 = np.arange(3, dtype=np.float16)
 
 
 def roundtrip(msg: Message) -> Message:
-    return schema.validate(wire.decode([bytes(f) for f in wire.encode(msg)]))
+    return kinds.validate(wire.decode([bytes(f) for f in wire.encode(msg)]))
 
 
 def carried():
@@ -173,4 +173,4 @@ def test_the_largest_rows_a_node_builds_fit_the_batch_meta_limit():
                     meta={"steps": MAX_COUNT}, dtype=np.int64, frames=[])
     for msg in (chunk, value):
         meta = wire.encode(batch.pack([msg] * batch.MAX_MESSAGES))[1]
-        assert len(meta) <= schema.META_LIMITS[Kind.BATCH], len(meta)
+        assert len(meta) <= kinds.META_LIMITS[Kind.BATCH], len(meta)

@@ -124,12 +124,12 @@ def test_compute_policy_picks_it_on_a_large_mesh():
 def test_a_64_dc_policy_of_255_trees_travels_in_one_policy_message():
     """The largest plan (64 DCs, 255 split trees, ~0.5 MB of JSON) passes the wire and the
     POLICY schema's limits, and comes back equal."""
-    from netstorm.geoserver.core import schema, wire
+    from netstorm.geoserver.core import kinds, wire
     from netstorm.geoserver.policy.tree import Policy
     topology = random_full_mesh(64, 1)
     policy = compute_policy(topology, B).policy
     assert len(policy.trees) == 255
     message = wire.decode(wire.encode(wire.Message(wire.Kind.POLICY,
                                                    meta={"policy": policy.to_json()})))
-    schema.validate(message)
+    kinds.validate(message)
     assert Policy.from_json(message.meta["policy"], topology.dcs) == policy

@@ -3,7 +3,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from netstorm.geoserver.core import schema
+from netstorm.geoserver.core import kinds
 from netstorm.geoserver.model.optimizer_host import OptimizerHost, optimizer_spec
 from netstorm.geoserver.server.replica import KeyReplica, ReplicaError, decode, digest, encode
 from netstorm.geoserver.core.wire import Kind, Message, decode as wire_decode, encode as wire_encode
@@ -21,7 +21,7 @@ def _host_after_two_steps():
 
 def _over_the_wire(meta, frames) -> Message:
     msg = Message(Kind.STATE, meta=meta, dtype=np.uint8, frames=frames)
-    return schema.validate(wire_decode([bytes(f) for f in wire_encode(msg)]))
+    return kinds.validate(wire_decode([bytes(f) for f in wire_encode(msg)]))
 
 
 def test_a_replica_with_optimizer_states_round_trips_and_the_states_continue_alike():

@@ -5,7 +5,7 @@ import copy
 import numpy as np
 import pytest
 
-from netstorm.geoserver.core import schema, wire
+from netstorm.geoserver.core import kinds, schema, wire
 from netstorm.geoserver.model.optimizer_host import states_to_wire
 from netstorm.geoserver.config.settings import ProbeRequest, RuntimeSettings
 from netstorm.geoserver.core.wire import Flag, Kind, Message
@@ -97,13 +97,13 @@ def roundtrip(msg: Message) -> Message:
 
 
 def test_every_kind_has_a_schema_and_a_valid_example():
-    assert set(schema.SCHEMAS) == set(Kind) == set(VALID)
+    assert set(kinds.SCHEMAS) == set(Kind) == set(VALID)
 
 
 @pytest.mark.parametrize("kind", list(Kind), ids=lambda k: k.name)
 def test_a_valid_message_of_every_kind_passes(kind):
     msg = roundtrip(VALID[kind])
-    assert schema.validate(msg) is msg
+    assert kinds.validate(msg) is msg
 
 
 def test_messages_as_the_nodes_build_them_pass():
@@ -116,7 +116,7 @@ def test_messages_as_the_nodes_build_them_pass():
                 Message(Kind.INIT, key=2, seq=1, flags=Flag.HAS_VALUE | Flag.QUEUED,
                         meta={"shape": [0], "dtype": "<f8"}, dtype=np.float64,
                         frames=[np.zeros(0)])]:
-        schema.validate(roundtrip(msg))
+        kinds.validate(roundtrip(msg))
 
 
 def mutated(kind, change) -> Message:
@@ -206,7 +206,7 @@ def _drop(name):
 ])
 def test_each_violation_is_rejected_naming_the_field(kind, change, reason):
     with pytest.raises(schema.SchemaError, match=reason):
-        schema.validate(mutated(kind, change))
+        kinds.validate(mutated(kind, change))
 
 
 @pytest.mark.parametrize("msg,reason", [
@@ -226,7 +226,7 @@ def test_each_violation_is_rejected_naming_the_field(kind, change, reason):
 ])
 def test_frames_dtype_and_flags_are_checked_per_kind(msg, reason):
     with pytest.raises(schema.SchemaError, match=reason):
-        schema.validate(roundtrip(msg))
+        kinds.validate(roundtrip(msg))
 
 
 def test_a_schema_error_is_a_wire_error():
@@ -235,13 +235,13 @@ def test_a_schema_error_is_a_wire_error():
 
 
 def test_only_kinds_whose_meta_grows_with_the_cluster_or_model_may_be_large():
-    large = {k for k, limit in schema.META_LIMITS.items() if limit > schema.SMALL_META_BYTES}
-    assert set(schema.META_LIMITS) == set(Kind)
+    large = {k for k, limit in kinds.META_LIMITS.items() if limit > schema.SMALL_META_BYTES}
+    assert set(kinds.META_LIMITS) == set(Kind)
     assert large == {Kind.WELCOME, Kind.HEARTBEAT, Kind.ABORT, Kind.BYE, Kind.WORKER_LEFT,
                      Kind.SET_OPTIMIZER, Kind.STATES, Kind.LOAD_STATES, Kind.POLICY,
                      Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR, Kind.RESUMED,
                      Kind.STATE_REPORT, Kind.REPLAY, Kind.STATE_REQUEST, Kind.STATE}
-    assert max(schema.META_LIMITS.values()) == wire.MAX_META_BYTES
+    assert max(kinds.META_LIMITS.values()) == wire.MAX_META_BYTES
 
 
 def test_a_push_or_value_in_shared_memory_has_no_frame_and_is_never_compressed():
@@ -250,14 +250,14 @@ def test_a_push_or_value_in_shared_memory_has_no_frame_and_is_never_compressed()
               Message(Kind.VALUE, key=1, dtype=F4.dtype, flags=Flag.SHARED),
               Message(Kind.PULL, key=1, flags=Flag.REPLY_SHARED)]
     for msg in shared:
-        assert schema.validate(roundtrip(msg)).flags == msg.flags
+        assert kinds.validate(roundtrip(msg)).flags == msg.flags
     with pytest.raises(schema.SchemaError, match=r"PUSH: 1 tensor frames, expected 0"):
-        schema.validate(roundtrip(Message(Kind.PUSH, key=1, dtype=F4.dtype, frames=[F4],
+        kinds.validate(roundtrip(Message(Kind.PUSH, key=1, dtype=F4.dtype, frames=[F4],
                                           flags=Flag.SHARED)))
     with pytest.raises(schema.SchemaError, match=r"PUSH: SHARED and ENCODED together"):
-        schema.validate(roundtrip(Message(Kind.PUSH, key=1, dtype=F4.dtype,
+        kinds.validate(roundtrip(Message(Kind.PUSH, key=1, dtype=F4.dtype,
                                           flags=Flag.SHARED | Flag.ENCODED)))
     with pytest.raises(schema.SchemaError, match=r"PULL: flags 0x10 not allowed"):
-        schema.validate(roundtrip(Message(Kind.PULL, key=1, flags=Flag.SHARED)))
+        kinds.validate(roundtrip(Message(Kind.PULL, key=1, flags=Flag.SHARED)))
     with pytest.raises(schema.SchemaError, match=r"INIT_DONE: meta.shared must be"):
-        schema.validate(roundtrip(Message(Kind.INIT_DONE, meta={"shared": 1})))
+        kinds.validate(roundtrip(Message(Kind.INIT_DONE, meta={"shared": 1})))
