@@ -36,6 +36,8 @@ from ..core.postoffice import AbortError
 from ..policy.tree import Policy, PolicyError
 from ..core.wire import Kind, Message
 
+__all__ = ["ServerRecovery"]
+
 log = logging.getLogger("netstorm.server")
 
 
@@ -76,10 +78,10 @@ class ServerRecovery:
         log.warning("%s: the server of %s is being replaced: freezing; chunks of policies "
                     "before %d are dropped", self.dc, msg.meta["dc"], version)
         self.active, self.started = True, time.monotonic()
-        self.store.hold_wan = True
+        self.store.replicas.freeze()
         self.exchange.restart(version)
         dropped = self.wan.forget_before(version)
-        keys = self.store.report()
+        keys = self.store.replicas.report()
         log.info("%s: %d stale chunk messages dropped; reporting %d keys", self.dc, dropped,
                  len(keys))
         self.po.send_scheduler(Message(Kind.STATE_REPORT, meta={"keys": keys}))
@@ -94,8 +96,7 @@ class ServerRecovery:
         self.rounds, asks = {}, {}
         for key, rnd, holders, want in msg.meta["keys"]:
             self.rounds[key] = rnd
-            entry = self.store.keys.get(key)
-            applied = entry.applied if entry is not None and entry.value is not None else -1
+            applied = self.store.replicas.applied(key)
             if applied > rnd:
                 raise AbortError(f"{self.dc}: REPLAY puts key {key} back at round {rnd}, "
                                  f"this DC applied {applied}")
@@ -125,7 +126,7 @@ class ServerRecovery:
 
     def on_state_request(self, source: str, msg: Message) -> None:
         try:
-            meta, frames = self.store.replicas([int(k) for k in msg.meta["keys"]])
+            meta, frames = self.store.replicas.of([int(k) for k in msg.meta["keys"]])
         except RequestError as exc:         # a key not here (or not initialized)
             log.error("%s: cannot send %s the replica it asked for: %s", self.dc, source, exc)
             return
@@ -136,7 +137,7 @@ class ServerRecovery:
         expected = {k: self.awaiting[k] for k, *_ in msg.meta["keys"] if k in self.awaiting}
         try:
             replicas, spec, states, frames = replica.decode(msg.meta, msg.frames, expected)
-            self.store.adopt(replicas, spec, states, frames)
+            self.store.replicas.adopt(replicas, spec, states, frames)
         except (replica.ReplicaError, RequestError) as exc:    # RequestError: a key known here
             raise AbortError(f"{self.dc}: refused the replica from {source}: {exc}") from exc
         for rep in replicas:
@@ -147,7 +148,7 @@ class ServerRecovery:
     def _maybe_done(self) -> None:
         if self.awaiting or not self.active:
             return
-        self.store.replay(self.rounds)
+        self.store.replicas.replay(self.rounds)
         self.active = False
         log.warning("%s: recovered in %.2fs: every key at its round; replaying the rounds "
                     "after it", self.dc, time.monotonic() - self.started)
