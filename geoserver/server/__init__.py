@@ -7,4 +7,6 @@ and workers (``local_store``, its records ``store_keys``), the exchange along th
 
 Never imports the worker (:mod:`netstorm.geoserver.worker`): the two meet only on the wire."""
 
+__all__ = ["MAY_IMPORT"]
+
 MAY_IMPORT = ("config", "core", "policy", "compression", "model")
