@@ -12,16 +12,19 @@ round is applied (optimizer step on the replica, or the sum becomes the value), 
 waiting for round r are answered. Stored arrays are replaced, never modified in place, since
 earlier values may still sit in ZeroMQ's send queue.
 
-Other synchronization modes (:mod:`netstorm.geoserver.config.sync`, docs/sync.md): under ``hfa`` and
-``esync`` pushes are model deltas; a round that does not cross the WAN adds the DC's sum to
-the DC's weights, one that does sends the DC's delta since the last WAN round and sets the
-weights to the last WAN round's plus the total. Under ``mixed`` a round is applied at once
-and travels to the other DCs through :class:`~netstorm.geoserver.server.mixed_sync.MixedExchange`.
+Where the synchronization modes differ (docs/sync.md), the store asks its mode's strategy
+(:mod:`~netstorm.geoserver.server.sync_modes`, chosen once from the ``SyncConfig``): what a
+push needs, which workers a round waits for, what a DC sends the WAN, how a round is
+applied, which pulls may be answered. What a recovery needs of the store is its replica side
+(:mod:`~netstorm.geoserver.server.store_replicas`, ``store.replicas``); the records are in
+:mod:`~netstorm.geoserver.server.store_keys`.
+
+A push is O(key size) (its sum), a chunk total O(chunk size), applying a round O(key size)
+(the optimizer's step), answering pulls O(pulls waiting) plus a copy per shared value.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,11 +33,11 @@ from ..policy.chunking import ChunkId
 from .buffer_pool import BufferPool
 from ..compression import payload
 from ..model.optimizer_host import OptimizerHost, OptimizerSpecError
-from .mixed_sync import MixedError
 from ..core.ratelog import RateLimitedLog
 from .shared_segments import SharedSegments
-from .store_replicas import KeyStoreReplicas
-from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
+from .store_keys import KeyEntry, RequestError, Round
+from .store_replicas import StoreReplicas
+from .sync_modes import create as create_sync_mode
 from ..config.sync import SyncConfig
 from ..core.wire import Flag, Kind, Message
 
@@ -43,48 +46,7 @@ __all__ = ["KeyStore", "RequestError"]
 log = logging.getLogger(__name__)
 
 
-class RequestError(ValueError):
-    """A worker request that cannot be served; the text is sent back to the worker."""
-
-
-@dataclass
-class _Round:
-    local: object = None
-    pushed: set = field(default_factory=set)
-    layout: list = field(default_factory=list)   # [(start, stop, tree)] once sent to the WAN
-    total: object = None
-    chunks_done: int = 0
-    local_only: bool = False    # hfa: a round that does not cross the WAN, complete once
-                                # every local worker pushed
-    owned: bool = False         # ``local`` is this store's array (else a received frame)
-
-    @property
-    def complete(self) -> bool:
-        """Every chunk's global sum is back (a round not yet sent to the WAN is not)."""
-        return self.local_only or bool(self.layout) and self.chunks_done == len(self.layout)
-
-
-@dataclass
-class _Key:
-    key: int
-    dtype: np.dtype
-    shape: tuple
-    value: object = None
-    base: object = None         # hfa/esync: the value after the latest WAN round
-    init_gen: int = 0
-    applied: int = 0
-    rounds: dict = field(default_factory=dict)
-    pulls: list = field(default_factory=list)   # (worker, request, min_round, shared)
-    inits: list = field(default_factory=list)   # (worker, request, generation)
-    next_push: dict = field(default_factory=dict)
-    sparse: bool = False        # row_sparse gradients: the optimizer updates their rows only
-    size: int = field(init=False)   # elements
-
-    def __post_init__(self):
-        self.size = int(np.prod(self.shape, dtype=np.int64))
-
-
-class KeyStore(KeyStoreReplicas):
+class KeyStore:
     def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
                  forward_init, compressed_pushes: bool = False, momentum_corrected=False,
                  sync: SyncConfig = SyncConfig(), mixed=None, resumed=None):
@@ -97,7 +59,6 @@ class KeyStore(KeyStoreReplicas):
         self.dc = dc
         self.resumed = resumed
         self.sync = sync
-        self.mixed = mixed
         self.momentum_corrected = momentum_corrected
         self.compressed_pushes = compressed_pushes
         self.compressed_received = 0    # compressed pushes taken
@@ -108,41 +69,39 @@ class KeyStore(KeyStoreReplicas):
         self._contribute = contribute
         self._forward_init = forward_init
         self.keys: dict = {}
-        self.departed: dict = {}    # esync: local worker -> {key: rounds it pushed} once it
-                                    # finished; later rounds go on without it
-        self.all_departed = False   # esync: every worker of every DC finished
-        self._early_updates: list = []  # mixed: (message, sender DC) of keys not known yet
-        self._early_bytes: dict = {}    # mixed: sender DC -> bytes of those kept
         self.max_round = 0          # the latest WAN round any local worker has pushed for
         self.optimizer: OptimizerHost | None = None
-        self._spec = None
-        self.hold_wan = False       # a lost DC's server is being replaced: nothing goes to
-                                    # the WAN until the replay (docs/recovery.md)
+        self.spec = None
         self.shared = SharedSegments()  # local workers' keys in shared memory
         self.buffers = BufferPool()     # round sums and totals, reused round after round
-        self._drops = RateLimitedLog(log)
+        self.drops = RateLimitedLog(log)
+        self.mode = create_sync_mode(sync, self, mixed)     # what differs between modes
+        self.replicas = StoreReplicas(self)                 # what recovery needs of it
 
     # ------------------------------------------------------------ helpers
-    def _entry(self, key: int, shape, dtype) -> _Key:
+    def entry(self, key: int, shape, dtype) -> KeyEntry:
+        """The entry of ``key`` declared as ``shape`` and ``dtype`` (made at the first
+        declaration); another shape or dtype than the first is refused."""
         shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
         entry = self.keys.get(key)
         if entry is None:
             if any(s < 0 for s in shape):
                 raise RequestError(f"key {key}: negative dimension in shape {shape}")
-            entry = _Key(key, dtype, shape)
+            entry = KeyEntry(key, dtype, shape)
             self.keys[key] = entry
         elif entry.shape != shape or entry.dtype != dtype:
             raise RequestError(f"key {key} was initialized as {entry.shape} {entry.dtype}, "
                                f"now declared as {shape} {dtype}")
         return entry
 
-    def _known(self, key: int) -> _Key:
+    def known(self, key: int) -> KeyEntry:
+        """The entry of an initialized ``key``; any other is refused."""
         entry = self.keys.get(key)
         if entry is None or entry.value is None and entry.init_gen == 0:
             raise RequestError(f"key {key} has not been initialized (call init first)")
         return entry
 
-    def _value_message(self, entry: _Key, worker: int, request: int, shared: bool) -> Message:
+    def _value_message(self, entry: KeyEntry, worker: int, request: int, shared: bool) -> Message:
         """The key's value for ``worker``: in its shared value slot if it asked for that
         and has one (one copy), else as a frame (zero-copy)."""
         slot = self.shared.value(worker, entry.key) if shared else None
@@ -153,7 +112,7 @@ class KeyStore(KeyStoreReplicas):
         return Message(Kind.VALUE, key=entry.key, seq=entry.applied, request=request,
                        flags=Flag.SHARED, dtype=entry.dtype)
 
-    def _check_frame(self, entry: _Key, msg: Message) -> np.ndarray:
+    def _check_frame(self, entry: KeyEntry, msg: Message) -> np.ndarray:
         """The one frame of a whole key, checked against the key's dtype and size."""
         if msg.dtype != entry.dtype:
             raise RequestError(f"key {entry.key}: data is {msg.dtype}, key is {entry.dtype}")
@@ -163,7 +122,7 @@ class KeyStore(KeyStoreReplicas):
                                f"got {[len(a) for a in arrays]}")
         return arrays[0]
 
-    def _push_frame(self, entry: _Key, msg: Message) -> np.ndarray:
+    def _push_frame(self, entry: KeyEntry, msg: Message) -> np.ndarray:
         """A push's values: its frame, its worker's shared push slot (a view: copy it before
         the push is answered), or the decoded payload of a compressed push."""
         if msg.flags & Flag.SHARED:
@@ -193,7 +152,7 @@ class KeyStore(KeyStoreReplicas):
             shape, dtype = msg.meta["shape"], msg.meta["dtype"]
         except KeyError as exc:
             raise RequestError(f"INIT of key {msg.key} lacks {exc}") from exc
-        entry = self._entry(msg.key, shape, dtype)
+        entry = self.entry(msg.key, shape, dtype)
         entry.sparse = entry.sparse or msg.meta.get("stype") == "row_sparse"
         generation = msg.seq
         saved = generation == 1 and self.resumed is not None and \
@@ -203,9 +162,7 @@ class KeyStore(KeyStoreReplicas):
         elif msg.flags & Flag.HAS_VALUE and not saved:
             entry.value = entry.base = np.array(self._check_frame(entry, msg), copy=True)
             entry.init_gen = max(entry.init_gen, generation)
-            if self.mixed is not None:
-                self.mixed.begin(entry.key, entry.value)
-                self._replay_updates(entry.key)
+            self.mode.value_known(entry)
             if msg.sender in self.workers:
                 self._forward_init(entry, generation)
         if msg.sender in self.workers:
@@ -214,7 +171,7 @@ class KeyStore(KeyStoreReplicas):
             entry.inits.append((msg.sender, msg.request, generation))
         self._answer_inits(entry)
 
-    def _share(self, entry: _Key, msg: Message) -> None:
+    def _share(self, entry: KeyEntry, msg: Message) -> None:
         """A local worker offers its segment for the key: map it, or say why not (the key
         then goes by frames; its INIT_DONE tells the worker which)."""
         if entry.sparse:
@@ -224,10 +181,10 @@ class KeyStore(KeyStoreReplicas):
                                      msg.meta["shm_fd"], entry.size, entry.dtype)
         if why:
             self.shared.detach(msg.sender, entry.key)
-            self._drops.log(msg.sender, "%s: key %d of node %d goes by frames, not shared "
+            self.drops.log(msg.sender, "%s: key %d of node %d goes by frames, not shared "
                             "memory: %s", self.dc, entry.key, msg.sender, why)
 
-    def _from_checkpoint(self, entry: _Key) -> None:
+    def _from_checkpoint(self, entry: KeyEntry) -> None:
         """A key's value from the checkpoint of a resumed run: every DC's server reads the
         same file, so no DC waits for rank 0's value to cross the WAN."""
         try:
@@ -238,7 +195,7 @@ class KeyStore(KeyStoreReplicas):
         entry.sparse = entry.sparse or entry.key in self.resumed.sparse
         entry.init_gen = 1
 
-    def _answer_inits(self, entry: _Key) -> None:
+    def _answer_inits(self, entry: KeyEntry) -> None:
         ready = [i for i in entry.inits if i[2] <= entry.init_gen]
         entry.inits = [i for i in entry.inits if i[2] > entry.init_gen]
         for worker, request, _ in ready:
@@ -247,16 +204,16 @@ class KeyStore(KeyStoreReplicas):
 
     # ------------------------------------------------------------ push / pull
     def on_push(self, msg: Message) -> None:
-        entry = self._known(msg.key)
+        entry = self.known(msg.key)
         expected = entry.next_push.get(msg.sender, entry.applied + 1)
         if msg.seq != expected:
             raise RequestError(f"key {msg.key}: push round {msg.seq} from node {msg.sender}, "
                                f"expected round {expected}")
-        self._check_sync(entry, msg.seq)
+        self.mode.check_push(entry, msg.seq)
         array = self._push_frame(entry, msg)
         entry.next_push[msg.sender] = expected + 1
         self.max_round = max(self.max_round, self.sync.wan_round(msg.seq))
-        rnd = entry.rounds.setdefault(msg.seq, _Round())
+        rnd = entry.rounds.setdefault(msg.seq, Round())
         rnd.pushed.add(msg.sender)
         if rnd.local is None and msg.flags & Flag.SHARED:
             rnd.local, rnd.owned = self.buffers.copy(array), True   # the worker reuses it
@@ -269,74 +226,21 @@ class KeyStore(KeyStoreReplicas):
         if msg.flags & Flag.WANT_VALUE:
             entry.pulls.append((msg.sender, msg.request, msg.seq,
                                 bool(msg.flags & Flag.REPLY_SHARED)))
-        if rnd.pushed >= self._needed(entry.key, msg.seq):
-            self._round_ready(entry, msg.seq, rnd)
-
-    def _needed(self, key: int, rnd: int) -> set:
-        """The local workers round ``rnd`` of ``key`` waits for: all, but under esync not
-        those that finished before it."""
-        return {w for w in self.workers
-                if w not in self.departed or rnd <= self.departed[w].get(key, 0)}
-
-    def _round_ready(self, entry: _Key, rnd_no: int, rnd: _Round) -> None:
-        """Every local worker the round needs pushed it: apply it here, or send it on."""
-        if self.mixed is not None:
-            entry.value = self.mixed.on_local(entry.key, rnd_no, rnd.local, entry.value)
-            entry.applied = rnd_no
-            del entry.rounds[rnd_no]
-            self._answer_pulls(entry)
-        elif self.sync.local_steps and not self.sync.crosses_wan(rnd_no):
-            rnd.local_only = True
-            self._apply_complete(entry)
-        else:
-            self._to_wan(entry, rnd_no, rnd)
+        if rnd.pushed >= self.mode.needed(entry.key, msg.seq):
+            self.mode.round_ready(entry, msg.seq, rnd)
 
     def worker_left(self, worker: int, pushes: dict, everyone: bool) -> None:
         """esync: local worker ``worker`` finished after pushing ``pushes[key]`` rounds of
-        each key (``everyone``: it was the last worker anywhere). Rounds after those go on
-        without it: a round whose other workers all pushed is complete now, and a DC with
-        no worker left contributes nothing (zeros) to the WAN rounds the others go on with,
-        one round at a time."""
-        self.all_departed = everyone
-        if worker in self.workers:
-            self.departed[worker] = pushes
-        for entry in list(self.keys.values()):
-            self._departures_done(entry)
+        each key (``everyone``: it was the last worker anywhere); the rounds after those go
+        on without it (:meth:`EsyncMode.worker_left`)."""
+        self.mode.worker_left(worker, pushes, everyone)
 
-    def _departures_done(self, entry: _Key) -> None:
-        if not self.departed or entry.value is None:
-            return
-        for rnd_no, rnd in sorted(entry.rounds.items()):
-            if not rnd.layout and not rnd.local_only and \
-                    rnd.pushed >= self._needed(entry.key, rnd_no):
-                self._round_ready(entry, rnd_no, rnd)
-        nxt = entry.applied + 1
-        if nxt not in entry.rounds and not self._needed(entry.key, nxt) and \
-                not self.all_departed:
-            rnd = entry.rounds[nxt] = _Round(local=np.zeros(entry.size, entry.dtype),
-                                             owned=True)
-            self._round_ready(entry, nxt, rnd)
-
-    def _check_sync(self, entry: _Key, rnd: int) -> None:
-        """What the synchronization mode needs before a push of round ``rnd`` is taken."""
-        if self.sync.local_steps and rnd != entry.applied + 1:
-            raise RequestError(f"key {entry.key}: under sync mode {self.sync.mode!r} a worker "
-                               f"pushes round {rnd} only after it received round {rnd - 1}; "
-                               f"this DC applied {entry.applied}")
-        if self.mixed is not None and self.optimizer is None:
-            raise RequestError("sync mode 'mixed' applies every DC's update on the servers: "
-                               "set an optimizer first (gluon.Trainer: update_on_kvstore=True; "
-                               "Module: the default kvstore update)")
-
-    def _to_wan(self, entry: _Key, rnd_no: int, rnd: _Round) -> None:
-        """Cut this DC's contribution to round ``rnd_no`` into WAN chunks and hand them to
-        the exchange: the sum of its workers' pushes, or under hfa/esync the DC's delta
-        since the last WAN round (its local rounds' deltas plus this one's)."""
-        if self.hold_wan:
-            return                  # sent by replay()
-        contribution = rnd.local
-        if self.sync.local_steps and entry.value is not entry.base:
-            contribution = (entry.value - entry.base) + rnd.local
+    def to_wan(self, entry: KeyEntry, rnd_no: int, rnd: Round) -> None:
+        """Cut this DC's contribution to round ``rnd_no`` (its sync mode's: the sum of its
+        workers' pushes, or a model delta) into WAN chunks and hand them to the exchange."""
+        if self.replicas.frozen:
+            return                  # sent by replicas.replay()
+        contribution = self.mode.contribution(entry, rnd)
         wan_round = self.sync.wan_round(rnd_no)
         policy = self.policies.for_round(wan_round)
         rnd.layout = policy.layout(entry.key, entry.size, entry.dtype.itemsize,
@@ -346,15 +250,15 @@ class KeyStore(KeyStoreReplicas):
                              contribution[start:stop], (start, stop, entry.size))
 
     def on_pull(self, msg: Message) -> None:
-        entry = self._known(msg.key)
+        entry = self.known(msg.key)
         entry.pulls.append((msg.sender, msg.request, msg.seq,
                             bool(msg.flags & Flag.REPLY_SHARED)))
-        self._answer_pulls(entry)
+        self.answer_pulls(entry)
 
-    def _answer_pulls(self, entry: _Key) -> None:
+    def answer_pulls(self, entry: KeyEntry) -> None:
         if entry.value is None:
             return
-        upto = entry.applied if self.mixed is None else self.mixed.answerable(entry.key)
+        upto = self.mode.answerable(entry)
         ready = [p for p in entry.pulls if p[2] <= upto]
         if not ready:
             return
@@ -381,7 +285,7 @@ class KeyStore(KeyStoreReplicas):
         rnd_no = wan_round * self.sync.rounds_per_wan_round     # its last DC round
         problem = self._expects(key, chunk, rnd_no, total)
         if problem:
-            self._drops.log("totals", "%s: dropped a chunk total: %s", self.dc, problem)
+            self.drops.log("totals", "%s: dropped a chunk total: %s", self.dc, problem)
             return
         entry = self.keys[key]
         rnd = entry.rounds[rnd_no]
@@ -393,25 +297,15 @@ class KeyStore(KeyStoreReplicas):
             start, stop, _ = rnd.layout[chunk]
             rnd.total[start:stop] = total
         rnd.chunks_done += 1
-        self._apply_complete(entry)
+        self.apply_complete(entry)
 
-    def _apply_complete(self, entry: _Key) -> None:
+    def apply_complete(self, entry: KeyEntry) -> None:
         """Apply the complete rounds that are next, in order, and answer the pulls."""
         while entry.applied + 1 in entry.rounds and entry.rounds[entry.applied + 1].complete:
-            done = entry.rounds.pop(entry.applied + 1)
-            if done.local_only:                 # hfa: a DC round's sum of model deltas
-                entry.value = entry.value + done.local
-            elif self.sync.local_steps:         # the WAN round's sum of every DC's delta
-                entry.value = entry.base = entry.base + done.total
-            elif self.optimizer is not None:
-                entry.value = self.optimizer.update(
-                    entry.key, done.total.reshape(entry.shape), entry.value.reshape(entry.shape),
-                    sparse=entry.sparse)
-            else:
-                entry.value = done.total
+            self.mode.apply(entry, entry.rounds.pop(entry.applied + 1))
             entry.applied += 1
-        self._answer_pulls(entry)
-        self._departures_done(entry)
+        self.answer_pulls(entry)
+        self.mode.settled(entry)
 
     # ------------------------------------------------------------ mixed
     def compensated_step(self, key: int, grad, then):
@@ -424,40 +318,9 @@ class KeyStore(KeyStoreReplicas):
         return entry.value
 
     def on_update(self, msg: Message, sender_dc: str) -> None:
-        """mixed: another DC's round of a key, from ``sender_dc`` (which the exchange checks
-        may pass on its origin's updates); one that cannot be taken is logged and dropped."""
-        origin = str(msg.meta.get("origin"))
-        entry = self.keys.get(msg.key)
-        if entry is None or entry.value is None:    # its value is still on its way here
-            nbytes = self._early_bytes.get(sender_dc, 0) + sum(len(f) for f in msg.frames)
-            if len(self._early_updates) < MAX_EARLY_MESSAGES and \
-                    nbytes <= MAX_HELD_BYTES_PER_PEER:
-                self._early_updates.append((msg, sender_dc))
-                self._early_bytes[sender_dc] = nbytes
-                return
-            problem = f"key {msg.key} is not initialized here, and too much waits for it"
-        else:
-            problem, arrays = "", msg.arrays()
-            if msg.dtype != entry.dtype or len(arrays) != 1 or len(arrays[0]) != entry.size:
-                problem = f"key {msg.key} has {entry.size} x {entry.dtype}"
-        try:
-            if problem:
-                raise MixedError(problem)
-            entry.value = self.mixed.on_remote(msg.key, msg.seq, origin, sender_dc, arrays[0],
-                                               entry.value, self.optimizer is not None)
-        except MixedError as exc:
-            self._drops.log(sender_dc, "%s: dropped update of key %d round %d (origin %s) "
-                            "from %s: %s", self.dc, msg.key, msg.seq, origin, sender_dc, exc)
-            return
-        self._answer_pulls(entry)
-
-    def _replay_updates(self, key: int) -> None:
-        """mixed: the updates of ``key`` that came before its initial value, now known."""
-        early = [u for u in self._early_updates if u[0].key == key]
-        self._early_updates = [u for u in self._early_updates if u[0].key != key]
-        for msg, sender_dc in early:
-            self._early_bytes[sender_dc] -= sum(len(f) for f in msg.frames)
-            self.on_update(msg, sender_dc)
+        """mixed: another DC's round of a key, from ``sender_dc``; one that cannot be taken
+        is logged and dropped (:meth:`MixedMode.on_update`)."""
+        self.mode.on_update(msg, sender_dc)
 
     # ------------------------------------------------------------ optimizer
     def on_resume(self, msg: Message) -> None:
@@ -474,10 +337,8 @@ class KeyStore(KeyStoreReplicas):
         """Whether SET_OPTIMIZER ``msg`` needs an optimizer built (False: the one in place
         is of its spec); raises :class:`RequestError` if it cannot be taken."""
         spec = msg.meta.get("spec")
-        if self.sync.local_steps:
-            raise RequestError(f"under sync mode {self.sync.mode!r} workers run the optimizer "
-                               f"themselves; the servers take none")
-        if self.optimizer is not None and spec == self._spec:
+        self.mode.check_optimizer()
+        if self.optimizer is not None and spec == self.spec:
             return False
         momentum = spec.get("attrs", {}).get("momentum") if isinstance(spec, dict) else None
         if self.momentum_corrected and isinstance(momentum, (int, float)) and momentum:
@@ -509,13 +370,9 @@ class KeyStore(KeyStoreReplicas):
             self.optimizer = (build or self.build_optimizer)(spec)
         except OptimizerSpecError as exc:
             raise RequestError(str(exc)) from exc
-        self._spec = spec
+        self.spec = spec
         log.info("%s: optimizer %s set by node %d", self.dc, self.optimizer.name, msg.sender)
-        if self.mixed is not None:      # other DCs' updates that came before it
-            for entry in self.keys.values():
-                if entry.value is not None:
-                    entry.value = self.mixed.catch_up(entry.key, entry.value)
-                    self._answer_pulls(entry)
+        self.mode.optimizer_set()
         self._reply(msg.sender, Message(Kind.OPTIMIZER_DONE, request=msg.request))
 
     def on_save_states(self, msg: Message) -> None:

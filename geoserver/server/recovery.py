@@ -39,6 +39,8 @@ from ..policy.tree import Policy, PolicyError
 from ..core.wire import Kind, Message
 from ..core.ratelog import RateLimitedLog
 
+__all__ = ["ServerRecovery"]
+
 log = logging.getLogger("netstorm.server")
 
 
@@ -84,10 +86,10 @@ class ServerRecovery:
                     "before %d are dropped", self.dc, msg.meta["dc"], version)
         self.active, self.started = True, time.monotonic()
         self.planless, self.owed, self.early = True, {}, {}
-        self.store.hold_wan = True
+        self.store.replicas.freeze()
         self.exchange.restart(version)
         dropped = self.wan.forget_before(version)
-        keys = self.store.report()
+        keys = self.store.replicas.report()
         log.info("%s: %d stale chunk messages dropped; reporting %d keys", self.dc, dropped,
                  len(keys))
         self.po.send_scheduler(Message(Kind.STATE_REPORT, meta={"keys": keys}))
@@ -105,8 +107,7 @@ class ServerRecovery:
             if self.dc in holders:          # the DCs behind on it may copy it from here
                 for dc in set(self.dcs) - set(holders):
                     self.owed.setdefault(dc, set()).add(key)
-            entry = self.store.keys.get(key)
-            applied = entry.applied if entry is not None and entry.value is not None else -1
+            applied = self.store.replicas.applied(key)
             if applied > rnd:
                 raise AbortError(f"{self.dc}: REPLAY puts key {key} back at round {rnd}, "
                                  f"this DC applied {applied}")
@@ -156,7 +157,7 @@ class ServerRecovery:
         if not self.owed[source]:
             del self.owed[source]
         try:
-            meta, frames = self.store.replicas(keys)
+            meta, frames = self.store.replicas.of(keys)
         except RequestError as exc:         # a key not here (or not initialized)
             log.error("%s: cannot send %s the replica it asked for: %s", self.dc, source, exc)
             return
@@ -194,7 +195,7 @@ class ServerRecovery:
         expected = {k: self.awaiting[k][:2] for k in keys}
         try:
             replicas, spec, states, frames = replica.decode(msg.meta, msg.frames, expected)
-            self.store.adopt(replicas, spec, states, frames)
+            self.store.replicas.adopt(replicas, spec, states, frames)
         except (replica.ReplicaError, RequestError) as exc:    # RequestError: a key known here
             raise AbortError(f"{self.dc}: refused the replica from {source}: {exc}") from exc
         for rep in replicas:
@@ -218,7 +219,7 @@ class ServerRecovery:
     def _maybe_done(self) -> None:
         if self.awaiting or not self.active:
             return
-        self.store.replay(self.rounds)
+        self.store.replicas.replay(self.rounds)
         self.active = False
         log.warning("%s: recovered in %.2fs: every key at its round; replaying the rounds "
                     "after it", self.dc, time.monotonic() - self.started)

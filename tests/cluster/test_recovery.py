@@ -310,7 +310,7 @@ def test_recover_drops_a_state_no_request_asked_for_and_goes_on(caplog):
     none at all, or the keys were asked of another DC, or it came already (late or twice) -
     is dropped and logged naming the peer; nothing of it is taken and the run goes on."""
     dcs, net, rng = _trained(11, until=2)
-    meta, frames = dcs["b"].store.replicas([0, 1])     # b's own, true replica: unasked
+    meta, frames = dcs["b"].store.replicas.of([0, 1])     # b's own, true replica: unasked
     before = dcs["a"].store.keys[0].value.copy()
     dcs["a"].take("b", Message(Kind.STATE, meta=meta, frames=frames))
     assert "a: dropped STATE from b: no replica is awaited here" in caplog.text
