@@ -4,6 +4,13 @@ Needs no mxnet: it moves numpy arrays. Any thread may issue requests; one backgr
 receives replies and routes them to the waiting request by id, and sends heartbeats. Every
 wait is bounded by ``timeout_s`` and ends with an error naming what was awaited from whom;
 an ABORT from the scheduler fails every pending and future request with its reason.
+
+The client is the API and the I/O thread; it holds its parts: the pending requests and how
+they fail (``requests``: :class:`~netstorm.geoserver.worker.requests.Requests`), the link to
+its DC's server and the send side (``link``: :class:`~netstorm.geoserver.worker.link.ServerLink`),
+the declared keys (:mod:`~netstorm.geoserver.worker.keys`) and their shared memory
+(``shares``), and its part in replacing a lost DC server (``replacement``:
+:class:`~netstorm.geoserver.worker.replacement.ServerReplacement`).
 """
 from __future__ import annotations
 
@@ -12,11 +19,9 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from .outbox import Outbox
 from ..config.exit_reasons import write_reason
 from ..compression.feedback import UP, ErrorFeedback
 from ..core.kinds import handlers_for
@@ -26,32 +31,20 @@ from ..core.postoffice import Postoffice
 from ..core.ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
 from ..core.van import Van
+from .keys import KeyInfo, declare, frames as key_frames, value as key_value
+from .link import ServerLink
 from .replacement import ServerReplacement
-from ..core.wire import Flag, Kind, Message, WireError, dtype_code
+from .requests import Requests
+from .steps import StepCounts
+from ..core.wire import Flag, Kind, Message
 from .settings import KVStoreError, WorkerSettings
 
-__all__ = ["KEPT_STEP_COUNTS", "KeyInfo", "WorkerClient"]
+__all__ = ["KVStoreError", "KeyInfo", "WorkerClient", "WorkerSettings"]
 
 log = logging.getLogger("netstorm.worker")
 
 
-KEPT_STEP_COUNTS = 64   # esync: step counts kept per worker (keys a few rounds apart)
-
-
-@dataclass
-class KeyInfo:
-    key: int
-    shape: tuple
-    dtype: np.dtype
-    pushes: int = 0
-    inits: int = 0
-    received: int = 0       # rounds the server already has from this rank (a rejoined one)
-
-    def __post_init__(self):
-        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
-
-
-class WorkerClient(ServerReplacement):
+class WorkerClient:
     def __init__(self, settings: WorkerSettings):
         self.settings = settings
         self.van = Van(f"worker {settings.dc}", settings.host, 0,
@@ -71,33 +64,27 @@ class WorkerClient(ServerReplacement):
         # scope "all": pushes to the DC server are compressed too, with this worker's residuals
         self._push_codec = ErrorFeedback(self.compression, seed=self.me.id) \
             if self.compression.on and self.compression.scope == "all" else None
-        self.server = self.po.table.server_of(self.me.dc)
-        # small requests wait here a moment for others, to go as one BATCH (batch.py)
-        self._fuse_bytes = self.po.settings.fuse_bytes
-        self.outbox = Outbox(self.po.settings.fuse_linger_s)
-        self._unsent: list = []         # (request, why) that could not be sent
+        self.requests = Requests(self.me.rank, self.timeout_s, self.sync.mode == "esync")
+        self._lock = self.requests.lock
+        # small requests wait in the link's outbox a moment for others, to go as one BATCH
+        self.link = ServerLink(self.po, self.van, self.po.table.server_of(self.me.dc),
+                               self.requests, self.po.settings.fuse_bytes,
+                               self.po.settings.fuse_linger_s)
+        self.outbox = self.link.outbox
         self.num_workers = len(self.po.table.workers())
         self.keys: dict = {}
-        self._pending: dict = {}
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
         self._barriers = itertools.count(1)
-        self._aborted: str | None = None
-        self._departed: list = []    # (who, {key: rounds pushed}) of workers that finished
-        self.caused_by_other = False    # a request failed because another node failed or
-                                        # left: the launcher looks for that one first
         self.last_error: str | None = None      # the latest failure where the caller
                                                 # only sees a wrapper (MXNet's engine)
         self._closed = threading.Event()
-        self._steps_known = threading.Condition(self._lock)
-        self._next_steps = {0: 1}   # esync: round -> local steps before the next round
+        self.steps = StepCounts(self.requests)     # esync: local steps after each round
         self._drops = RateLimitedLog(log)
         self._handlers = handlers_for(WORKER, self)     # kind -> its handler (core/kinds.py)
         # a lost DC server can be replaced (docs/recovery.md): pushes are kept until a value
         # says their round was applied (the replacement may need them again)
         self._keep_pushes = self.po.settings.server_restarts > 0
-        self._kept: dict = {}           # key -> {round: the PUSH sent}
-        self._moving = None             # request id of the RESUME sent to a replacement
+        self.replacement = ServerReplacement(self.requests, self.link, self.keys,
+                                             self._keep_pushes)
         # keys in shared memory with the DC server when it runs on this host (ipc://);
         # not when pushes are kept for a replacement, or pushes are compressed
         self.shares = WorkerShares(self.po.address_of(self.server).startswith("ipc://") and
@@ -110,10 +97,36 @@ class WorkerClient(ServerReplacement):
         self.resumed: dict = {}
         self.resume_base = 0            # the rounds before this run's first
         if self.po.rejoined or self.po.settings.resume:
-            self.resume_base, pushed = self._resume()
+            self.resume_base, pushed = self.replacement.resume(
+                lambda msg, what, expect: self._wait(self._submit(msg, what), expect),
+                self.po.rejoined)
             self.resumed = pushed if self.po.rejoined else {}
         self._rounds_done = min(self.resumed.values(), default=0)   # by the lost process
         self.resumed_round = self.resume_base + self._rounds_done
+
+    @property
+    def server(self) -> NodeInfo:
+        """This DC's server (a replacement's process, once it moved)."""
+        return self.link.server
+
+    @property
+    def _pending(self) -> dict:
+        return self.requests.pending
+
+    @property
+    def _moving(self):
+        """The request id of the RESUME sent to a replacement server, while it is awaited."""
+        return self.replacement.moving
+
+    @property
+    def caused_by_other(self) -> bool:
+        """A request failed because another node failed or left: the launcher looks for
+        that one first."""
+        return self.requests.caused_by_other
+
+    @caused_by_other.setter
+    def caused_by_other(self, value: bool) -> None:
+        self.requests.caused_by_other = value
 
     # ------------------------------------------------------------ plumbing
     def _io_loop(self) -> None:
@@ -130,19 +143,17 @@ class WorkerClient(ServerReplacement):
             if now >= next_beat:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT))
                 next_beat = now + self.heartbeat_s
-                self._expire(now)
+                self.requests.expire(now)
                 # a message waiting may be a beat of the scheduler's that queued up while
                 # this thread was held up: it is read first, judged next beat
-                if now - scheduler_seen > dead_after_s and not self._aborted and \
+                if now - scheduler_seen > dead_after_s and not self.requests.aborted and \
                         not self.po.van.pending():
                     self._fail_all(f"the scheduler at {scheduler.address} sent nothing for "
                                    f"{now - scheduler_seen:.1f}s (dead_after_s="
                                    f"{dead_after_s:g}); it is presumed dead",
                                    caused_by_other=False)   # the cause is not in this launcher
-            due = self._send_due(now) if self.outbox.messages else None
-            while self._unsent:
-                pending, error = self._unsent.pop()
-                pending.end(error=error)
+            due = self.link.send_due(now) if self.outbox.messages else None
+            self.link.end_unsent()
             msg = self.po.recv(max(0.0, (next_beat if due is None else min(due, next_beat))
                                    - now))
             if msg is not None:
@@ -203,56 +214,21 @@ class WorkerClient(ServerReplacement):
         pending.end(reply=msg)
 
     def _fail_all(self, reason: str, caused_by_other: bool = True) -> None:
-        with self._lock:
-            self.caused_by_other = caused_by_other
-            self._aborted = reason
-            pending, self._pending = list(self._pending.values()), {}
-            self._steps_known.notify_all()
-        for p in pending:
-            p.end()
+        self.requests.fail_all(reason, caused_by_other)
 
     def note_error(self, exc: BaseException) -> None:
         """Keep the latest error raised on the caller's behalf (see :attr:`last_error`)."""
         self.last_error = f"{type(exc).__name__}: {exc}"
 
     def _worker_left(self, who: str, pushes: dict) -> None:
-        """Another worker finished, having pushed each key ``pushes[key]`` times: a later
-        round of a key (and every barrier) needs it, so what waits for one fails now,
-        naming it, instead of on timeout."""
-        with self._lock:
-            self._departed.append((who, pushes))
-            doomed = []
-            for token, pending in list(self._pending.items()):
-                pending.error = self._left_error(pending.needs, pending.what)
-                if pending.error:
-                    del self._pending[token]
-                    doomed.append(pending)
-            self.caused_by_other |= bool(doomed)
-        for pending in doomed:
-            pending.end()
+        """Another worker finished: fail what waits for it (:meth:`Requests.worker_left`)."""
+        self.requests.worker_left(who, pushes)
 
-    def _left_error(self, needs, what: str) -> str:
-        """Why a request for ``what`` needing ``needs`` can never be answered: the first
-        worker that left before pushing what it needs ("" if none did; lock held)."""
-        if needs is None:
-            return ""
-        key, rnd = needs
-        if key is not None and self.sync.mode == "esync":
-            return ""       # its DC's server goes on without it (docs/sync.md)
-        for who, pushes in self._departed:
-            done = pushes.get(key, 0)
-            if key is None or rnd > done:
-                after = "" if key is None else f" after round {done} of key {key}"
-                return (f"worker rank {self.me.rank}: {who} finished{after}, so {what} can "
-                        f"never come (every round and barrier needs every worker)")
-        return ""
+    def _server_moved(self, node: NodeInfo) -> None:
+        self.replacement.server_moved(node, self._drops)
 
-    def _refuse_if_left(self, needs, what: str) -> None:
-        """Raise at once for a request that can never be answered (lock held)."""
-        error = self._left_error(needs, what)
-        if error:
-            self.caused_by_other = True
-            raise KVStoreError(error)
+    def _resend(self, pushed: dict) -> None:
+        self.replacement.resend(pushed)
 
     @staticmethod
     def _needs(msg: Message):
@@ -267,80 +243,21 @@ class WorkerClient(ServerReplacement):
         pending = Pending(what, self._needs(msg))
         pending.slots = reserved
         with self._lock:
-            if self._aborted:
-                raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
-            self._refuse_if_left(pending.needs, what)
-            if token is None:
-                token = msg.request = next(self._ids)
-            self._pending[token] = pending
+            self.requests.add(pending, msg, token)
             if to_scheduler:
-                self._send_now()            # a barrier comes after what was asked before
+                self.link.send_now()        # a barrier comes after what was asked before
                 self.po.send_scheduler(msg)
                 return pending
             pending.msg = msg
-            self._keep(msg)
+            self.replacement.keep(msg)
             self._post(msg)
         return pending
 
     def _post(self, msg: Message) -> None:
-        """Send ``msg`` to this DC's server (lock held): a PULL, or a PUSH of a key smaller
-        than ``fuse_bytes``, waits in the outbox for others; anything else goes now, after
-        what waits there. While a replacement server is awaited nothing goes (it is sent
-        once that one answered)."""
-        if self._moving is not None:
-            return
-        if self._fuse_bytes and (msg.kind == Kind.PULL or msg.kind == Kind.PUSH and
-                                 self.keys[msg.key].nbytes < self._fuse_bytes):
-            action = self.outbox.add(msg, time.monotonic())
-            if action == Outbox.WAKE:
-                self.van.wake()             # the I/O thread sends it by outbox.due()
-            elif action == Outbox.SEND:
-                self._send_now()
-            return
-        self._send_now()
-        self.po.send(self.server.id, msg)
-
-    def _send_now(self) -> None:
-        """Send what waits in the outbox (lock held). Should that fail, the requests it
-        held fail with the reason (the I/O thread, which may be the sender, goes on)."""
-        held = list(self.outbox.messages)
-        waiting = self.outbox.take()
-        if waiting is None:
-            return
-        try:
-            self.po.send(self.server.id, waiting)
-        except Exception as exc:        # noqa: BLE001 - each request carries it
-            log.error("worker rank %d: could not send %d requests to %s: %r", self.me.rank,
-                      len(held), self.server.describe(), exc)
-            for msg in held:            # ended by the I/O thread, without the lock
-                pending = self._pending.pop(msg.request, None) if msg.request else None
-                if pending is not None:
-                    self._unsent.append((pending, f"worker rank {self.me.rank}: could not "
-                                                  f"send {pending.what}: {exc!r}"))
-            self.van.wake()
-
-    def _send_due(self, now: float):
-        """Send what waits in the outbox if it is due (I/O thread); when the rest is."""
-        with self._lock:
-            due = self.outbox.due()
-            if due is not None and due <= now:
-                self._send_now()
-                return None
-            return due
-
-    def _unanswered(self, pending: Pending) -> str:
-        return (f"worker rank {self.me.rank}: waited {self.timeout_s:g}s for "
-                f"{pending.what}; no answer (timeout_s in the cluster file)")
-
-    def _expire(self, now: float) -> None:
-        """Fail the requests a function waits for (:meth:`when_answered`) that are overdue,
-        as :meth:`_wait` fails a thread's (I/O thread, once a beat; O(requests))."""
-        with self._lock:
-            overdue = [(token, p) for token, p in self._pending.items() if p.overdue(now)]
-            for token, _ in overdue:
-                del self._pending[token]
-        for _, pending in overdue:
-            pending.end(error=self._unanswered(pending))
+        """Send ``msg`` to this DC's server (lock held; :meth:`ServerLink.post`). While a
+        replacement server is awaited nothing goes (it is sent once that one answered)."""
+        if self._moving is None:
+            self.link.post(msg, self.keys)
 
     def when_answered(self, handle: Pending, function) -> None:
         """Call ``function()`` once the request ``handle`` (from :meth:`start_push` with
@@ -348,50 +265,14 @@ class WorkerClient(ServerReplacement):
         learns it (at once, if it already is); :meth:`finish_into` then takes the value
         without waiting. Unanswered after ``timeout_s``, it fails as a waiting thread's
         would. Holds no thread meanwhile."""
-        handle.then(function, time.monotonic() + self.timeout_s)
+        self.requests.when_answered(handle, function)
 
     def _wait(self, pending: Pending, expect: Kind) -> Message:
-        if not pending.wait(self.timeout_s):
-            raise KVStoreError(self._unanswered(pending))
-        reply = pending.reply
-        if reply is None:
-            raise KVStoreError(pending.error or f"worker rank {self.me.rank}: "
-                               f"{self._aborted} (while waiting for {pending.what})")
-        if reply.kind == Kind.ERROR:
-            raise KVStoreError(f"{self.server.describe()} rejected {pending.what}: "
-                               f"{reply.meta.get('reason', '?')}")
-        if reply.kind != expect:
-            raise KVStoreError(f"worker rank {self.me.rank}: got {reply.kind.name} for "
-                               f"{pending.what}, expected {expect.name}")
-        return reply
-
-    def _frames(self, info: KeyInfo, array: np.ndarray) -> list:
-        """A key travels to and from its DC's server as one frame (ZeroMQ delivers a
-        message whole anyway); the server cuts it into WAN chunks."""
-        return [np.ascontiguousarray(array, dtype=info.dtype).reshape(-1)]
-
-    def _value(self, info: KeyInfo, reply: Message) -> np.ndarray:
-        arrays = reply.arrays()
-        if len(arrays) != 1 or arrays[0].size != math.prod(info.shape):
-            raise KVStoreError(f"value of key {info.key}: expected one frame of "
-                               f"{math.prod(info.shape)} elements, got "
-                               f"{[a.size for a in arrays]}")
-        return arrays[0].reshape(info.shape)
+        return self.requests.wait(pending, expect, self.server.describe())
 
     # ------------------------------------------------------------ API
     def declare(self, key: int, shape, dtype) -> KeyInfo:
-        shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
-        try:
-            dtype_code(dtype)
-        except WireError as exc:
-            raise KVStoreError(f"key {key}: {exc}") from None
-        info = self.keys.get(key)
-        if info is None:
-            info = self.keys[key] = KeyInfo(key, shape, dtype)
-        elif (info.shape, info.dtype) != (shape, dtype):
-            raise KVStoreError(f"key {key} was initialized as {info.shape} {info.dtype}, "
-                               f"not {shape} {dtype}")
-        return info
+        return declare(self.keys, key, shape, dtype)
 
     def init(self, key: int, value: np.ndarray, sparse: bool = False) -> None:
         """Declare ``key``; rank 0's value becomes the initial value everywhere. Blocks until
@@ -410,7 +291,7 @@ class WorkerClient(ServerReplacement):
             meta["shm_fd"] = offered.fd
         msg = Message(Kind.INIT, key=key, seq=info.inits,
                       flags=Flag.HAS_VALUE if carry else Flag.NONE, meta=meta,
-                      dtype=info.dtype, frames=self._frames(info, value) if carry else [])
+                      dtype=info.dtype, frames=key_frames(info, value) if carry else [])
         reply = self._wait(self._submit(msg, f"init of key {key} from "
                                              f"{self.server.describe()}"), Kind.INIT_DONE)
         self.shares.settle(key, offered, bool(reply.meta.get("shared")))
@@ -433,7 +314,7 @@ class WorkerClient(ServerReplacement):
         if self.shares.push(key, info.pushes, grad):
             frames, flags = [], flags | Flag.SHARED
         else:
-            frame, = self._frames(info, grad)
+            frame, = key_frames(info, grad)
             if borrowed or self._keep_pushes and want_value:
                 frame = frame.copy()    # the caller reuses its buffer
             if self._push_codec is not None:
@@ -447,8 +328,8 @@ class WorkerClient(ServerReplacement):
         if want_value:
             return self._submit(msg, what, reserved=reserved)
         with self._lock:
-            self._refuse_if_left(self._needs(msg), f"round {msg.seq} of key {key}")
-            self._keep(msg)
+            self.requests.refuse_if_left(self._needs(msg), f"round {msg.seq} of key {key}")
+            self.replacement.keep(msg)
             self._post(msg)
         return None
 
@@ -468,34 +349,22 @@ class WorkerClient(ServerReplacement):
         try:
             reply = self._wait(handle, Kind.VALUE)
             if not reply.flags & Flag.SHARED:
-                target[:] = self._value(self.keys[key], reply).reshape(-1)
+                target[:] = key_value(self.keys[key], reply).reshape(-1)
             elif not self.shares.read(handle.slots, target):
                 raise KVStoreError(f"worker rank {self.me.rank}: {self.server.describe()} "
                                    f"answered key {key} in shared memory, unasked")
         finally:
             self.shares.done(key, handle.slots, handle.reply)
         if self._keep_pushes:           # rounds before it are in every replica
-            self._forget_before(key, reply.seq)
+            self.replacement.forget_before(key, reply.seq)
         steps = reply.meta.get("steps") if reply.meta else None
         if steps is not None:
-            with self._steps_known:
-                self._next_steps[reply.seq] = int(steps)
-                self._steps_known.notify_all()
+            self.steps.record(reply.seq, int(steps))
 
     def steps_after(self, rnd: int) -> int:
         """esync: how many local steps the DC server asked for after round ``rnd``, waiting
         (bounded by ``timeout_s``) until that round's value has come."""
-        with self._steps_known:
-            if not self._steps_known.wait_for(lambda: rnd in self._next_steps
-                                              or self._aborted, self.timeout_s):
-                raise KVStoreError(f"worker rank {self.me.rank}: waited {self.timeout_s:g}s "
-                                   f"for the step count after round {rnd} from "
-                                   f"{self.server.describe()}")
-            if rnd not in self._next_steps:
-                raise KVStoreError(f"worker rank {self.me.rank}: {self._aborted}")
-            for old in [r for r in self._next_steps if r < rnd - KEPT_STEP_COUNTS]:
-                del self._next_steps[old]
-            return self._next_steps[rnd]
+        return self.steps.after(rnd, self.server.describe())
 
     def set_optimizer(self, spec: dict) -> None:
         self._wait(self._submit(Message(Kind.SET_OPTIMIZER, meta={"spec": spec}),
@@ -528,7 +397,7 @@ class WorkerClient(ServerReplacement):
             return
         if clean:
             with self._lock:
-                self._send_now()
+                self.link.send_now()
             if self.outbox.batches:
                 log.info("worker rank %d: %d small requests went to %s in %d messages",
                          self.me.rank, self.outbox.fused, self.server.describe(),

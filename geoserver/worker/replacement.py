@@ -1,15 +1,19 @@
-"""A worker's part in replacing its lost DC server (docs/recovery.md), for
-:class:`~netstorm.geoserver.worker_client.WorkerClient`.
+"""A worker's part in replacing its lost DC server (docs/recovery.md), held by
+:class:`~netstorm.geoserver.worker.client.WorkerClient` as its ``replacement``.
 
 With ``server_restarts`` a worker keeps each key's pushes until a value says their round
 was applied (a replacement may need them again). When the scheduler says the DC's server
 moved (NODE_MOVED), the worker asks the new process how far its rank got (RESUME) and sends
 it the later pushes it kept, then every request still unanswered; requests made meanwhile
-wait for that answer. A worker that rejoined, or a run resumed from a checkpoint, asks the
-same at start-up (:meth:`ServerReplacement._resume`).
+wait for that answer (:attr:`ServerReplacement.moving`). A worker that rejoined, or a run
+resumed from a checkpoint, asks the same at start-up (:meth:`ServerReplacement.resume`).
 
-A mixin: it uses the client's ``_lock``, ``_pending``, ``_ids``, ``keys``, ``server``,
-``po``, ``outbox``, ``_moving``, ``_keep_pushes`` and ``_kept`` (set by the client).
+It sees only the client's requests book (:class:`~netstorm.geoserver.worker.requests.Requests`:
+lock, pending requests, request ids, failing them all), its link to the server
+(:class:`~netstorm.geoserver.worker.link.ServerLink`) and its declared keys; the client
+calls :meth:`~ServerReplacement.keep`, :meth:`~ServerReplacement.forget_before`,
+:meth:`~ServerReplacement.server_moved`, :meth:`~ServerReplacement.resend` and
+:meth:`~ServerReplacement.resume`.
 """
 from __future__ import annotations
 
@@ -18,78 +22,92 @@ import logging
 from ..core.nodes import NodeInfo
 from ..core.wire import Flag, Kind, Message
 
+__all__ = ["KEPT_PUSH_ROUNDS", "ServerReplacement"]
+
 log = logging.getLogger("netstorm.worker")
 
 KEPT_PUSH_ROUNDS = 8    # with server_restarts: a key's pushes kept at most, newest first
 
 
 class ServerReplacement:
-    """The replacement-server methods of a WorkerClient (see the module doc)."""
+    """Pushes kept for a replacement server, and the RESUME exchange with it (see the
+    module doc). ``keep_pushes``: ``server_restarts`` > 0."""
 
-    def _server_moved(self, node: NodeInfo) -> None:
+    def __init__(self, requests, link, keys: dict, keep_pushes: bool):
+        self.requests, self.link, self.keys = requests, link, keys
+        self.keep_pushes = keep_pushes
+        self.kept: dict = {}            # key -> {round: the PUSH sent}
+        self.moving = None              # request id of the RESUME sent to a replacement
+
+    def server_moved(self, node: NodeInfo, drops) -> None:
         """This DC's server was replaced (docs/recovery.md): reach the new process and ask
-        it how far this rank got; requests made meanwhile wait for its answer (I/O thread)."""
-        if node.id != self.server.id:
-            self._drops.log(node.id, "worker %d: ignored NODE_MOVED naming %s", self.me.rank,
-                            node.describe())
+        it how far this rank got; requests made meanwhile wait for its answer (I/O thread).
+        ``drops``: where a NODE_MOVED naming another node is logged."""
+        rank = self.requests.rank
+        if node.id != self.link.server.id:
+            drops.log(node.id, "worker %d: ignored NODE_MOVED naming %s", rank,
+                      node.describe())
             return
-        with self._lock:
-            self.server = self.po.table.nodes[node.id] = self.server.moved_to(node)
-            self.po.van.disconnect(node.id, linger_s=0)
-            self.outbox.clear()     # as if lost with the old process: sent again below
-            self._moving = next(self._ids)
-            self.po.send(node.id, Message(Kind.RESUME, request=self._moving))
-        log.warning("worker rank %d: %s was replaced (now at %s); resuming there",
-                    self.me.rank, self.server.describe(), node.address)
+        with self.requests.lock:
+            self.link.moved_to(node)    # what waited in the outbox is sent again below
+            self.moving = next(self.requests.ids)
+            self.link.po.send(node.id, Message(Kind.RESUME, request=self.moving))
+        log.warning("worker rank %d: %s was replaced (now at %s); resuming there", rank,
+                    self.link.server.describe(), node.address)
 
-    def _resend(self, pushed: dict) -> None:
+    def resend(self, pushed: dict) -> None:
         """The replacement has ``pushed[key]`` rounds of each key from this rank: send it
-        the later pushes kept, in order, then every request still unanswered (I/O thread)."""
-        lacking = ""
-        with self._lock:
-            self._moving = None
+        the later pushes kept, in order, then every request still unanswered (I/O thread).
+        O(keys x kept rounds + requests)."""
+        lacking, rank, send = "", self.requests.rank, self.link.po.send
+        with self.requests.lock:
+            self.moving = None
+            pending, server = self.requests.pending, self.link.server.id
             for key, info in self.keys.items():
-                kept = self._kept.get(key, {})
+                kept = self.kept.get(key, {})
                 later = range(pushed.get(key, 0) + 1, info.pushes + 1)
                 lacking = lacking or next((f"round {r} of key {key}" for r in later
                                            if r not in kept), "")
                 for msg in [kept[r] for r in later if r in kept]:
-                    if msg.request not in self._pending:
+                    if msg.request not in pending:
                         msg.flags &= ~Flag.WANT_VALUE       # answered by the lost server
-                    self.po.send(self.server.id, msg)
+                    send(server, msg)
             again = [p.msg if p.msg.kind != Kind.PUSH else    # its round is there already:
                      Message(Kind.PULL, key=p.msg.key, seq=p.msg.seq, request=p.msg.request)
-                     for p in self._pending.values() if p.msg is not None and
+                     for p in pending.values() if p.msg is not None and
                      (p.msg.kind != Kind.PUSH or p.msg.seq <= pushed.get(p.msg.key, 0))]
             for msg in again:
-                self.po.send(self.server.id, msg)
+                send(server, msg)
         if lacking:
-            self._fail_all(f"worker rank {self.me.rank}: the replaced server lacks {lacking}, "
-                           f"which this worker no longer keeps", caused_by_other=False)
+            self.requests.fail_all(f"worker rank {rank}: the replaced server lacks "
+                                   f"{lacking}, which this worker no longer keeps",
+                                   caused_by_other=False)
             return
-        log.info("worker rank %d: sent the replacement %d requests again", self.me.rank,
-                 len(again))
+        log.info("worker rank %d: sent the replacement %d requests again", rank, len(again))
 
-    def _keep(self, msg: Message) -> None:
+    def keep(self, msg: Message) -> None:
         """Keep a push until its round's value came (lock held)."""
-        if self._keep_pushes and msg.kind == Kind.PUSH:
-            kept = self._kept.setdefault(msg.key, {})
+        if self.keep_pushes and msg.kind == Kind.PUSH:
+            kept = self.kept.setdefault(msg.key, {})
             kept[msg.seq] = msg
             kept.pop(msg.seq - KEPT_PUSH_ROUNDS, None)
 
-    def _forget_before(self, key: int, rnd: int) -> None:
+    def forget_before(self, key: int, rnd: int) -> None:
         """The rounds of ``key`` before ``rnd`` are in every replica: no need to keep them."""
-        with self._lock:
-            kept = self._kept.get(key, {})
+        with self.requests.lock:
+            kept = self.kept.get(key, {})
             for old in [r for r in kept if r < rnd]:
                 del kept[old]
 
-    def _resume(self) -> tuple:
-        reply = self._wait(self._submit(Message(Kind.RESUME), f"the rounds this rank had "
-                                        f"pushed, from {self.server.describe()}"),
-                           Kind.RESUMED)
+    def resume(self, ask, rejoined: bool) -> tuple:
+        """At start-up (a rejoined worker, a run resumed from a checkpoint): ask the DC's
+        server how far this rank got, with ``ask(msg, what, expected kind) -> reply`` (the
+        client's request); ``(base round, {key: rounds pushed})``."""
+        reply = ask(Message(Kind.RESUME), f"the rounds this rank had pushed, from "
+                                          f"{self.link.server.describe()}", Kind.RESUMED)
         pushed = {int(k): int(n) for k, n in reply.meta["pushed"]}
-        if self.po.rejoined:
-            log.info("worker rank %d rejoined: its lost process had pushed %s", self.me.rank,
+        if rejoined:
+            log.info("worker rank %d rejoined: its lost process had pushed %s",
+                     self.requests.rank,
                      ", ".join(f"key {k} {n} round(s)" for k, n in sorted(pushed.items())))
         return int(reply.meta.get("base", 0)), pushed

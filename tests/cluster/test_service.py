@@ -267,20 +267,21 @@ def test_beats_queued_while_the_scheduler_was_busy_are_read_before_judging_liven
 
     from fakes import Clock
     from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
-    from netstorm.scheduler import service
+    from netstorm.scheduler import liveness, service
     clock = Clock(100.0)
-    monkeypatch.setattr(service, "time", types.SimpleNamespace(monotonic=clock))
+    for module in (service, liveness):
+        monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=clock))
     beat = [wire.Message(wire.Kind.HEARTBEAT, sender=n) for n in (1, 2, 3, 4)]
     van = _QueuedVan(beat + beat[:1] + [wire.Message(wire.Kind.BYE, sender=n)
                                         for n in (3, 4)])
     sched = service.Scheduler(pseudo_cluster(2, 1, free_port(), heartbeat_s=0.25,
                                              dead_after_s=2.0), van)
-    sched.table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
+    sched.table = sched.liveness.table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
                              NodeInfo(1, "server", "dc0", "tcp://127.0.0.1:2"),
                              NodeInfo(2, "server", "dc1", "tcp://127.0.0.1:3"),
                              NodeInfo(3, "worker", "dc0", "tcp://127.0.0.1:4", 0, 0),
                              NodeInfo(4, "worker", "dc1", "tcp://127.0.0.1:5", 1, 0)])
-    sched.last_seen = dict.fromkeys((1, 2, 3, 4), clock.t)
+    sched.liveness.last_seen = dict.fromkeys((1, 2, 3, 4), clock.t)
     busy = iter([10.0])                 # the first step after a message: 5 x dead_after_s
 
     def adapt():

@@ -1,0 +1,132 @@
+"""Which nodes are alive, lost (awaited back) or finished, for the scheduler's loop
+(:class:`~netstorm.scheduler.service.Scheduler`): its heartbeats to every node, a node
+presumed dead after ``dead_after_s`` of silence, a new process superseding one still taken
+for alive, and a worker's stop note (BYE), which the workers still running hear of.
+
+A node lost while restarts are left is awaited (:class:`~netstorm.scheduler.rejoin.LostNodes`,
+pure); otherwise, or when it does not come back within ``timeout_s``, the run aborts
+(:class:`ClusterAborted`, naming the node and what was awaited). Every check is O(nodes).
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.core.nodes import SCHEDULER, SERVER
+
+from .rejoin import LostNodes
+
+__all__ = ["ClusterAborted", "Liveness"]
+
+log = logging.getLogger("netstorm.scheduler")
+
+
+class ClusterAborted(RuntimeError):
+    """The run cannot continue; the text names the node and what was awaited."""
+
+
+class Liveness:
+    """The nodes' liveness; ``table`` is set once the rendezvous assigned them.
+    ``check_stop``: called once a beat; raises to stop the scheduler (a signal)."""
+
+    def __init__(self, config, van, check_stop):
+        self.config, self.van, self._check_stop = config, van, check_stop
+        self.table = None
+        self.last_seen: dict = {}       # node id -> when it was last heard of
+        self.finished: set = set()      # workers that said BYE
+        self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
+        self.step_s: dict = {}          # esync: dc -> its slowest seconds per local step
+        self.next_beat = 0.0            # every node hears from the scheduler
+
+    def seen(self, node_id: int) -> None:
+        self.last_seen[node_id] = time.monotonic()
+
+    def beat(self) -> None:
+        """Every ``heartbeat_s``, a HEARTBEAT to every node still running: a node that hears
+        nothing from the scheduler for ``dead_after_s`` stops, naming it."""
+        now = time.monotonic()
+        if now < self.next_beat:
+            return
+        self._check_stop()
+        self.next_beat = now + self.config.heartbeat_s
+        # esync: every server hears the cluster's slowest seconds per local step
+        meta = {"step_s": max(self.step_s.values())} if self.step_s else {}
+        for node in self.table.nodes.values():
+            if node.role != SCHEDULER and node.id not in self.finished and \
+                    node.id not in self.lost and self.van.is_connected(node.id):
+                self.van.send(node.id, wire.Message(
+                    wire.Kind.HEARTBEAT, meta=meta if node.role == SERVER else {}))
+
+    def check(self, replacement) -> None:
+        """Raise :class:`ClusterAborted` for a silent node that cannot be awaited, a lost one
+        overdue, or ``replacement`` (a lost DC server being replaced, or None) overdue."""
+        now = time.monotonic()
+        for node_id, seen in list(self.last_seen.items()):
+            if node_id in self.finished:
+                continue
+            if now - seen > self.config.dead_after_s:
+                why = (f"sent nothing for {now - seen:.1f}s (dead_after_s="
+                       f"{self.config.dead_after_s:g}); it is presumed dead")
+                if not self.lose(node_id, why, replacement is not None):
+                    raise ClusterAborted(f"{self.table.describe(node_id)} {why}")
+        for lost in self.lost.overdue(now):
+            raise ClusterAborted(f"{lost.node.describe()} {lost.why}, and did not rejoin "
+                                 f"within timeout_s = {self.config.timeout_s:g}s")
+        why = replacement.overdue(now) if replacement is not None else ""
+        if why:
+            raise ClusterAborted(f"replacing the server of {replacement.lost_dc}: {why} "
+                                 f"within timeout_s = {self.config.timeout_s:g}s")
+
+    def lose(self, node_id: int, why: str, replacing: bool) -> bool:
+        """Await a dead worker's or server's return (``[recovery] worker_restarts``,
+        ``server_restarts``); False if the cluster must abort instead (a second server
+        lost while one is being replaced - ``replacing`` - too)."""
+        node = self.table[node_id]
+        if node.role == SERVER and (replacing or any(
+                n.role == SERVER for n in (l.node for l in self.lost.lost.values()))):
+            return False
+        if not self.lost.lose(node, time.monotonic(), why):
+            return False
+        self.last_seen.pop(node_id, None)
+        log.warning("%s %s; waiting up to %gs for it to rejoin (%d restart(s) left)",
+                    node.describe(), why, self.config.timeout_s,
+                    self.lost.remaining(node_id, node.role))
+        return True
+
+    def supersede(self, meta: dict, replacing: bool) -> None:
+        """A new process registering in the place of a worker (its rank) or a server (its
+        DC) still taken for alive: its launcher restarted it before the silence gave it
+        away (only a holder of that DC's key can register there)."""
+        role, dc = meta.get("role"), meta.get("dc")
+        for node in self.table.nodes.values():
+            if node.role != role or node.dc != dc or node.id in self.lost or \
+                    node.id in self.finished:
+                continue
+            if role == SERVER:
+                self.lose(node.id, "was replaced by a new process", replacing)
+            elif node.local_rank == meta.get("local_index"):
+                self.lose(node.id, "was replaced by a new process in its rank", replacing)
+
+    def bye(self, msg: wire.Message, replacing: bool, esync: bool) -> None:
+        """A worker's stop note: finished (the workers still running, and under ``esync``
+        the servers, hear of it), or failed (awaited back, else :class:`ClusterAborted`)."""
+        node = self.table[msg.sender]
+        if not msg.meta.get("clean", True):
+            why = f"failed: {msg.meta.get('reason', 'no reason given')}"
+            if self.lose(msg.sender, why, replacing):
+                return
+            raise ClusterAborted(f"{node.describe()} {why}")
+        self.finished.add(msg.sender)
+        pushes = msg.meta.get("pushes", [])
+        others = [n for n in self.table.workers() if n.id not in self.finished]
+        log.info("%s finished after round %d%s", node.describe(),
+                 max((n for _, n in pushes), default=0),
+                 f"; telling the {len(others)} still running" if others else "")
+        meta = {"rank": node.rank, "pushes": pushes, "who": node.describe()}
+        for other in others:    # a later round needs it: they fail at once, not on timeout
+            self.van.send(other.id, wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
+        if esync:                                   # the others go on without it
+            for dc in self.table.dcs:
+                self.van.send(self.table.server_of(dc).id,
+                              wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
