@@ -94,8 +94,16 @@ def write_key_pair(directory, principal: str, pair: KeyPair) -> Path:
     return path
 
 
-def read_key_pair(path) -> KeyPair:
-    """The key pair in the certificate ``path``; :class:`SecurityError` naming the file."""
+def read_key_pair(path, field: str = "") -> KeyPair:
+    """The key pair in the certificate ``path``; :class:`SecurityError` naming the file and
+    ``field``, the setting that named it (a missing folder or file is said as such: ZeroMQ
+    only calls it an invalid certificate)."""
+    path, named = Path(path), f" ({field})" if field else ""
+    if not path.parent.is_dir():
+        raise SecurityError(f"the secret key folder {path.parent} does not exist{named}: "
+                            f"give this host the secret keys 'netstorm-keygen' made")
+    if not path.is_file():
+        raise SecurityError(f"cannot read the secret key {path}: no such file{named}")
     try:
         public, secret = zmq.auth.load_certificate(str(path))
     except (OSError, ValueError) as exc:
@@ -154,7 +162,7 @@ def credentials_for(security: SecurityConfig, principal: str) -> Credentials:
     if not security.secret_keys:
         raise SecurityError("the cluster file's [security] names no secret_keys directory")
     path = Path(security.secret_keys) / key_file_name(principal)
-    pair = read_key_pair(path)
+    pair = read_key_pair(path, "[security] secret_keys")
     if pair.public != keys[principal].encode():
         raise SecurityError(f"{path} is not the key pair of {describe(principal)} that the "
                             f"cluster file lists (keys made for another cluster file?)")
@@ -262,6 +270,7 @@ def node_credentials(security: SecurityConfig, principal: str, source: str):
 def worker_credentials(dc: str, key_file: str, scheduler_key: str) -> Credentials:
     """A worker's credentials: its DC's key pair (``key_file``), admitting its DC's server
     and the scheduler (``scheduler_key``, Z85) only."""
-    pair = read_key_pair(key_file)
+    pair = read_key_pair(key_file, "NETSTORM_KEY_FILE, from the cluster file's [security] "
+                                   "secret_keys")
     scheduler = check_key(scheduler_key, "the scheduler's public key")
     return Credentials(pair, dc, {pair.public: dc, scheduler: SCHEDULER_PRINCIPAL})

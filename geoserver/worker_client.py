@@ -21,10 +21,10 @@ from .cli import write_reason
 from .compression.feedback import UP, ErrorFeedback
 from .nodes import WORKER, NodeInfo
 from .pending import Pending
-from .postoffice import Postoffice
+from .postoffice import Postoffice, RendezvousError
 from .ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
-from .van import Van
+from .van import TransportError, Van
 from .worker_recovery import ServerReplacement
 from .wire import Flag, Kind, Message, WireError, dtype_code
 from .worker_settings import KVStoreError, WorkerSettings
@@ -51,12 +51,18 @@ class KeyInfo:
 class WorkerClient(ServerReplacement):
     def __init__(self, settings: WorkerSettings):
         self.settings = settings
-        self.van = Van(f"worker {settings.dc}", settings.host, 0,
-                       credentials=settings.credentials(),
-                       local_dir=settings.run_dir, wakeable=True)
-        self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
         try:
+            self.van = Van(f"worker {settings.dc}", settings.host, 0,
+                           credentials=settings.credentials(),
+                           local_dir=settings.run_dir, wakeable=True)
+        except (KVStoreError, TransportError) as exc:
+            raise settings.cannot_join(exc) from exc
+        try:
+            self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
             self.me: NodeInfo = self.po.register(settings.timeout_s, settings.local_index)
+        except (RendezvousError, TransportError) as exc:
+            self.van.close()
+            raise settings.cannot_join(exc) from exc
         except Exception:
             self.van.close()
             raise

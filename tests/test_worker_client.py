@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -225,3 +227,31 @@ def test_which_requests_wait_in_the_outbox(fuse_bytes, key_bytes, sent_at_once):
     init = Message(Kind.INIT, key=6, meta={"shape": [1], "dtype": "<f4"})
     client._post(init)                  # anything else goes at once, after what waited
     assert client.po.messages == [push, init] and not client.outbox.messages
+
+
+@pytest.mark.parametrize("key_folder, cause", [
+    ("gone", "the secret key folder .*gone does not exist"),
+    ("theirs", "the scheduler at tcp://.* refused the handshake")])
+def test_a_worker_that_cannot_join_leaves_one_line_for_the_launcher(tmp_path, key_folder,
+                                                                     cause):
+    """A missing secret key folder, or a handshake the scheduler refuses (keys of another
+    cluster): a KVStoreError naming the cause, also in the reason file the launcher prints."""
+    from netstorm.geoserver.cli import read_reason
+    from netstorm.geoserver.security import credentials_for, generate_cluster_keys
+    from netstorm.geoserver.van import Van
+    from netstorm.geoserver.worker_client import WorkerClient
+    ours = generate_cluster_keys(["eu"], tmp_path / "ours")
+    theirs = generate_cluster_keys(["eu"], tmp_path / "theirs")
+    why = tmp_path / "why"
+    sched = Van("sched", "127.0.0.1", 0, credentials=credentials_for(ours, ""))
+    try:
+        settings = WorkerSettings(sched.address, "eu", timeout_s=5, reason_file=str(why),
+                                  key_file=str(tmp_path / key_folder / "dc-eu.key_secret"),
+                                  scheduler_key=theirs.keys[""], run_dir=str(tmp_path))
+        with pytest.raises(KVStoreError, match=cause):
+            WorkerClient(settings)
+    finally:
+        sched.close()
+    reason, caused_by_other = read_reason(str(why))
+    assert re.match(f"KVStoreError: .*{cause}", reason) and not caused_by_other
+    assert "\n" not in reason
