@@ -121,6 +121,9 @@ class Van:
                       else exc.strerror)
             raise TransportError(f"{name}: cannot bind tcp://{host}:{port}: {reason}") from exc
         self.address = f"tcp://{advertise or host}:{port}"
+        if self.zap is not None:    # refusals ZeroMQ makes before asking ZAP are logged too
+            self.zap.watch(self._router, port)
+        self.refusals: dict = {}    # peer -> why it refused this node's handshakes (watched)
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
         self._unpacked = collections.deque()    # the rest of a BATCH received (batch.py)
@@ -142,10 +145,12 @@ class Van:
                      1e3 * max(self._delays.values()))
 
     def connect(self, peer, address: str, send_hwm: int = 0,
-                principal: str = security.SCHEDULER_PRINCIPAL) -> None:
+                principal: str = security.SCHEDULER_PRINCIPAL, watch: bool = False) -> None:
         """Open the DEALER towards ``peer`` (any hashable id) at ``address``, a node of
         ``principal`` (a DC's name, or the scheduler: with CURVE its key is checked).
-        ``send_hwm``: how many messages ZeroMQ may queue towards it (0: unbounded)."""
+        ``send_hwm``: how many messages ZeroMQ may queue towards it (0: unbounded).
+        ``watch``: should the peer refuse the handshakes (keys, CURVE at one end only), say
+        why in :attr:`refusals` and :meth:`wake` this Van."""
         with self._send_lock:
             if peer in self._peers:
                 return
@@ -165,8 +170,14 @@ class Van:
                 # CURVE copies every message into its box anyway: a zero-copy send would
                 # only add pyzmq's garbage-collector thread (a wake-up per large frame)
                 sock.copy_threshold = 1 << 30
+            if watch and address.startswith("tcp://"):
+                security.watch_refusal(sock, lambda why: self._refused(peer, why))
             sock.connect(address)
             self._peers[peer] = sock
+
+    def _refused(self, peer, why: str) -> None:
+        self.refusals[peer] = why
+        self.wake()
 
     def disconnect(self, peer, linger_s: float = 1.0) -> None:
         """Close the DEALER towards ``peer``: what was sent to it still goes out for up to

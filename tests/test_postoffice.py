@@ -89,7 +89,7 @@ class _StubVan:
     address = "tcp://127.0.0.1:1"
     local_address = ""
 
-    def connect(self, peer, address, send_hwm=0, principal=""):
+    def connect(self, peer, address, send_hwm=0, principal="", watch=False):
         pass
 
 
