@@ -71,9 +71,8 @@ class Postoffice:
             if refused:
                 raise RendezvousError(
                     f"{self.role} in {self.dc}: the scheduler at {self.scheduler_address} "
-                    f"refused the handshake: {refused}; this node's keys are not the "
-                    f"cluster's (keys of another cluster?) or CURVE is on at one end only "
-                    f"(check [security] and the secret key files)")
+                    f"refused the handshake ({refused}): wrong keys (another cluster's?) "
+                    f"or CURVE at one end only; check [security] and the secret keys")
             if msg is None:
                 raise RendezvousError(
                     f"{self.role} in {self.dc}: waited {2 * timeout_s:g}s for the scheduler at "
