@@ -251,8 +251,13 @@ def _peer_address(fd: int, port: int) -> str:
     closed already (ZeroMQ may close a refused one before this thread reads the event) or
     is no longer such a connection."""
     try:
-        conn = pysocket.socket(fileno=os.dup(fd))     # a copy: ZeroMQ's stays as it was
+        copy = os.dup(fd)                       # a copy: ZeroMQ's stays as it was
     except OSError:
+        return ""
+    try:
+        conn = pysocket.socket(fileno=copy)
+    except OSError:                             # the number is no socket any more
+        os.close(copy)
         return ""
     with conn:
         try:
@@ -291,7 +296,8 @@ def watch_refusal(sock: zmq.Socket, refused) -> None:
 class ZapHandler:
     """Admits the CURVE keys of ``credentials`` on every socket of ``ctx`` (ZeroMQ asks it
     once per connection attempt, not per message). One thread, blocked on its socket; it
-    ends when the context is terminated. Refusals are logged, rate-limited per address."""
+    ends when the context is terminated. Refusals are logged, rate-limited per address, also
+    those ZeroMQ makes before asking it (:meth:`watch`)."""
 
     def __init__(self, ctx: zmq.Context, credentials: Credentials, name: str):
         self.name = name

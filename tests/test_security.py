@@ -316,6 +316,10 @@ def test_the_address_of_an_accepted_connection_is_read_while_it_is_open():
                 assert security._peer_address(conn.fileno(), port + 1) == ""   # not ours
                 fd = conn.fileno()
             assert security._peer_address(fd, port) == ""                      # closed
+        with open(__file__) as not_a_socket:
+            before = len(os.listdir("/proc/self/fd"))
+            assert security._peer_address(not_a_socket.fileno(), port) == ""
+            assert len(os.listdir("/proc/self/fd")) == before                   # no leak
             assert client
 
 
