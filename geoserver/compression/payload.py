@@ -14,7 +14,7 @@ entries ``count``, a float ``scale``) and a body:
 :func:`sparse` picks the smaller of INDEX and BITMAP; a caller sends the dense chunk itself
 when a payload would not be smaller (``feedback.py``). :func:`decode` checks every
 length, index and code against the header and the chunk's expected size, raising
-:class:`PayloadError` (a :class:`~netstorm.geoserver.wire.WireError`) instead of trusting
+:class:`PayloadError` (a :class:`~netstorm.geoserver.core.wire.WireError`) instead of trusting
 a peer. Pure; O(n) per encode or decode.
 """
 from __future__ import annotations

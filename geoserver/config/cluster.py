@@ -18,7 +18,7 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     server_port = 9101
     workers = 2
 
-    [transport]             # every field optional (defaults: geoserver/settings.py)
+    [transport]             # every field optional (defaults: geoserver/config/settings.py)
     chunk_bytes = 262144    # tensors larger than this travel as several chunks
     timeout_s = 120         # how long any node waits for a peer before a clear error
     heartbeat_s = 0.25      # how often every node tells the scheduler it is alive
@@ -59,7 +59,7 @@ Example (``docs/cluster.example.toml`` has the commented version)::
 The file is read once, at the edge of each process, into the frozen :class:`ClusterConfig`
 that is passed down; nothing deeper reads files or the environment. The settings servers and
 workers need travel from the scheduler as one
-:class:`~netstorm.geoserver.settings.RuntimeSettings`, whose defaults are this file's.
+:class:`~netstorm.geoserver.config.settings.RuntimeSettings`, whose defaults are this file's.
 """
 from __future__ import annotations
 

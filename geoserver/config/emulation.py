@@ -4,8 +4,8 @@ emulated WAN (``bench.py --latency``), never for a real one.
 The machines this is developed on have no ``netem``: tc can shape a link's rate but cannot
 delay its packets. So the delay is added where the bytes are delivered: every process of an
 emulated cluster holds each message it receives from another DC for that pair's one-way
-delay before handing it on (:class:`~netstorm.geoserver.delay_line.DelayLine` in the
-:class:`~netstorm.geoserver.van.Van`). The sending DC is read off the connection's source
+delay before handing it on (:class:`~netstorm.geoserver.core.delay_line.DelayLine` in the
+:class:`~netstorm.geoserver.core.van.Van`). The sending DC is read off the connection's source
 address, which the emulator gives one per DC (never off the message). The rate limit has
 already been paid by then (tc shaped the link), so a message arrives after its transmission
 plus the delay, as on a real link; what is not emulated is TCP's slower window growth over a

@@ -81,8 +81,16 @@ def write_key_pair(directory, principal: str, pair: KeyPair) -> Path:
     return path
 
 
-def read_key_pair(path) -> KeyPair:
-    """The key pair in the certificate ``path``; :class:`SecurityError` naming the file."""
+def read_key_pair(path, field: str = "") -> KeyPair:
+    """The key pair in the certificate ``path``; :class:`SecurityError` naming the file and
+    ``field``, the setting that named it (a missing folder or file is said as such: ZeroMQ
+    only calls it an invalid certificate)."""
+    path, named = Path(path), f" ({field})" if field else ""
+    if not path.parent.is_dir():
+        raise SecurityError(f"the secret key folder {path.parent} does not exist{named}: "
+                            f"give this host the secret keys 'netstorm-keygen' made")
+    if not path.is_file():
+        raise SecurityError(f"cannot read the secret key {path}: no such file{named}")
     try:
         public, secret = zmq.auth.load_certificate(str(path))
     except (OSError, ValueError) as exc:

@@ -1,7 +1,7 @@
 """The runtime settings the scheduler hands to every node, typed, with every default once.
 
 The cluster file is read once, by the scheduler, into
-:class:`~netstorm.geoserver.cluster.ClusterConfig` (whose fields default to the constants
+:class:`~netstorm.geoserver.config.cluster.ClusterConfig` (whose fields default to the constants
 below); the scheduler builds one :class:`RuntimeSettings` from it
 (:meth:`RuntimeSettings.from_cluster`) and sends it in every WELCOME as JSON
 (:meth:`RuntimeSettings.to_json`). A node decodes it back into the same type

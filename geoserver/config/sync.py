@@ -2,7 +2,7 @@
 
 Pure. The cluster file's ``[sync]`` table becomes a :class:`SyncConfig`, checked here once
 with errors that name the field; the scheduler sends it to every node in WELCOME (inside
-:class:`~netstorm.geoserver.settings.RuntimeSettings`). docs/sync.md says what each mode
+:class:`~netstorm.geoserver.config.settings.RuntimeSettings`). docs/sync.md says what each mode
 does and when to use it.
 
 - ``fsa``: fully synchronous (the default): every round, every worker's gradient is summed

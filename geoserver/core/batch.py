@@ -58,7 +58,7 @@ def pack(messages) -> Message:
 def unpack(batch: Message) -> list:
     """The messages a BATCH (already checked against the BATCH schema) carries, each with
     the envelope's sender and origin, each checked against its own kind's schema; raises
-    :class:`~netstorm.geoserver.wire.WireError` naming the first one that is not valid
+    :class:`~netstorm.geoserver.core.wire.WireError` naming the first one that is not valid
     (the whole BATCH is then refused: its sender built it wrong). O(messages + frames)."""
     items, frames = batch.meta["items"], batch.frames
     carried = sum(item[6] for item in items)

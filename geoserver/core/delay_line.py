@@ -1,5 +1,5 @@
 """Messages held until a moment: the receiving side of an emulated propagation delay
-(:mod:`netstorm.geoserver.emulation`). Pure: the caller gives the times.
+(:mod:`netstorm.geoserver.config.emulation`). Pure: the caller gives the times.
 
 Each item is due at the moment it was held plus its delay. Items held with the same delay
 come out in the order they went in (one sender's messages keep their order, as on a link);

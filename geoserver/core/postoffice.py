@@ -51,13 +51,15 @@ class Postoffice:
         self.early: list = []
         self._early_bytes = 0
         self._drops = RateLimitedLog(log)
-        van.connect(SCHEDULER, scheduler_address)
+        van.connect(SCHEDULER, scheduler_address, watch=True)
 
     def register(self, timeout_s: float, local_index: int = -1) -> NodeInfo:
         """Register with the scheduler and wait for the node table (WELCOME).
 
         The scheduler gives up after ``timeout_s`` and tells every registered node who is
-        missing; a node waits twice as long so that answer, not its own timeout, ends it.
+        missing; a node waits twice as long so that answer, not its own timeout, ends it. A
+        scheduler that refuses this node's handshake (keys of another cluster, CURVE at one
+        end only) ends the wait at once, if the Van is wakeable (else at its end).
         """
         meta = {"role": self.role, "dc": self.dc, "address": self.van.address,
                 "host": socket.gethostname(), "pid": os.getpid(), "local_index": local_index,
@@ -65,6 +67,12 @@ class Postoffice:
         self.van.send(SCHEDULER, wire.Message(wire.Kind.REGISTER, meta=meta))
         while True:
             msg = self.van.recv(2 * timeout_s)
+            refused = self.van.refusals.get(SCHEDULER)
+            if refused:
+                raise RendezvousError(
+                    f"{self.role} in {self.dc}: the scheduler at {self.scheduler_address} "
+                    f"refused the handshake ({refused}): wrong keys (another cluster's?) "
+                    f"or CURVE at one end only; check [security] and the secret keys")
             if msg is None:
                 raise RendezvousError(
                     f"{self.role} in {self.dc}: waited {2 * timeout_s:g}s for the scheduler at "

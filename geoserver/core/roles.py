@@ -3,7 +3,7 @@
 The routes are declared per kind in :mod:`.kinds`; this module derives its checks from them.
 
 The sender id in a header is a claim; the principal (the key the peer proved it holds, see
-:mod:`netstorm.geoserver.security`) is a fact. A message is admitted when
+:mod:`netstorm.geoserver.core.security`) is a fact. A message is admitted when
 
 1. its claimed sender is a node of the table,
 2. that node belongs to the principal (its DC, or the scheduler), so one DC cannot speak as

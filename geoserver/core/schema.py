@@ -7,7 +7,7 @@ whether a dtype is required or forbidden, and the constraints between header and
 INIT's shape against its value's size, an optimizer state's frame references: the
 ``check_*`` functions). Each kind's schema is its row of :mod:`.kinds`, with the parts
 shared by several kinds here. :func:`check` checks one decoded message against a schema and
-raises :class:`SchemaError` (a :class:`~netstorm.geoserver.wire.WireError`) naming the kind
+raises :class:`SchemaError` (a :class:`~netstorm.geoserver.core.wire.WireError`) naming the kind
 and the field; the Van calls it (through :func:`.kinds.validate`) on every message it
 receives, so handlers can trust the types. Pure. Numbers in meta are already finite and
 integers short (:func:`wire.parse_meta`).

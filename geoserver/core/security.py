@@ -8,7 +8,7 @@ A node's ROUTER is a CURVE server whose :class:`ZapHandler` admits only the list
 names the peer by the key it proved it holds: the *principal*, a DC's name or
 :data:`SCHEDULER_PRINCIPAL`. The transport stamps every received message with it
 (``Message.origin``), so nobody can speak as another DC, whatever its header claims; which
-principal may send what is :mod:`netstorm.geoserver.roles`'s business.
+principal may send what is :mod:`netstorm.geoserver.core.roles`'s business.
 
 Nothing here reads the environment: processes build :class:`Credentials` at their edge
 (:func:`credentials_for`) and pass them down.
@@ -16,6 +16,9 @@ Nothing here reads the environment: processes build :class:`Credentials` at thei
 from __future__ import annotations
 
 import logging
+import os
+import socket as pysocket
+import struct
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +62,7 @@ def credentials_for(security: SecurityConfig, principal: str) -> Credentials:
     if not security.secret_keys:
         raise SecurityError("the cluster file's [security] names no secret_keys directory")
     path = Path(security.secret_keys) / key_file_name(principal)
-    pair = read_key_pair(path)
+    pair = read_key_pair(path, "[security] secret_keys")
     if pair.public != keys[principal].encode():
         raise SecurityError(f"{path} is not the key pair of {describe(principal)} that the "
                             f"cluster file lists (keys made for another cluster file?)")
@@ -99,16 +102,108 @@ def zap_reply(request: list, admitted: dict) -> tuple:
     return [b"1.0", request_id, b"200", b"OK", user_id(principal), b""], principal, peer
 
 
+def handshake_failure(event: int, value: int) -> str | None:
+    """What a ZeroMQ monitor event says of a failed handshake, in words; None for any other
+    event. ``value`` is ZeroMQ's protocol error code, ZAP status or errno. Pure."""
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return f"the peer refused this node's key (ZAP status {value})"
+    if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        if value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+            return "no CURVE at one end (CURVE on one side only)"
+        if value == zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+            return ("the CURVE keys do not match (a listed public key without its secret, "
+                    "or keys of another cluster)")
+        return f"ZMTP protocol error {value:#x}"
+    if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        return (f"the connection ended during the handshake ({os.strerror(value)}): no "
+                f"CURVE at the other end, or it expects another key")
+    return None
+
+
+_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+           | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
+def watch_events(sock: zmq.Socket, events: int, handle) -> None:
+    """Call ``handle(event, value, endpoint)`` for each of ``events`` on ``sock`` (ZeroMQ's
+    socket monitor), from a thread blocked on the monitor socket, until ``handle`` returns
+    True, ``sock`` is closed or its context terminated. Call before ``sock`` connects."""
+    monitor = sock.get_monitor_socket(events | zmq.EVENT_MONITOR_STOPPED)
+
+    def serve():
+        try:
+            while True:
+                try:
+                    head, endpoint = monitor.recv_multipart()
+                except zmq.ContextTerminated:
+                    return
+                event, value = struct.unpack("=Hi", head)
+                if event == zmq.EVENT_MONITOR_STOPPED or handle(event, value, endpoint):
+                    return
+        finally:
+            monitor.close(linger=0)
+    threading.Thread(target=serve, name="netstorm-monitor", daemon=True).start()
+
+
+def _peer_address(fd: int, port: int) -> str:
+    """The remote address of the TCP connection ``fd`` accepted on ``port``; "" if it is
+    closed already (ZeroMQ may close a refused one before this thread reads the event) or
+    is no longer such a connection."""
+    try:
+        copy = os.dup(fd)                       # a copy: ZeroMQ's stays as it was
+    except OSError:
+        return ""
+    try:
+        conn = pysocket.socket(fileno=copy)
+    except OSError:                             # the number is no socket any more
+        os.close(copy)
+        return ""
+    with conn:
+        try:
+            if conn.family in (pysocket.AF_INET, pysocket.AF_INET6) and \
+                    conn.getsockname()[1] == port:
+                return str(conn.getpeername()[0])
+        except OSError:
+            pass
+    return ""
+
+
+HANDSHAKE_TRIES = 3     # handshakes in a row that the peer ended without a word which mean
+                        # a refusal (ZeroMQ retries every 0.1 s; one may end by chance)
+
+
+def watch_refusal(sock: zmq.Socket, refused) -> None:
+    """Call ``refused(why)`` (from another thread) once the peer that ``sock`` connects to
+    refused the handshake: keys that are not the cluster's, or CURVE at one end only. A
+    protocol or ZAP failure is final (ZeroMQ gives the connection up); a peer that closes
+    the connection mid-handshake (it refused our key or our lack of CURVE) must do so
+    :data:`HANDSHAKE_TRIES` times in a row. The watch ends at the first handshake that
+    succeeds. Call before ``sock`` connects."""
+    closed: list = []
+
+    def handle(event, value, _endpoint):
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            return True
+        closed.append(handshake_failure(event, value))
+        if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and len(closed) < HANDSHAKE_TRIES:
+            return False
+        refused(closed[-1])
+        return True
+    watch_events(sock, zmq.EVENT_HANDSHAKE_SUCCEEDED | _FAILED, handle)
+
+
 class ZapHandler:
     """Admits the CURVE keys of ``credentials`` on every socket of ``ctx`` (ZeroMQ asks it
     once per connection attempt, not per message). One thread, blocked on its socket; it
-    ends when the context is terminated. Refusals are logged, rate-limited per address."""
+    ends when the context is terminated. Refusals are logged, rate-limited per address, also
+    those ZeroMQ makes before asking it (:meth:`watch`)."""
 
     def __init__(self, ctx: zmq.Context, credentials: Credentials, name: str):
         self.name = name
         self.refused = 0
         self._admitted = dict(credentials.admitted)
         self._refusals = RateLimitedLog(log)
+        self._lock = threading.Lock()       # the ZAP and the monitor threads both log
         self._socket = ctx.socket(zmq.REP)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.bind(ZAP_ENDPOINT)
@@ -124,13 +219,38 @@ class ZapHandler:
                     return
                 reply, principal, peer = zap_reply(request, self._admitted)
                 if principal is None:
-                    self.refused += 1
-                    self._refusals.log(peer, "%s: refused a connection from %s: %s (only "
-                                       "the keys the cluster file lists are admitted)",
-                                       self.name, peer, reply[3].decode())
+                    self._refuse(peer, reply[3].decode())
                 self._socket.send_multipart(reply)
         finally:
             self._socket.close(linger=0)
+
+    def _refuse(self, peer: str, why: str) -> None:
+        with self._lock:
+            self.refused += 1
+            self._refusals.log(peer or "?", "%s: refused a connection from %s: %s (only the "
+                               "keys the cluster file lists are admitted)", self.name,
+                               peer or "an unknown address (closed before it was read)",
+                               why)
+
+    def watch(self, router: zmq.Socket, port: int) -> None:
+        """Also log the connections to ``router``'s TCP ``port`` that ZeroMQ refuses before
+        asking this handler: no CURVE, or a listed public key without its secret (the
+        handshake's cryptography fails). ZeroMQ's events name no peer: its address is read
+        from the connection when it is accepted, and a failure is the connection's that
+        ZeroMQ closes next (one I/O thread: its events come in order)."""
+        peers: dict = {}                # descriptor -> address, while connected
+        failed: list = []               # why the connection about to close failed
+
+        def handle(event, value, _endpoint):
+            if event == zmq.EVENT_ACCEPTED:
+                peers[value] = _peer_address(value, port)
+            elif event == zmq.EVENT_DISCONNECTED:
+                peer = peers.pop(value, "")
+                if failed:
+                    self._refuse(peer, failed.pop())
+            elif event != zmq.EVENT_HANDSHAKE_FAILED_AUTH:     # ZAP's: logged by _serve
+                failed[:] = [handshake_failure(event, value)]
+        watch_events(router, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | _FAILED, handle)
 
 
 def node_credentials(security: SecurityConfig, principal: str, source: str):
@@ -150,6 +270,7 @@ def node_credentials(security: SecurityConfig, principal: str, source: str):
 def worker_credentials(dc: str, key_file: str, scheduler_key: str) -> Credentials:
     """A worker's credentials: its DC's key pair (``key_file``), admitting its DC's server
     and the scheduler (``scheduler_key``, Z85) only."""
-    pair = read_key_pair(key_file)
+    pair = read_key_pair(key_file, "NETSTORM_KEY_FILE, from the cluster file's [security] "
+                                   "secret_keys")
     scheduler = check_key(scheduler_key, "the scheduler's public key")
     return Credentials(pair, dc, {pair.public: dc, scheduler: SCHEDULER_PRINCIPAL})

@@ -8,11 +8,11 @@ not be modified afterwards.
 
 A peer connected with a small ``send_hwm`` takes only that many messages into ZeroMQ's queue;
 :meth:`Van.try_send` then reports a full queue instead of blocking, and :meth:`Van.wait` wakes
-the receiving thread when such a peer can take more (:mod:`netstorm.geoserver.send_queue` keeps the
+the receiving thread when such a peer can take more (:mod:`netstorm.geoserver.server.wan.send_queue` keeps the
 rest in priority order).
 
-With :class:`~netstorm.geoserver.security.Credentials` every socket uses CURVE: the ROUTER
-admits only the cluster's keys (a :class:`~netstorm.geoserver.security.ZapHandler` on this
+With :class:`~netstorm.geoserver.core.security.Credentials` every socket uses CURVE: the ROUTER
+admits only the cluster's keys (a :class:`~netstorm.geoserver.core.security.ZapHandler` on this
 node's context) and every received message is stamped with the principal whose key sent it
 (``Message.origin``); a DEALER proves this node's key and checks the peer's. Without them
 (``credentials=None``, an explicit opt-out) traffic is plain and unauthenticated.
@@ -27,8 +27,8 @@ from a process of this node's own Unix user (the kernel's peer credentials) and 
 this node's own principal. See docs/security.md.
 
 Given ``delays`` (``{source address: seconds}``, an emulated WAN's only: see
-:mod:`netstorm.geoserver.emulation`) every valid message whose TCP connection comes from such an
-address is held that long (a :class:`~netstorm.geoserver.delay_line.DelayLine`) before
+:mod:`netstorm.geoserver.config.emulation`) every valid message whose TCP connection comes from such an
+address is held that long (a :class:`~netstorm.geoserver.core.delay_line.DelayLine`) before
 :meth:`Van.recv` returns it.
 """
 from __future__ import annotations
@@ -126,6 +126,9 @@ class Van:
                       else exc.strerror)
             raise TransportError(f"{name}: cannot bind tcp://{host}:{port}: {reason}") from exc
         self.address = f"tcp://{advertise or host}:{port}"
+        if self.zap is not None:    # refusals ZeroMQ makes before asking ZAP are logged too
+            self.zap.watch(self._router, port)
+        self.refusals: dict = {}    # peer -> why it refused this node's handshakes (watched)
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
         self._unpacked = collections.deque()    # the rest of a BATCH received (batch.py)
@@ -147,10 +150,12 @@ class Van:
                      1e3 * max(self._delays.values()))
 
     def connect(self, peer, address: str, send_hwm: int = 0,
-                principal: str = security.SCHEDULER_PRINCIPAL) -> None:
+                principal: str = security.SCHEDULER_PRINCIPAL, watch: bool = False) -> None:
         """Open the DEALER towards ``peer`` (any hashable id) at ``address``, a node of
         ``principal`` (a DC's name, or the scheduler: with CURVE its key is checked).
-        ``send_hwm``: how many messages ZeroMQ may queue towards it (0: unbounded)."""
+        ``send_hwm``: how many messages ZeroMQ may queue towards it (0: unbounded).
+        ``watch``: should the peer refuse the handshakes (keys, CURVE at one end only), say
+        why in :attr:`refusals` and :meth:`wake` this Van."""
         with self._send_lock:
             if peer in self._peers:
                 return
@@ -170,8 +175,14 @@ class Van:
                 # CURVE copies every message into its box anyway: a zero-copy send would
                 # only add pyzmq's garbage-collector thread (a wake-up per large frame)
                 sock.copy_threshold = 1 << 30
+            if watch and address.startswith("tcp://"):
+                security.watch_refusal(sock, lambda why: self._refused(peer, why))
             sock.connect(address)
             self._peers[peer] = sock
+
+    def _refused(self, peer, why: str) -> None:
+        self.refusals[peer] = why
+        self.wake()
 
     def disconnect(self, peer, linger_s: float = 1.0) -> None:
         """Close the DEALER towards ``peer``: what was sent to it still goes out for up to

@@ -11,7 +11,7 @@ is parsed as JSON and tensor frames are viewed with ``numpy.frombuffer``. :func:
 raises :class:`WireError` with the reason for anything malformed; callers log and drop it.
 The meta frame is bounded before it is parsed: at most :data:`MAX_META_BYTES`, nested at
 most :data:`MAX_META_DEPTH` deep, integers of at most :data:`MAX_INT_DIGITS` digits, and no
-NaN or infinity. What each kind may carry is :mod:`netstorm.geoserver.schema`'s business.
+NaN or infinity. What each kind may carry is :mod:`netstorm.geoserver.core.schema`'s business.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """One DC's server process: the local-server and global-server roles behind one socket.
 
-The two roles are separate objects (:class:`~netstorm.geoserver.local_store.KeyStore` and
-:class:`~netstorm.geoserver.aggregation.TreeExchange`) but share a process and a thread: the
+The two roles are separate objects (:class:`~netstorm.geoserver.server.local_store.KeyStore` and
+:class:`~netstorm.geoserver.server.aggregation.TreeExchange`) but share a process and a thread: the
 DC's sum of a chunk passes from one to the other as a reference, with no extra hop or copy, and the
 optimizer replica sits next to the sums it consumes. One loop, blocking on the socket with a
 timeout equal to the heartbeat interval; a malformed or unexpected message is logged and

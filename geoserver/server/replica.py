@@ -8,7 +8,7 @@ refuses a copy whose round or digest differs from the plan the scheduler sent it
 corrupted or stale replica is never adopted.
 
 Pure: no sockets. Values travel as raw frames (bytes viewed as uint8), never pickled;
-optimizer states use :func:`~netstorm.geoserver.optimizer_host.states_to_wire`.
+optimizer states use :func:`~netstorm.geoserver.model.optimizer_host.states_to_wire`.
 """
 from __future__ import annotations
 

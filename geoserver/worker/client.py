@@ -27,10 +27,10 @@ from ..compression.feedback import UP, ErrorFeedback
 from ..core.kinds import handlers_for
 from ..core.nodes import WORKER, NodeInfo
 from .pending import Pending
-from ..core.postoffice import Postoffice
+from ..core.postoffice import Postoffice, RendezvousError
 from ..core.ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
-from ..core.van import Van
+from ..core.van import TransportError, Van
 from .keys import KeyInfo, declare, frames as key_frames, value as key_value
 from .link import ServerLink
 from .replacement import ServerReplacement
@@ -47,12 +47,18 @@ log = logging.getLogger("netstorm.worker")
 class WorkerClient:
     def __init__(self, settings: WorkerSettings):
         self.settings = settings
-        self.van = Van(f"worker {settings.dc}", settings.host, 0,
-                       credentials=settings.credentials(),
-                       local_dir=settings.run_dir, wakeable=True)
-        self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
         try:
+            self.van = Van(f"worker {settings.dc}", settings.host, 0,
+                           credentials=settings.credentials(),
+                           local_dir=settings.run_dir, wakeable=True)
+        except (KVStoreError, TransportError) as exc:
+            raise settings.cannot_join(exc) from exc
+        try:
+            self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
             self.me: NodeInfo = self.po.register(settings.timeout_s, settings.local_index)
+        except (RendezvousError, TransportError) as exc:
+            self.van.close()
+            raise settings.cannot_join(exc) from exc
         except Exception:
             self.van.close()
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from ..config.exit_reasons import write_reason
 from ..core.security import worker_credentials
 from ..config.keys import INSECURE_WARNING, SecurityError
 from ..config.settings import DEFAULT_TIMEOUT_S
@@ -52,6 +53,15 @@ class WorkerSettings:
             return worker_credentials(self.dc, self.key_file, self.scheduler_key)
         except SecurityError as exc:
             raise KVStoreError(f"worker of {self.dc}: {exc}") from exc
+
+    def cannot_join(self, exc: Exception) -> KVStoreError:
+        """Why this worker could not join (no keys, registration refused or unanswered) as
+        the :class:`KVStoreError` its script gets, also left in the reason file: the store
+        that reports a script's failure does not exist yet, and the launcher's line would
+        otherwise only say "exited with code 1"."""
+        error = exc if isinstance(exc, KVStoreError) else KVStoreError(str(exc))
+        write_reason(self.reason_file, f"KVStoreError: {error}")
+        return error
 
     @classmethod
     def from_env(cls, environ) -> "WorkerSettings":

@@ -89,7 +89,7 @@ class _StubVan:
     address = "tcp://127.0.0.1:1"
     local_address = ""
 
-    def connect(self, peer, address, send_hwm=0, principal=""):
+    def connect(self, peer, address, send_hwm=0, principal="", watch=False):
         pass
 
 
@@ -129,3 +129,25 @@ def test_only_nodes_of_this_dc_on_this_host_are_reached_over_ipc():
     assert po.address_of(node("dc0", here, local="")) == "tcp://127.0.0.1:9"
     po.van.local_address = ""                                        # this node has none
     assert po.address_of(node("dc0", here)) == "tcp://127.0.0.1:9"
+
+
+@pytest.mark.parametrize("insecure", [False, True])
+def test_a_node_refused_at_the_handshake_fails_at_once_naming_the_scheduler(tmp_path,
+                                                                           insecure):
+    """Keys of another cluster, or no CURVE against a secure scheduler: ZeroMQ refuses the
+    handshake, and registration says so instead of waiting 2 x timeout_s for an answer."""
+    from netstorm.geoserver.core.security import credentials_for
+    from netstorm.geoserver.config.keys import generate_cluster_keys
+    ours = generate_cluster_keys(["dc0"], tmp_path / "ours")
+    theirs = generate_cluster_keys(["dc0"], tmp_path / "theirs")
+    sched = Van("sched", "127.0.0.1", 0, credentials=credentials_for(ours, ""))
+    node_van = Van("node", "127.0.0.1", 0, wakeable=True,
+                   credentials=None if insecure else credentials_for(theirs, "dc0"))
+    try:
+        po = Postoffice(node_van, sched.address, "worker", "dc0")
+        with pytest.raises(RendezvousError, match=rf"worker in dc0: the scheduler at "
+                                                  rf"{sched.address} refused the handshake"):
+            po.register(5)
+    finally:
+        node_van.close()
+        sched.close()

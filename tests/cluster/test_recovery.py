@@ -541,7 +541,7 @@ def test_recover_leaves_a_live_run_alone_when_a_peer_sends_replica_messages_unas
     from live_cluster import Cluster
     from netstorm.geoserver.core import wire
     from netstorm.geoserver.server.replica import KeyReplica, encode
-    from netstorm.geoserver.core.security import read_key_pair
+    from netstorm.geoserver.config.keys import read_key_pair
     cluster = Cluster(no_leftovers)
     dc0, dc1 = cluster.workers
     server_dc1 = 2                                      # live_cluster's node ids

@@ -1,7 +1,9 @@
 """Keys, credentials and the ZAP handler (geoserver/core/security.py), and the Van with CURVE: a
 listed key is admitted and named on every message, a stranger's key or no key at all is not."""
 import os
+import re
 import stat
+import time
 
 import numpy as np
 import pytest
@@ -249,3 +251,87 @@ def test_a_socket_path_too_long_for_unix_goes_to_tmp(tmp_path):
         assert van.local_address.startswith("ipc:///tmp/netstorm-")
     finally:
         van.close()
+
+
+def test_handshake_failures_are_named_by_what_zeromq_reports():
+    assert "CURVE on one side only" in security.handshake_failure(
+        zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+    assert "keys do not match" in security.handshake_failure(
+        zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+    assert "refused this node's key" in security.handshake_failure(
+        zmq.EVENT_HANDSHAKE_FAILED_AUTH, 400)
+    assert "ended during the handshake" in security.handshake_failure(
+        zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 104)
+    assert security.handshake_failure(zmq.EVENT_ACCEPTED, 12) is None
+
+
+def _wait_for(condition, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.mark.parametrize("posing, why", [
+    (False, "(no CURVE at one end|the connection ended during the handshake .*no CURVE at "
+            "the other end)"),
+    (True, "the CURVE keys do not match")])
+def test_handshakes_refused_before_zap_is_asked_are_logged_with_the_reason(keys, caplog,
+                                                                           posing, why):
+    """A peer without CURVE, and one presenting a listed public key without its secret, are
+    refused by ZeroMQ before the ZAP handler is asked: the listening socket's monitor logs
+    them with the reason (a plain peer may hang up first: then the server sees the
+    connection end) and the address read from the accepted connection, if still open."""
+    server = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"))
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    if posing:                          # claims us's public key, lacks its secret
+        sock.curve_serverkey = keys.keys["eu"].encode()
+        sock.curve_publickey = keys.keys["us"].encode()
+        sock.curve_secretkey = KeyPair.generate().secret
+    refused = r"eu: refused a connection from (127\.0\.0\.1|an unknown address \(closed " \
+              r"before it was read\)): "
+    try:
+        sock.connect(server.address)
+        sock.send_multipart(wire.encode(_message()))
+        assert _wait_for(lambda: re.search(refused + why, caplog.text)), caplog.text
+        assert server.recv(0.2) is None
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+        server.close()
+
+
+def test_the_address_of_an_accepted_connection_is_read_while_it_is_open():
+    import socket
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            conn, _ = listener.accept()
+            with conn:
+                assert security._peer_address(conn.fileno(), port) == "127.0.0.1"
+                assert security._peer_address(conn.fileno(), port + 1) == ""   # not ours
+                fd = conn.fileno()
+            assert security._peer_address(fd, port) == ""                      # closed
+        with open(__file__) as not_a_socket:
+            before = len(os.listdir("/proc/self/fd"))
+            assert security._peer_address(not_a_socket.fileno(), port) == ""
+            assert len(os.listdir("/proc/self/fd")) == before                   # no leak
+            assert client
+
+
+def test_a_missing_secret_key_folder_names_the_folder_and_the_cluster_file_field(tmp_path):
+    config = generate_cluster_keys(["eu", "us"], tmp_path / "keys")
+    gone = SecurityConfig(public_keys=config.public_keys, secret_keys=str(tmp_path / "gone"))
+    with pytest.raises(SecurityError, match=rf"the secret key folder {tmp_path}/gone does not "
+                                            rf"exist \(\[security\] secret_keys\)"):
+        credentials_for(gone, "eu")
+    (tmp_path / "keys" / "dc-eu.key_secret").unlink()
+    with pytest.raises(SecurityError, match=rf"cannot read the secret key {tmp_path}/keys/"
+                                            rf"dc-eu.key_secret: no such file \(\[security\] "
+                                            rf"secret_keys\)"):
+        credentials_for(config, "eu")
+    with pytest.raises(SecurityError, match=r"the secret key folder .*/gone does not exist "
+                                            r"\(NETSTORM_KEY_FILE, from the cluster file's "
+                                            r"\[security\] secret_keys\)"):
+        worker_credentials("eu", tmp_path / "gone" / "dc-eu.key_secret", config.keys[""])

@@ -304,8 +304,9 @@ def test_the_largest_meta_crosses_curve_and_a_larger_one_is_refused_at_the_sende
     adds 33 bytes to each: a meta the schema allows (within 33 bytes of 1 MiB) made ZeroMQ
     drop the sender's connection, silently. Now the limit leaves room for CURVE, and a meta
     over its kind's limit (or a frame over MAX_FRAME_BYTES) is refused before it is sent."""
-    from netstorm.geoserver.security import credentials_for, generate_cluster_keys
-    from netstorm.geoserver.settings import MAX_FRAME_BYTES
+    from netstorm.geoserver.core.security import credentials_for
+    from netstorm.geoserver.config.keys import generate_cluster_keys
+    from netstorm.geoserver.config.settings import MAX_FRAME_BYTES
     keys = generate_cluster_keys(["eu"], tmp_path / "keys")
     scheduler = Van("scheduler", "127.0.0.1", 0, max_frame_bytes=wire.MAX_META_BYTES,
                     credentials=credentials_for(keys, ""))

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from netstorm.geoserver.worker.client import KVStoreError, WorkerSettings
@@ -101,3 +103,32 @@ def test_beats_queued_while_the_io_thread_was_busy_are_read_before_judging_the_s
     client._dispatch_safely = busy
     client._io_loop()
     assert failed == [] and not inbox
+
+
+@pytest.mark.parametrize("key_folder, cause", [
+    ("gone", "the secret key folder .*gone does not exist"),
+    ("theirs", "the scheduler at tcp://.* refused the handshake")])
+def test_a_worker_that_cannot_join_leaves_one_line_for_the_launcher(tmp_path, key_folder,
+                                                                     cause):
+    """A missing secret key folder, or a handshake the scheduler refuses (keys of another
+    cluster): a KVStoreError naming the cause, also in the reason file the launcher prints."""
+    from netstorm.geoserver.config.exit_reasons import read_reason
+    from netstorm.geoserver.config.keys import generate_cluster_keys
+    from netstorm.geoserver.core.security import credentials_for
+    from netstorm.geoserver.core.van import Van
+    from netstorm.geoserver.worker.client import WorkerClient
+    ours = generate_cluster_keys(["eu"], tmp_path / "ours")
+    theirs = generate_cluster_keys(["eu"], tmp_path / "theirs")
+    why = tmp_path / "why"
+    sched = Van("sched", "127.0.0.1", 0, credentials=credentials_for(ours, ""))
+    try:
+        settings = WorkerSettings(sched.address, "eu", timeout_s=5, reason_file=str(why),
+                                  key_file=str(tmp_path / key_folder / "dc-eu.key_secret"),
+                                  scheduler_key=theirs.keys[""], run_dir=str(tmp_path))
+        with pytest.raises(KVStoreError, match=cause):
+            WorkerClient(settings)
+    finally:
+        sched.close()
+    reason, caused_by_other = read_reason(str(why))
+    assert re.match(f"KVStoreError: .*{cause}", reason) and not caused_by_other
+    assert "\n" not in reason

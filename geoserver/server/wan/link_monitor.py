@@ -1,7 +1,7 @@
 """Passive throughput measurement of WAN links, from the training traffic itself.
 
 No probes compete with training and no clocks are compared. The *sender* knows whether a
-link was busy: a message that had to wait in its :class:`~netstorm.geoserver.send_queue.SendQueue`
+link was busy: a message that had to wait in its :class:`~netstorm.geoserver.server.wan.send_queue.SendQueue`
 (ZeroMQ's queue towards that peer was full when it was queued) is marked ``Flag.QUEUED``,
 and from then until it leaves the link carries nothing but the messages queued ahead of it
 and then this one. The *receiver* timestamps arrivals with its own clock: for a QUEUED
@@ -41,7 +41,7 @@ being behind, and its windows then count in full.
 
 A link that carries little (never backlogged) yields no samples, except from the small
 probe bursts a server sends over links idle for a while
-(:meth:`netstorm.geoserver.wan_transport.WanTransport.probe_idle`). A link that stops moving
+(:meth:`netstorm.geoserver.server.wan.transport.WanTransport.probe_idle`). A link that stops moving
 entirely yields no arrivals either; the sender notices that (:meth:`SendQueue.stalled`).
 
 Pure logic (the server feeds arrivals); O(1) per arrival.

@@ -9,7 +9,7 @@ first and, within a round, lower keys first, the order gluon.Trainer pushes them
 (``priority=-index``) and the next forward pass needs them in. When a peer's socket can take
 more, :meth:`SendQueue.flush` hands over the most urgent waiting messages.
 
-Two by-products feed network awareness (:mod:`netstorm.geoserver.link_monitor`): a message
+Two by-products feed network awareness (:mod:`netstorm.geoserver.server.wan.link_monitor`): a message
 that had to wait here is marked ``Flag.QUEUED`` (the link was busy until it left), and a peer whose
 messages wait while nothing at all leaves for ``stall_s`` is reported by :meth:`stalled`.
 A sender that was away from its sockets for a while (busy, or descheduled on a loaded host:
@@ -19,7 +19,7 @@ link's.
 
 Small chunks that wait for one peer leave together: :meth:`SendQueue.flush` hands the
 most urgent waiting chunk, and the chunks smaller than ``fuse_bytes`` right behind it, to the
-Van as one BATCH (:mod:`netstorm.geoserver.batch`), up to :data:`FUSED_BYTES` of them. Its
+Van as one BATCH (:mod:`netstorm.geoserver.core.batch`), up to :data:`FUSED_BYTES` of them. Its
 receiver times the BATCH as one arrival.
 
 Messages to one peer with equal priority keep their order. ``send`` is O(log q) for q waiting
@@ -97,7 +97,7 @@ class SendQueue:
     def _small_ones(self, heap) -> list:
         """The most urgent waiting whole chunks (no part of one: those carry meta) while
         each is smaller than ``fuse_bytes``, taken
-        off ``heap`` (up to :data:`FUSED_BYTES` and :data:`~netstorm.geoserver.batch.
+        off ``heap`` (up to :data:`FUSED_BYTES` and :data:`~netstorm.geoserver.core.batch.
         MAX_MESSAGES`), with their frames' bytes; ``([], 0)`` if fewer than two. O(k log q)."""
         taken, total = [], 0
         while heap and len(taken) < MAX_MESSAGES and heap[0][2].kind in CHUNK_KINDS and \
