@@ -12,6 +12,8 @@ from .config.keys import SecurityError
 from .config.exit_reasons import write_reason
 from .core.van import TransportError
 
+__all__ = ["StopSignals", "Terminated", "raise_on_signals", "setup_logging", "start_node"]
+
 
 def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,

@@ -9,6 +9,8 @@ import operator
 
 import mxnet as mx
 
+__all__ = ["ArgumentChecks", "STYPES", "as_list", "check_arrays", "dense", "group", "sparse_outs"]
+
 
 def as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]

@@ -42,6 +42,8 @@ import mxnet as mx
 import numpy as np
 from mxnet.base import NDArrayHandle, _LIB, check_call
 
+__all__ = ["AsyncEngine", "Completion", "context_struct", "memory_view"]
+
 log = logging.getLogger("netstorm.kvstore")
 
 # void (*EngineAsyncFunc)(RunContext*, CallbackOnComplete*, void* param): MXNet 1.9's C API

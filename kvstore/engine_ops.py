@@ -23,6 +23,8 @@ import numpy as np
 
 from .engine_async import memory_view
 
+__all__ = ["KeyOperators", "PullProp", "PushPullProp", "STATIC", "attach"]
+
 # Operators are instantiated by MXNet from a name and string parameters, so they find their
 # client through this table, keyed by a token the store puts in the parameters.
 _CLIENTS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()

@@ -35,6 +35,8 @@ from . import engine_ops
 from .arguments import ArgumentChecks
 from .engine_async import AsyncEngine, context_struct, memory_view
 
+__all__ = ["AsyncKeyOps", "CustomKeyOps", "key_operations"]
+
 log = logging.getLogger("netstorm.kvstore")
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import mxnet as mx
 
+__all__ = ["LocalSteps", "LocalStepsError"]
+
 
 class LocalStepsError(RuntimeError):
     """The script uses the store in a way a local-steps mode cannot serve."""

@@ -22,6 +22,8 @@ import signal
 import sys
 import threading
 
+__all__ = ["GRACE_S", "stop_on_sigterm"]
+
 GRACE_S = 0.5   # how long the main thread has to take a SIGTERM before another thread does
 
 

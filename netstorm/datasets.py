@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["Dataset", "DatasetError", "IDX_IMAGES", "IDX_LABELS", "load", "load_digits_data",
+           "load_mnist_idx", "read_idx", "shard", "write_idx"]
+
 IDX_IMAGES, IDX_LABELS = 0x0803, 0x0801   # IDX magic: unsigned bytes, 3-D images, 1-D labels
 
 

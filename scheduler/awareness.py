@@ -19,6 +19,9 @@ from .planning import compute_policy, link_loads
 from .topology import Link, Topology
 from .trust import EstimateTrust, predicted_s
 
+__all__ = ["Adaptation", "Decision", "Estimate", "LinkRates", "RATES_MOVED", "Replanner",
+           "STALLED_MBPS", "safe_start_round"]
+
 STALLED_MBPS = 0.01     # the rate a stalled direction is planned with when it cannot be left
 RATES_MOVED = 0.1       # re-plan only when some rate moved this much (relative) since the last
 

@@ -17,6 +17,9 @@ sent on noisy estimates for a few percent cost more in messages and CPU than the
 """
 from __future__ import annotations
 
+__all__ = ["MIN_FRACTION", "MIN_GAIN", "RELAY_OVERHEAD", "plan_relays", "predicted_busiest_s",
+           "to_json"]
+
 MIN_FRACTION = 0.05        # smaller relay shares are not worth a second message per chunk
 MIN_GAIN = 0.05            # a relay plan must lower the busiest direction by this much
 RELAY_OVERHEAD = 0.1       # a relayed Mbit costs this much more on each of its two hops

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
 
+__all__ = ["Registration", "SCHEDULER_ID"]
+
 SCHEDULER_ID = 0
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 
 from netstorm.geoserver.core.nodes import SERVER, WORKER, NodeInfo
 
+__all__ = ["Lost", "LostNodes"]
+
 
 @dataclass(frozen=True)
 class Lost:

@@ -14,6 +14,8 @@ may have applied one round more; its workers then push that round again, see
 """
 from __future__ import annotations
 
+__all__ = ["RecoveryError", "ServerReplacement"]
+
 
 class RecoveryError(RuntimeError):
     """The replacement cannot go on; the text names the DCs and keys."""

@@ -15,6 +15,8 @@ from netstorm.geoserver.policy.tree import Policy, PolicyBook
 
 from .awareness import safe_start_round
 
+__all__ = ["RATE_WINDOW_S", "ROUNDS_SEEN", "ROUND_LOG", "RoundTracker"]
+
 ROUND_LOG = 64          # (time, latest round) reports kept for the round rate
 ROUNDS_SEEN = 16        # rounds whose first report time is kept
 RATE_WINDOW_S = 5.0     # the round rate is measured over this many recent seconds

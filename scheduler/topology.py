@@ -13,6 +13,8 @@ import networkx as nx
 
 from netstorm.geoserver.config.settings import MAX_LATENCY_MS
 
+__all__ = ["Link", "Rates", "Topology", "TopologyError", "is_rate"]
+
 Rates = dict  # {(a, b): mbps} for directed DC pairs
 
 

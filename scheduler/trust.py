@@ -44,6 +44,9 @@ from netstorm.geoserver.policy.tree import PolicyError
 from .planning import predict_iteration_s
 from .topology import Topology
 
+__all__ = ["AGREE", "AGREED_ROUNDS", "EstimateTrust", "FIRST_ROUND", "MARGIN", "MIN_ROUNDS",
+           "WINDOW", "predicted_s", "spread"]
+
 WINDOW = 4               # rounds whose ratios are compared
 MIN_ROUNDS = 3           # rounds measured before any verdict
 MARGIN = math.log(1.1)   # the fresh ratios must do this much better (10%)

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+__all__ = ["EXACT_BELOW", "SAMPLE", "budget", "quantize_2bit", "top_k"]
+
 SAMPLE = 1024          # magnitudes sampled to estimate the top-k threshold
 EXACT_BELOW = 4 * SAMPLE   # chunks this small are selected exactly (argpartition)
 

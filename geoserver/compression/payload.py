@@ -25,6 +25,9 @@ import numpy as np
 
 from ..core.wire import WireError
 
+__all__ = ["BITMAP", "HALF", "HEADER", "INDEX", "PayloadError", "TWOBIT", "VALUES", "VALUE_CODES",
+           "bitmap_bytes", "decode", "elements", "half", "index_bytes", "sparse", "twobit"]
+
 HEADER = struct.Struct("<BBxxxxxxQQf4x")       # format, value code, n, count, scale
 INDEX, BITMAP, HALF, TWOBIT = 1, 2, 3, 4
 VALUES = {1: np.dtype("<f4"), 2: np.dtype("<f2")}

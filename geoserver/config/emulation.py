@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 from .settings import MAX_LATENCY_MS
 
+__all__ = ["EmulationConfig", "parse_emulation", "receive_delays"]
+
 
 @dataclass(frozen=True)
 class EmulationConfig:

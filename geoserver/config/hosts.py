@@ -12,6 +12,9 @@ import re
 import socket
 from dataclasses import dataclass
 
+__all__ = ["ANY_ADDRESS", "HOSTNAME", "SSH_CONNECT_TIMEOUT_S", "SSH_FIELDS", "SshConfig",
+           "parse_ssh", "reachable", "resolve_host"]
+
 HOSTNAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")   # RFC 1123
 ANY_ADDRESS = ("0.0.0.0", "::")     # bindable, never a place to reach a process at

@@ -17,6 +17,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from .compression import CompressionConfig, CompressionError
 from .sync import SyncConfig, SyncError
 
+__all__ = ["CURVE_FRAME_OVERHEAD", "DEFAULT_CHUNK_BYTES", "DEFAULT_DEAD_AFTER_S",
+           "DEFAULT_FUSE_BYTES", "DEFAULT_FUSE_LINGER_S", "DEFAULT_HEARTBEAT_S", "DEFAULT_STALL_S",
+           "DEFAULT_TIMEOUT_S", "IDLE_PROBE_S", "LOG_INTERVAL_S", "LOG_LINES_PER_PEER",
+           "MAX_EARLY_MESSAGES", "MAX_FRAME_BYTES", "MAX_FUSE_LINGER_S", "MAX_HELD_BYTES_PER_PEER",
+           "MAX_LATENCY_MS", "MAX_PROBE_BYTES", "MAX_ROUNDS_AHEAD", "MIN_CHUNK_BYTES",
+           "PROBE_BYTES", "PROBE_TIMEOUT_S", "ProbeRequest", "RuntimeSettings", "SettingsError",
+           "TYPED"]
+
 DEFAULT_CHUNK_BYTES = 1 << 18   # tensors larger than this travel as several WAN chunks
                                 # (256 KiB: a chunk is what each tree hop must receive
                                 # before it forwards, so it sets the pipeline fill)

@@ -24,6 +24,9 @@ from dataclasses import asdict, dataclass, fields
 
 from .tables import chosen_params
 
+__all__ = ["DEFAULT_K1", "DEFAULT_K2", "DEFAULT_MAX_STEPS", "DEFAULT_STALENESS", "MAX_COUNT",
+           "MODES", "PARAMS", "SyncConfig", "SyncError"]
+
 
 class SyncError(ValueError):
     """A synchronization setting that cannot be used; the text names the field and why."""

@@ -1,6 +1,8 @@
 """Reading the cluster-wide settings tables ([sync], [compression]) the same way. Pure."""
 from __future__ import annotations
 
+__all__ = ["chosen_params"]
+
 
 def chosen_params(params: dict, kind_field: str, label: str, takes: dict,
                   error: type) -> dict:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import heapq
 import itertools
 
+__all__ = ["DelayLine"]
+
 
 class DelayLine:
     def __init__(self):

@@ -17,6 +17,9 @@ import ctypes
 import logging
 import time
 
+__all__ = ["HeapReleaser", "LARGE_BUFFER_BYTES", "M_MMAP_THRESHOLD", "RELEASE_AFTER_BYTES",
+           "return_large_buffers"]
+
 log = logging.getLogger(__name__)
 
 RELEASE_AFTER_BYTES = 64 << 10      # refused messages at least this large trigger a release

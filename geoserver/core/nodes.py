@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+__all__ = ["NodeInfo", "NodeTable", "ROLES", "SCHEDULER", "SERVER", "WORKER"]
+
 SCHEDULER = "scheduler"
 SERVER = "server"
 WORKER = "worker"

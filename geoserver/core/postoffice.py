@@ -17,6 +17,8 @@ from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER, Runti
     SettingsError
 from .van import TransportError, Van
 
+__all__ = ["AbortError", "AbortedByScheduler", "Postoffice", "RendezvousError"]
+
 log = logging.getLogger(__name__)
 
 

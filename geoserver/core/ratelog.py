@@ -14,6 +14,8 @@ import time
 
 from ..config.settings import LOG_INTERVAL_S, LOG_LINES_PER_PEER
 
+__all__ = ["RateLimitedLog"]
+
 
 class _Window:
     __slots__ = ("start", "lines", "suppressed")

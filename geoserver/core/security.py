@@ -30,6 +30,10 @@ from ..config.keys import (SCHEDULER_PRINCIPAL, INSECURE_WARNING, KeyPair, Secur
                            SecurityError, check_key, describe, key_file_name, read_key_pair)
 from .ratelog import RateLimitedLog
 
+__all__ = ["Credentials", "HANDSHAKE_TRIES", "ZAP_ENDPOINT", "ZapHandler", "credentials_for",
+           "handshake_failure", "node_credentials", "principal_of", "user_id", "watch_events",
+           "watch_refusal", "worker_credentials", "zap_reply"]
+
 log = logging.getLogger(__name__)
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"     # fixed by ZeroMQ's RFC 27

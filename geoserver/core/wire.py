@@ -25,6 +25,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+__all__ = ["DTYPES", "DTYPE_CODES", "Flag", "HEADER", "Kind", "MAGIC", "MAX_INT_DIGITS",
+           "MAX_META_BYTES", "MAX_META_DEPTH", "Message", "NO_NODE", "PROTOCOL_VERSION",
+           "WireError", "check_sizes", "claimed_sender", "decode", "dtype_code", "encode",
+           "flags_of", "kind_of", "nesting", "parse_meta", "payload_bytes", "wire_size"]
+
 MAGIC = b"NS"
 PROTOCOL_VERSION = 1
 # magic, protocol, kind, sender, flags, dtype, tree, policy, key, chunk, seq, request

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = ["Checkpoint", "CheckpointError", "FORMAT", "HEADER", "VERSION", "digest",
+           "initial_value", "optimizer_problem", "read", "read_header", "write"]
+
 FORMAT = "netstorm-checkpoint"
 VERSION = 1
 HEADER = "header"

@@ -15,6 +15,9 @@ from concurrent.futures import Future
 
 import numpy as np
 
+__all__ = ["OptimizerHost", "OptimizerSpecError", "SKIP_ATTRS", "build_in_background",
+           "optimizer_spec", "states_from_wire", "states_to_wire"]
+
 SKIP_ATTRS = {"param_dict", "lr_scheduler", "lr_mult", "wd_mult", "idx2name", "sym_info",
               "_index_update_count", "_all_index_update_counts", "num_update"}
 

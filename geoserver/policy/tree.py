@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from .chunking import chunk_ranges
 
+__all__ = ["Policy", "PolicyBook", "PolicyError", "Tree", "WHOLE_KEY_FRACTION", "widest_children"]
+
 
 WHOLE_KEY_FRACTION = 4     # keys up to chunk_bytes / this travel whole on one tree
 

@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+__all__ = ["BufferPool", "MAX_BYTES", "PER_SHAPE"]
+
 PER_SHAPE = 256     # arrays kept per (elements, dtype): every chunk of a few rounds
 MAX_BYTES = 1 << 30     # kept in all
 

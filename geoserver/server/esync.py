@@ -21,6 +21,8 @@ steps inside its contribution varies. O(1) per call.
 """
 from __future__ import annotations
 
+__all__ = ["SMOOTHING", "StepBalancer"]
+
 SMOOTHING = 0.5     # weight of the newest measurement of a worker's seconds per step
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 from ..config.settings import MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
 
+__all__ = ["MixedError", "MixedExchange"]
+
 
 class MixedError(ValueError):
     """An update that cannot be this DC's to apply; the text says why (logged, dropped)."""

@@ -20,6 +20,8 @@ import numpy as np
 from ..model.checkpoint import digest
 from ..model.optimizer_host import states_to_wire
 
+__all__ = ["KeyReplica", "ReplicaError", "decode", "encode"]
+
 
 class ReplicaError(ValueError):
     """A replica that cannot be adopted: the text names the key and what differs."""

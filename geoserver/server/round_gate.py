@@ -16,6 +16,8 @@ round trip (a re-planned policy then starts one round later than it could).
 """
 from __future__ import annotations
 
+__all__ = ["RoundGate"]
+
 
 class RoundGate:
     def __init__(self, enabled: bool, timeout_s: float):

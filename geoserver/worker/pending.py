@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 
+__all__ = ["Pending"]
+
 
 class Pending:
     __slots__ = ("reply", "what", "needs", "error", "msg", "slots", "deadline",

@@ -10,6 +10,8 @@ from ..core.security import worker_credentials
 from ..config.keys import INSECURE_WARNING, SecurityError
 from ..config.settings import DEFAULT_TIMEOUT_S
 
+__all__ = ["KVStoreError", "WorkerSettings"]
+
 log = logging.getLogger("netstorm.worker")
 
 

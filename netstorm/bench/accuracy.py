@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["COLUMNS", "plot", "summarize", "table", "wan_bytes"]
+
 
 def summarize(ranks: list, target: float | None) -> dict:
     """The train-mode figures from the workers' result files (``ranks``, every rank's dict)."""

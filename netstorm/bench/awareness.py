@@ -30,6 +30,9 @@ import numpy as np
 from netstorm.geoserver.policy.tree import Policy, PolicyBook, PolicyError
 from netstorm.scheduler.planning import compute_policy, predict_iteration_s
 
+__all__ = ["SETTLE_S", "estimate_errors", "logged_policies", "plot_estimates", "reactions",
+           "read_stats", "round_at", "round_costs", "round_costs_summary", "summary"]
+
 
 SETTLE_S = 3.0     # a link's monitor needs this long to follow a change: the median of
                    # three 0.5 s windows (one window late) and smoothing with tau 1.5 s

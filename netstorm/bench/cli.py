@@ -43,6 +43,9 @@ from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
 from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
 
+__all__ = ["MOMENTUM", "Progress", "SYNC_FLAGS", "compression_params", "main", "mixed_worker_args",
+           "parse_args", "sync_settings", "worker_args"]
+
 
 SYNC_FLAGS = (          # the sync modes' settings in train mode: flag, default, help
     ("--k1", 4, "netstorm-hfa: local steps between a DC's synchronizations"),

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+__all__ = ["ROLES", "RoleCpu", "cpu_by_role", "describe", "measured_window", "per_gb", "role_of"]
+
 ROLES = ("worker", "server", "scheduler", "other")
 
 

@@ -12,6 +12,8 @@ import psutil
 
 from .accuracy import summarize
 
+__all__ = ["CpuSampler", "busiest_links", "collect", "model_bytes"]
+
 
 @dataclass
 class CpuSampler:

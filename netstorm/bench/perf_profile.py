@@ -27,6 +27,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+__all__ = ["BUCKETS", "KERNEL_MARKS", "Recorder", "SAMPLE_HZ", "USER_LIBRARIES", "bucket",
+           "classify", "cpu_profile", "describe", "per_iteration", "unavailable"]
+
 SAMPLE_HZ = 250
 # (bucket, what marks it in a stack), searched in this order in every sample's frames
 KERNEL_MARKS = (("TCP send", "tcp_sendmsg"), ("TCP receive", "tcp_recvmsg"),

@@ -9,6 +9,8 @@ import numpy as np
 from netstorm.scheduler.planning import compute_policy
 from netstorm.scheduler.topology import Link, Topology
 
+__all__ = ["RESNET18_BYTES", "random_full_mesh", "time_policy"]
+
 RESNET18_BYTES = 46758048          # float32 resnet18 parameters, the benchmark's model
 
 

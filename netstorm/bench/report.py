@@ -8,6 +8,8 @@ from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
 from . import perf_profile
 from .cpu import describe
 
+__all__ = ["CPU_BOUND", "fapt_plan", "plot", "plot_trees", "table"]
+
 CPU_BOUND = 0.85     # mean machine CPU use above which a run is flagged CPU-bound
 
 

@@ -30,6 +30,8 @@ from .cli import Progress
 from .cpu import RoleCpu, cpu_by_role, describe, measured_window
 from .measure import collect
 
+__all__ = ["SYSTEMS", "main", "measure", "run_system", "table"]
+
 SYSTEMS = ("pslite", "netstorm")
 
 

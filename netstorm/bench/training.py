@@ -20,6 +20,9 @@ from mxnet import autograd, gluon
 
 from netstorm.datasets import load, shard
 
+__all__ = ["MODELS", "build_model", "evaluate", "gradient_bytes", "model_bytes", "push_then_pull",
+           "train"]
+
 MODELS = ("mlp",)
 
 

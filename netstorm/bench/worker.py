@@ -24,6 +24,8 @@ from mxnet import gluon
 
 from netstorm.bench import training
 
+__all__ = ["build", "comm", "main", "parse_args"]
+
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])

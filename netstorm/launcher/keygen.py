@@ -21,6 +21,8 @@ from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, re
 from netstorm.geoserver.config.cluster_toml import security_toml
 from netstorm.geoserver.config.keys import SecurityError, generate_cluster_keys, key_file_name
 
+__all__ = ["keygen", "main"]
+
 
 def keygen(cluster_file, keys_dir=None) -> list:
     """Make the keys of ``cluster_file`` and add them to it; the secret key files written.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["Part", "hosts", "of_dcs", "on_host", "whole"]
+
 
 @dataclass(frozen=True)
 class Part:

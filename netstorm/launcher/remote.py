@@ -27,6 +27,9 @@ from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 from . import placement
 from .supervisor import interrupts_raise, run_cluster
 
+__all__ = ["BUNDLE_VERSION", "BundleError", "ENV_NAME", "FIELDS", "KEY_FILE", "MAX_BUNDLE_BYTES",
+           "RawLines", "StopWatch", "main", "parse_bundle", "write_files"]
+
 BUNDLE_VERSION = 1
 MAX_BUNDLE_BYTES = 16 << 20
 KEY_FILE = re.compile(r"(scheduler|dc-[A-Za-z0-9_-]+)\.key_secret")

@@ -14,6 +14,10 @@ from netstorm.scheduler.topology import Link, Topology
 
 from .topology_file import read_topology_file, to_toml
 
+__all__ = ["BUILTINS", "GENERATORS", "HETERO6_SEED", "PAPER9_EDGES", "PAPER9_SEED", "TOPOLOGY_DIR",
+           "builtin_file_text", "full_mesh", "hetero6_topology", "load_topology",
+           "paper9_topology", "small_topology", "topology_path", "write_builtin_files"]
+
 TOPOLOGY_DIR = Path(__file__).resolve().parent / "topologies"
 BUILTINS = ("small", "hetero6", "paper9")
 HETERO6_SEED = 6

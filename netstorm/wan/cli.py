@@ -27,6 +27,8 @@ from .netns import PREFIX, RUN_RE, STATE_DIR, WanError, down_all, list_netns, re
 from .trace_runner import TraceRunner
 from .traces import load_trace
 
+__all__ = ["main", "terminate_raises"]
+
 
 @contextlib.contextmanager
 def terminate_raises():

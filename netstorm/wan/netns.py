@@ -14,6 +14,10 @@ import threading
 import time
 from pathlib import Path
 
+__all__ = ["CMD_TIMEOUT_S", "PREFIX", "RUN_RE", "STATE_DIR", "STOP_GRACE_S", "VETH_RE", "WanError",
+           "WanUnavailable", "check_available", "down_all", "list_netns", "remove_namespaces",
+           "root_links"]
+
 PREFIX = "netstorm"
 STATE_DIR = Path("/run/netstorm-wan")
 RUN_RE = re.compile(r"^[a-z0-9]{1,6}$")

@@ -5,6 +5,8 @@ import networkx as nx
 
 from netstorm.scheduler.topology import Topology
 
+__all__ = ["next_hops", "path_delays_ms", "shortest_paths"]
+
 
 def shortest_paths(topology: Topology) -> dict:
     """Hop-count shortest path for every ordered pair of DCs: ``{(a, b): (a, ..., b)}``.

@@ -21,6 +21,8 @@ import math
 from netstorm.geoserver.config.cluster import read_toml
 from netstorm.scheduler.topology import MAX_LATENCY_MS, Link, Topology, TopologyError, is_rate
 
+__all__ = ["parse_topology", "read_topology_file", "to_toml"]
+
 _LINK_KEYS = {"a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"}
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from .emulator import EmulatedWan
 from .netns import WanError
 
+__all__ = ["AppliedChange", "TraceRunner"]
+
 
 @dataclass(frozen=True)
 class AppliedChange:

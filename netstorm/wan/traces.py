@@ -12,6 +12,9 @@ from netstorm.scheduler.topology import Link, Rates, Topology, TopologyError
 
 from .builtin import load_topology
 
+__all__ = ["PAPER9_FLUCTUATING_SEED", "TRACES", "Trace", "fluctuating_trace", "load_trace",
+           "mean_rates", "rates_at"]
+
 PAPER9_FLUCTUATING_SEED = 180
 
 Trace = list  # [(t_s, Rates)], sorted by t_s

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["INF", "min_in_arborescence", "min_out_arborescence", "tree_cost"]
+
 INF = np.inf
 
 

@@ -22,6 +22,8 @@ from .split_trees import SPLIT_MAX_DCS, split_pool
 from .time_model import DEFAULT_CHUNK_BYTES, PolicyPlan, by_direction, fill_s, predict
 from .two_level import two_level_candidate
 
+__all__ = ["MAX_MIXED_COLUMNS", "SWEEP_STEPS", "TREES_PER_DC", "compute_policy"]
+
 MAX_MIXED_COLUMNS = 64             # compute_policy's "mixed" LP only up to this many trees
 TREES_PER_DC = 4                   # compute_policy's default tree cap: this many per DC
 SWEEP_STEPS = 6                    # fill thresholds _fill_sweep tries

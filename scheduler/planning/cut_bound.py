@@ -12,6 +12,9 @@ import numpy as np
 
 from ..topology import Topology, TopologyError
 
+__all__ = ["MAX_CUT_DCS", "cut_lower_bound", "cut_lower_bound_s", "lower_bound_s",
+           "volume_lower_bound_s"]
+
 MAX_CUT_DCS = 22                   # exact enumeration of 2^(n-1) cuts up to this many DCs,
                                    # max-flows above
 

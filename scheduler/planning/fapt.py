@@ -20,6 +20,8 @@ from .network import Net, as_net, dc_index, edge_key, inverse, parent_array, to_
 from .shares import capped_shares
 from .time_model import DEFAULT_CHUNK_BYTES, NOMINAL_MODEL_BYTES, predict
 
+__all__ = ["fapt_all", "fapt_candidates", "fapt_policy", "fapt_score", "fapt_tree"]
+
 
 def _fapt_heap(net: Net, root: int, width: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """Widest-path tree into ``root``, binary-heap Dijkstra: O(m log n)."""

@@ -21,6 +21,9 @@ from netstorm.geoserver.policy.tree import PolicyError, Tree
 
 from ..topology import Topology
 
+__all__ = ["MAX_POLICY_TREES", "Net", "Split", "as_net", "dc_index", "down_of", "edge_key",
+           "inverse", "mst", "parent_array", "split_or_shared", "to_tree", "tree_cap", "up_of"]
+
 MAX_POLICY_TREES = 255             # geoserver.tree.Policy's limit (one byte on the wire)
 
 

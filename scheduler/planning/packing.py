@@ -18,6 +18,8 @@ from .roots import best_root_parent
 from .shares import column, directions, solve_shares
 from .simplex import LPError
 
+__all__ = ["HEAVIEST_START_MAX_DCS", "Packing", "pack_trees", "pack_trees_detail", "polish"]
+
 HEAVIEST_START_MAX_DCS = 16        # pack_trees solves the GK-heaviest start up to this size
 
 

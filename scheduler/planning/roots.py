@@ -8,6 +8,8 @@ from netstorm.geoserver.policy.tree import Tree
 
 from .network import Net, as_net, parent_array, to_tree
 
+__all__ = ["best_root", "best_root_parent", "path_costs", "reroot"]
+
 
 def path_costs(net: Net, parent: np.ndarray) -> np.ndarray:
     """P[a, b] = Σ 1/c over the hops of the tree path a -> b, for all pairs. O(n^2)."""

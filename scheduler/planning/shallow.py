@@ -10,6 +10,8 @@ from netstorm.geoserver.policy.tree import Tree
 
 from .network import Net, as_net, dc_index, to_tree
 
+__all__ = ["shallow_parent", "shallow_tree"]
+
 
 def shallow_parent(net: Net, root: int) -> np.ndarray:
     """Hop-shortest-path tree into ``root``, each DC's parent chosen (level by level) to

@@ -14,6 +14,9 @@ import numpy as np
 from .network import Net, as_net, down_of, parent_array, up_of
 from .simplex import LPError, Tableau, solve_lp
 
+__all__ = ["GameLP", "SHARE_FLOOR", "capped_shares", "column", "directions", "optimal_shares",
+           "share_lp_reference", "solve_shares"]
+
 SHARE_FLOOR = 1e-12                # LP shares below this are zeroed (then renormalised)
 
 

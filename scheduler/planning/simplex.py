@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["DEGENERATE_RUN", "LPError", "LPResult", "Tableau", "solve_lp"]
+
 DEGENERATE_RUN = 50                # Dantzig's rule until this many degenerate pivots in a row
 
 

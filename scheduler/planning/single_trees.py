@@ -9,6 +9,8 @@ from .network import Net, as_net, inverse, mst, to_tree
 from .roots import best_root_parent
 from .time_model import DEFAULT_CHUNK_BYTES, NOMINAL_MODEL_BYTES, predict
 
+__all__ = ["best_single", "best_single_tree", "best_star", "single_candidates"]
+
 
 def _stars(net: Net) -> list:
     """The star at every hub linked to every DC. O(n^2)."""

@@ -24,6 +24,9 @@ from .arborescence import min_in_arborescence, min_out_arborescence, tree_cost
 from .network import Net, edge_key, split_or_shared
 from .packing import polish
 
+__all__ = ["FLOOR_QUANTILES", "SPLIT_MAX_DCS", "TIE_BREAK", "price_split", "split_packing",
+           "split_pool"]
+
 SPLIT_MAX_DCS = 12        # compute_policy plans split trees up to this many DCs
 FLOOR_QUANTILES = (0.0, 0.25)   # split_pool's runs: trees over links at least this fast
 TIE_BREAK = 1e-6          # of a direction's price added per 1/c: ties go to faster links

@@ -41,6 +41,9 @@ from netstorm.geoserver.policy.tree import Policy
 
 from .network import Net, as_net, down_of, parent_array, up_of
 
+__all__ = ["NOMINAL_MODEL_BYTES", "PolicyPlan", "by_direction", "fill_s", "link_loads",
+           "load_matrix", "pipeline_fill_s", "predict", "predict_iteration_s", "tree_pairs"]
+
 # The trees and shares that minimise the bottleneck do not depend on the model's size; only
 # the pipeline-fill term does, for which planning assumes this typical model size.
 NOMINAL_MODEL_BYTES = 50 * 10**6

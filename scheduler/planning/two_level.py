@@ -35,6 +35,8 @@ import numpy as np
 from .network import Net, edge_key, split_or_shared
 from .time_model import predict
 
+__all__ = ["TWO_LEVEL_SETTINGS", "two_level_candidate", "two_level_packing", "two_level_parent"]
+
 TWO_LEVEL_SETTINGS = ((8.0, 0.25), (8.0, 0.4))   # (eta, quantile of the rates below which
                                                  # directions are left out)
 

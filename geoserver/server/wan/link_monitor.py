@@ -51,6 +51,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+__all__ = ["LinkMonitor", "MAX_RISE"]
+
 MAX_RISE = 2.0      # no message counts as faster than this times its link's known rate
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+__all__ = ["LinkProber", "PIECES"]
+
 PIECES = 16
 
 

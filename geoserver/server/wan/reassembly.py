@@ -17,6 +17,8 @@ import numpy as np
 from ...policy.chunking import ENTRY_BYTES
 from ...config.settings import MAX_HELD_BYTES_PER_PEER
 
+__all__ = ["PartError", "Reassembler"]
+
 log = logging.getLogger(__name__)
 
 

@@ -12,6 +12,8 @@ A relay only forwards: it sends a relayed part straight on, or around its own st
 """
 from __future__ import annotations
 
+__all__ = ["MAX_HOPS", "Router"]
+
 MAX_HOPS = 3
 
 

@@ -36,6 +36,8 @@ from ...core import wire
 from ...core.batch import CHUNK_KINDS, MAX_MESSAGES, pack
 from ...core.van import Van
 
+__all__ = ["FUSED_BYTES", "SEND_HWM", "SendQueue"]
+
 SEND_HWM = 1        # messages ZeroMQ may hold per peer beyond the one being written
 FUSED_BYTES = 1 << 18   # a BATCH of chunks holds at most this much (the default chunk's size)
 

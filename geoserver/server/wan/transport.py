@@ -28,6 +28,9 @@ from .routing import MAX_HOPS, Router
 from .send_queue import SEND_HWM, SendQueue
 from ...core.wire import Kind, Message
 
+__all__ = ["AWAY_S", "CHUNK_KINDS", "PROBE_BURST", "PROBE_BURST_S", "PROBE_PIECE_BYTES", "RECENT",
+           "STALL_FRACTION", "WanTransport", "probe_pieces"]
+
 log = logging.getLogger(__name__)
 
 CHUNK_KINDS = (Kind.CHUNK_UP, Kind.CHUNK_DOWN)
