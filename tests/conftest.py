@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from launching import no_leftovers  # noqa: F401  (the fixture, for every test module)
+
 HERE = Path(__file__).resolve().parent
 
 
