@@ -27,7 +27,8 @@ from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL, key_file_name
 
 from . import placement
 from .remote import BUNDLE_VERSION
-from .supervisor import STOP_GRACE_S, Launcher, child_env, wait_for_exits, with_keys
+from .processes import STOP_GRACE_S, Launcher, wait_for_exits
+from .supervisor import child_env, with_keys
 
 FORWARDED_PREFIXES = ("MXNET_", "OMP_")     # always passed on to the remote processes
 REMOTE_STOP_S = STOP_GRACE_S + 5.0      # a remote launcher's clean-up, before ssh is killed

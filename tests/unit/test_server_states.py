@@ -2,7 +2,6 @@
 optimizer states, as a worker writes and reads them (the servers stood in for)."""
 from types import SimpleNamespace
 
-import mxnet as mx
 import numpy as np
 import pytest
 
