@@ -5,6 +5,9 @@ from netstorm.geoserver.policy.tree import Policy, Tree
 
 from .planning import NOMINAL_MODEL_BYTES, compute_policy
 
+__all__ = ["cluster_topology", "initial_policy", "measured_topology", "needs_measurement",
+           "planning_topology", "random_trees", "star_policy"]
+
 
 def star_policy(dcs, hub: str, version: int = 1, start_round: int = 0) -> Policy:
     """GeoMX's HiPS star: one global server at ``hub`` aggregates every DC's sum.

@@ -21,6 +21,9 @@ from netstorm.scheduler.topology import Link, Topology
 from netstorm.wan import EmulatedWan
 from netstorm.wan.shaping import FRAME_BYTES, MAX_GSO_BYTES, gso_bytes
 
+__all__ = ["busy_ticks", "main"]
+
+
 FLOW = r'''
 import socket, sys
 role, host, nbytes = sys.argv[1], sys.argv[2], int(sys.argv[3])

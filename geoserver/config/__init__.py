@@ -9,4 +9,6 @@ and emulation settings, and how a process tells the launcher why it stopped
 Pure data and files: it never opens a socket and imports no other part of netstorm
 (checked by tests/unit/test_import_rules.py from ``MAY_IMPORT``)."""
 
+__all__ = ["MAY_IMPORT"]
+
 MAY_IMPORT = ()

@@ -60,8 +60,8 @@ The file is read once, at the edge of each process, into the frozen :class:`Clus
 that is passed down; nothing deeper reads files or the environment. This module reads a
 whole file (:func:`parse_cluster`, :func:`load_cluster`) or builds a one-machine cluster
 (:func:`pseudo_cluster`); the data is ``cluster_config``, each table's checks
-``cluster_tables``, each field's ``cluster_fields``, a ``[[link]]`` is a ``links.Link``. The settings servers and
-workers need travel from the scheduler as one
+``cluster_tables``, each field's ``cluster_fields``, a ``[[link]]`` is a ``links.Link``.
+The settings servers and workers need travel from the scheduler as one
 :class:`~netstorm.geoserver.settings.RuntimeSettings`, whose defaults are this file's.
 """
 from __future__ import annotations

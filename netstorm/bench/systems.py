@@ -16,6 +16,10 @@ from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 from netstorm.wan.routes import path_delays_ms
 
+__all__ = ["ADAPTIVE", "COMPRESSED", "STATS_FILE", "SYNCED", "SYSTEMS", "RunContext",
+           "cluster_config", "run_mxnet", "run_netstorm"]
+
+
 STATS_FILE = "scheduler-stats.jsonl"
 ADAPTIVE = ("netstorm-aware", "netstorm-full")     # their estimates are compared under --dynamic
 

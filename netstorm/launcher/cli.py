@@ -35,6 +35,8 @@ from .placement import Part
 from .ssh import run_over_ssh
 from .supervisor import free_port, interrupts_raise, run_cluster
 
+__all__ = ["compression_setting", "main", "on_host_part", "parse_args", "run_on_wan"]
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__,

@@ -30,6 +30,10 @@ from .remote import BUNDLE_VERSION
 from .processes import STOP_GRACE_S, Launcher, wait_for_exits
 from .supervisor import child_env, with_keys
 
+__all__ = ["FORWARDED_PREFIXES", "REMOTE_STOP_S", "SshLauncher", "bundle", "forwarded_env",
+           "principals_on", "run_over_ssh"]
+
+
 FORWARDED_PREFIXES = ("MXNET_", "OMP_")     # always passed on to the remote processes
 REMOTE_STOP_S = STOP_GRACE_S + 5.0      # a remote launcher's clean-up, before ssh is killed
 

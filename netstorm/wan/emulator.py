@@ -5,8 +5,8 @@ Every DC of a :class:`netstorm.scheduler.topology.Topology` becomes the namespac
 ``a``'s namespace) / ``nw<run>-<k>b`` (in ``b``'s), created directly inside the namespaces
 (never in the root namespace). Each end's egress is shaped by tc htb (class 1:1 at the
 link's rate in that direction, burst max(16 KiB, 5 ms of traffic)) with a bfifo of 100 ms of
-traffic (at least 64 KiB) under it (the numbers: :mod:`.shaping`). Each sending veth hands its shaper segmentation-offload
-(GSO) packets of at most :func:`gso_bytes`: the htb burst, an eighth of the queue, 64 KiB
+traffic (at least 64 KiB) under it (the numbers: :mod:`.shaping`). Each sending veth hands
+its shaper segmentation-offload (GSO) packets of at most :func:`.shaping.gso_bytes`: the htb burst, an eighth of the queue, 64 KiB
 (a real host's offload size), whichever is smallest, and never less than one frame. Without
 offload every 1514-byte frame pays the kernel's per-packet path (TCP with BBR's per-frame
 pacing timer, the veth, the shaper, the forwarding hops): 400 MB at 400 Mbit/s cost this
@@ -28,8 +28,9 @@ Address scheme (each run owns one private /16, ``10.<octet>.0.0/16``):
   :func:`netstorm.wan.routes.shortest_paths` (hop count, deterministic ties, symmetric), with
   ip_forward=1 and rp_filter=0, so traffic between far DCs shares intermediate links.
 * ``<octet>`` is picked in 64..191 (starting from a hash of the run id) among those no live
-  run's state file holds, under a lock, so two runs never share addresses (:mod:`.run_state`). (Namespaces are
-  isolated from each other anyway; the distinct ranges keep addresses unambiguous in logs.)
+  run's state file holds, under a lock, so two runs never share addresses
+  (:mod:`.run_state`). (Namespaces are isolated from each other anyway; the distinct ranges
+  keep addresses unambiguous in logs.)
 
 The root namespace has no link into the WAN: run processes with :meth:`EmulatedWan.exec_prefix`
 (``ip netns exec <ns>``). Each run keeps a state file ``/run/netstorm-wan/<run>.json``
