@@ -6,13 +6,14 @@ Every DC of a :class:`netstorm.scheduler.topology.Topology` becomes the namespac
 (never in the root namespace). Each end's egress is shaped by tc htb (class 1:1 at the
 link's rate in that direction, burst max(16 KiB, 5 ms of traffic)) with a bfifo of 100 ms of
 traffic (at least 64 KiB) under it (the numbers: :mod:`.shaping`). Each sending veth hands
-its shaper segmentation-offload (GSO) packets of at most :func:`.shaping.gso_bytes`: the htb burst, an eighth of the queue, 64 KiB
-(a real host's offload size), whichever is smallest, and never less than one frame. Without
-offload every 1514-byte frame pays the kernel's per-packet path (TCP with BBR's per-frame
-pacing timer, the veth, the shaper, the forwarding hops): 400 MB at 400 Mbit/s cost this
-machine 8.9 CPU-s, against 0.3 with 64 KiB packets (``scripts/wan_link_cost.py``,
-docs/wan.md). Larger packets than the bound would make the shaper burstier than its own
-burst, and at a few Mbit/s a drop would cost a large share of the queue.
+its shaper segmentation-offload (GSO) packets of at most :func:`.shaping.gso_bytes`: the
+htb burst, an eighth of the queue, 64 KiB (a real host's offload size), whichever is
+smallest, and never less than one frame. Without offload every 1514-byte frame pays the
+kernel's per-packet path (TCP with BBR's per-frame pacing timer, the veth, the shaper, the
+forwarding hops): 400 MB at 400 Mbit/s cost this machine 8.9 CPU-s, against 0.3 with
+64 KiB packets (``scripts/wan_link_cost.py``, docs/wan.md). Larger packets than the bound
+would make the shaper burstier than its own burst, and at a few Mbit/s a drop would cost a
+large share of the queue.
 htb counts whole frames, so TCP goodput is about 96% of the configured rate (1448 payload
 bytes per 1514-byte frame). IPv6 is off in the namespaces.
 There is no delay emulation (netem is unavailable).
