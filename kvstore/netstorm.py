@@ -1,8 +1,10 @@
 """``NetStorm``: the MXNet KVStore API mapped onto netstorm's worker client.
 
 Thin by design: the API's semantics here, argument normalisation in
-:mod:`netstorm.kvstore.arguments`, protocol in :mod:`netstorm.geoserver.worker.client`,
-engine operations in :mod:`netstorm.kvstore.key_ops`.
+:mod:`netstorm.kvstore.arguments`, key ids in :mod:`netstorm.kvstore.key_ids`, protocol in
+:mod:`netstorm.geoserver.worker.client`, engine operations in
+:mod:`netstorm.kvstore.key_ops`, ``row_sparse_pull`` in :mod:`netstorm.kvstore.row_sparse`,
+checkpoints and the servers' optimizer states in :mod:`netstorm.kvstore.server_states`.
 
 ``type`` is ``'dist_sync_netstorm'``: it contains ``'dist'`` and ``'_sync'`` on purpose, so
 gluon.Trainer and Module treat netstorm exactly as ``dist_sync`` (Module multiplies the batch
@@ -23,23 +25,21 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStore, KVStoreBase
 
-from netstorm.geoserver.model import checkpoint
 from netstorm.geoserver.config.exit_reasons import read_stop_note
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
-from netstorm.geoserver.model.optimizer_host import optimizer_spec, states_from_wire, states_to_wire
+from netstorm.geoserver.model.optimizer_host import optimizer_spec
 from netstorm.geoserver.worker.client import KVStoreError, WorkerClient, WorkerSettings
 
 from . import engine_ops
-from .arguments import ArgumentChecks, as_list, check_arrays, dense, group, sparse_outs
+from .arguments import ArgumentChecks, check_arrays, dense, group, sparse_outs
+from .key_ids import MAX_KEY, KeyIds, UninitializedKey
 from .key_ops import key_operations
 from .local_steps import LocalSteps
+from .row_sparse import row_sparse_pull
+from .server_states import load_optimizer_states, save_checkpoint, save_optimizer_states
 from .sigterm import stop_on_sigterm
 
-MAX_KEY = 2 ** 32 - 1
-
-
-class UninitializedKey(KVStoreError, mx.base.MXNetError):
-    """A key used before ``init``: an ``MXNetError``, like MXNet's own stores raise."""
+__all__ = ["MAX_KEY", "NetStorm", "UninitializedKey"]
 
 
 @KVStoreBase.register
@@ -61,8 +61,7 @@ class NetStorm(KVStore):
         NetStorm.created += 1
         self._token = uuid.uuid4().hex
         engine_ops.attach(self._token, self._client)
-        self._ids: dict = {}            # str key -> id
-        self._int_keys: set = set()
+        self._keys = KeyIds(self._client)
         self._tokens: dict = {}
         self._ops = key_operations(self._client, self._token)
         self._checked = ArgumentChecks()
@@ -118,50 +117,6 @@ class NetStorm(KVStore):
         return capability.lower() == KVStoreBase.OPTIMIZER
 
     # ------------------------------------------------------------ keys
-    def _key_id(self, key, create: bool = False) -> int:
-        """The wire id of ``key``: an int key is its own id; str keys number 0, 1, ... in
-        the order they are initialized (every worker initializes the same keys in the same
-        order), as in MXNet, whose servers' optimizer sees these ids as parameter indices.
-        The two kinds may be mixed unless an int key and a str key would share an id."""
-        if not isinstance(key, str):
-            if not (isinstance(key, (int, np.integer)) and not isinstance(key, bool)
-                    and 0 <= key <= MAX_KEY):
-                raise ValueError(f"netstorm keys are str or int in 0..{MAX_KEY}, got {key!r}")
-            if create and int(key) < len(self._ids):    # str keys hold ids 0..len-1
-                raise ValueError(f"int key {key} is the id of str key "
-                                 f"{self._name_of(int(key))!r}: mix the two kinds only with "
-                                 f"distinct ids")
-            self._int_keys.add(int(key))
-            return int(key)
-        if key not in self._ids:
-            if not create:
-                raise UninitializedKey(f"key {key!r} has not been initialized (call init "
-                                       f"first)")
-            if len(self._ids) in self._int_keys:
-                raise ValueError(f"str key {key!r} would take id {len(self._ids)}, which int "
-                                 f"key {len(self._ids)} has: mix the two kinds only with "
-                                 f"distinct ids")
-            self._ids[key] = len(self._ids)
-        return self._ids[key]
-
-    def _name_of(self, kid: int) -> str:
-        return next(name for name, i in self._ids.items() if i == kid)
-
-    def _declared(self, key, arrays, any_dtype: bool = False) -> int:
-        """Key id of an initialized key whose shape (and dtype, unless ``any_dtype``: a pull
-        converts, as MXNet's does) matches ``arrays``; checked here, at the call, so bad
-        input raises in the caller's thread rather than in the engine."""
-        kid = self._key_id(key)
-        info = self._client.keys.get(kid)
-        if info is None:
-            raise UninitializedKey(f"key {key!r} has not been initialized (call init first)")
-        for a in arrays:
-            if tuple(a.shape) != info.shape or \
-                    not any_dtype and np.dtype(a.dtype) != info.dtype:
-                raise ValueError(f"key {key!r} is {info.shape} {info.dtype}; got an array "
-                                 f"of {tuple(a.shape)} {np.dtype(a.dtype)}")
-        return kid
-
     def _token_of(self, key_id: int):
         token = self._tokens.get(key_id)
         if token is None:
@@ -172,7 +127,7 @@ class NetStorm(KVStore):
     def init(self, key, value):
         for k, vals in group(key, value, "init"):
             check_arrays(vals, f"init of key {k!r}")
-            kid = self._key_id(k, create=True)
+            kid = self._keys.id(k, create=True)
             self._client.init(kid, dense(vals[0]).asnumpy(),
                               sparse=vals[0].stype == "row_sparse")
             if vals[0].stype == "row_sparse":
@@ -246,61 +201,26 @@ class NetStorm(KVStore):
     def _push_checks(self, key, vals) -> tuple:
         """(key id, whether every value is dense)"""
         check_arrays(vals, f"push of key {key!r}")
-        return self._declared(key, vals), all(v.stype == "default" for v in vals)
+        return self._keys.declared(key, vals), all(v.stype == "default" for v in vals)
 
     def _pull_checks(self, key, outs, ignore_sparse: bool) -> tuple:
         """(key id, the outputs written, whether the first has the key's dtype)"""
         check_arrays(outs, f"pull of key {key!r}")
-        kid = self._declared(key, outs, any_dtype=True)
+        kid = self._keys.declared(key, outs, any_dtype=True)
         outs = sparse_outs(outs, ignore_sparse, f"pull of key {key!r}")
         return kid, outs, bool(outs) and np.dtype(outs[0].dtype) == self._client.keys[kid].dtype
 
     def _pushpull_checks(self, key, vals, targets) -> tuple:
         """(key id, whether every value is dense)"""
         check_arrays(vals + targets, f"pushpull of key {key!r}")
-        kid = self._declared(key, vals + targets)
+        kid = self._keys.declared(key, vals + targets)
         sparse_outs(targets, False, f"pushpull of key {key!r}")
         return kid, all(v.stype == "default" for v in vals)
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
         """The rows ``row_ids`` (any order, repeats allowed) of each key's value into the
-        row_sparse ``out`` (MXNet's semantics: one ``row_ids`` array per output, or one for
-        all the outputs of a key). The value travels dense (docs/kvstore.md)."""
-        if out is None or row_ids is None:
-            raise ValueError("row_sparse_pull needs out= and row_ids=")
-        single_key = not isinstance(key, (list, tuple))
-        ids = [row_ids] if single_key else row_ids
-        groups = group(key, out, "row_sparse_pull")
-        if not isinstance(ids, (list, tuple)) or len(ids) != len(groups):
-            raise ValueError(f"row_sparse_pull: {len(groups)} key(s) need as many row_ids")
-        for (k, outs), rows in zip(groups, ids):
-            rows = as_list(rows)
-            rows = rows * len(outs) if len(rows) == 1 else rows
-            if len(rows) != len(outs):
-                raise ValueError(f"row_sparse_pull of key {k!r}: {len(outs)} outputs, "
-                                 f"{len(rows)} row_ids")
-            check_arrays(outs + rows, f"row_sparse_pull of key {k!r}")
-            if any(o.stype != "row_sparse" for o in outs):
-                raise ValueError(f"row_sparse_pull of key {k!r}: out must be row_sparse")
-            self._declared(k, outs, any_dtype=True)
-            with mx.autograd.pause():   # gluon pulls rows inside autograd.record()
-                value = mx.nd.zeros(outs[0].shape, dtype=outs[0].dtype)
-                self.pull(k, out=value)
-                for o, wanted in zip(outs, rows):
-                    self._retained(value, wanted, k).copyto(o)
-
-    @staticmethod
-    def _retained(value, row_ids, key):
-        """The rows ``row_ids`` of the dense ``value`` as a row_sparse array."""
-        rows = np.unique(row_ids.asnumpy().astype(np.int64))
-        if rows.size and (rows[0] < 0 or rows[-1] >= value.shape[0]):
-            raise ValueError(f"row_sparse_pull of key {key!r}: row ids must be in "
-                             f"0..{value.shape[0] - 1}, got {rows[0]}..{rows[-1]}")
-        if not rows.size:
-            return mx.nd.sparse.zeros("row_sparse", value.shape, dtype=value.dtype)
-        taken = mx.nd.take(value, mx.nd.array(rows, dtype="int64"))
-        return mx.nd.sparse.row_sparse_array((taken, rows), shape=value.shape,
-                                             dtype=value.dtype)
+        row_sparse ``out`` (:func:`.row_sparse.row_sparse_pull`; the value travels dense)."""
+        row_sparse_pull(key, out, row_ids, self._keys.declared, self.pull)
 
     def barrier(self):
         if self.sync_mode == "esync" and self._local.keys and \
@@ -365,26 +285,7 @@ class NetStorm(KVStore):
             raise KVStoreError(f"save_checkpoint: under sync mode {self.sync_mode!r} the "
                                f"workers' own models are not on the servers; save the "
                                f"parameters (gluon save_parameters) instead")
-        mx.nd.waitall()
-        client = self._client
-        rounds = {info.pushes for info in client.keys.values()}
-        if len(rounds) > 1:
-            raise KVStoreError(f"save_checkpoint: keys are at different rounds "
-                               f"({min(rounds)}..{max(rounds)}): call it between two steps")
-        pulls = {kid: client.start_pull(kid) for kid in client.keys}    # all in flight
-        values = {}
-        for kid, info in client.keys.items():
-            values[kid] = np.empty(int(np.prod(info.shape)), dtype=info.dtype)
-            client.finish_into(kid, pulls[kid], values[kid])
-            values[kid] = values[kid].reshape(info.shape)
-        meta, frames, spec = None, [], None
-        if self._updater is not None:
-            reply = client.save_states()
-            meta, frames, spec = reply.meta, reply.frames, self._spec
-        done = client.resume_base + (rounds.pop() if rounds else 0)
-        checkpoint.write(fname, checkpoint.Checkpoint(done, values, frozenset(self._sparse),
-                                                      spec, meta, frames))
-        return done
+        return save_checkpoint(self._client, fname, self._updater, self._spec, self._sparse)
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
         if self._local is not None:
@@ -392,20 +293,7 @@ class NetStorm(KVStore):
             with open(fname, "wb") as f:
                 f.write(self._local.save_states(dump_optimizer))
             return
-        if self._updater is None:
-            raise KVStoreError("save_optimizer_states: no optimizer set (set_optimizer)")
-        mx.nd.waitall()
-        reply = self._client.save_states()
-        states, counts, num_update = states_from_wire(reply.meta, reply.frames,
-                                                      lambda a: mx.nd.array(a, dtype=a.dtype))
-        self._updater.states = states
-        self._updater.states_synced = dict.fromkeys(states, True)
-        optimizer = self._updater.optimizer
-        optimizer._all_index_update_counts = {0: counts}
-        optimizer._index_update_count = counts
-        optimizer.num_update = num_update
-        with open(fname, "wb") as f:
-            f.write(self._updater.get_states(dump_optimizer))
+        save_optimizer_states(self._client, self._updater, fname, dump_optimizer)
 
     def load_optimizer_states(self, fname):
         if self._local is not None:
@@ -413,17 +301,7 @@ class NetStorm(KVStore):
             with open(fname, "rb") as f:    # the user's own file, in MXNet's format
                 self._local.load_states(f.read())
             return
-        if self._updater is None:
-            raise KVStoreError("load_optimizer_states: no optimizer set (set_optimizer)")
-        mx.nd.waitall()
-        with open(fname, "rb") as f:   # the user's own file, in MXNet's format
-            self._updater.set_states(f.read())
-        optimizer = self._updater.optimizer
-        self._spec = optimizer_spec(optimizer)
-        self._client.set_optimizer(self._spec)
-        meta, frames = states_to_wire(self._updater.states, optimizer._index_update_count,
-                                      optimizer.num_update)
-        self._client.load_states(meta, frames)
+        self._spec = load_optimizer_states(self._client, self._updater, fname)
 
     # ------------------------------------------------------------ lifecycle
     def _stop_on_sigterm(self, run_dir: str) -> None:

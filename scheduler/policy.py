@@ -23,10 +23,9 @@ def star_policy(dcs, hub: str, version: int = 1, start_round: int = 0) -> Policy
 
 def cluster_topology(config):
     """The declared WAN of a cluster file as a :class:`netstorm.scheduler.topology.Topology`."""
-    from .topology import Link, Topology
+    from .topology import Topology
     return Topology(name="cluster", dcs=tuple(dc.name for dc in config.dcs),
-                    links=tuple(Link(l.a, l.b, l.mbps_ab, l.mbps_ba, l.latency_ms)
-                                for l in config.links))
+                    links=config.links)
 
 
 def needs_measurement(config) -> bool:

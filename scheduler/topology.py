@@ -3,6 +3,8 @@
 :class:`Topology` is validated on construction; the scheduler builds one from the cluster
 file's links or from a measurement. Pure: no processes, no network, no files (the topology
 file format and the built-in topologies belong to the emulated WAN, ``netstorm.wan``).
+Its links are the cluster file's own :class:`~netstorm.geoserver.config.links.Link`
+(re-exported here), so a declared WAN becomes a topology without conversion.
 """
 from __future__ import annotations
 
@@ -11,34 +13,16 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
+from netstorm.geoserver.config.links import Link
 from netstorm.geoserver.config.settings import MAX_LATENCY_MS
 
-__all__ = ["Link", "Rates", "Topology", "TopologyError", "is_rate"]
+__all__ = ["Link", "MAX_LATENCY_MS", "Rates", "Topology", "TopologyError", "is_rate"]
 
 Rates = dict  # {(a, b): mbps} for directed DC pairs
 
 
 class TopologyError(ValueError):
     """A topology (file) is unusable; the message names the file and the problem."""
-
-
-@dataclass(frozen=True)
-class Link:
-    """An undirected physical link between DCs ``a`` and ``b`` with a rate per direction and
-    a one-way propagation delay (the same both ways; 0: unknown or negligible)."""
-    a: str
-    b: str
-    mbps_ab: float
-    mbps_ba: float
-    latency_ms: float = 0.0
-
-    def rate(self, src: str, dst: str) -> float:
-        """The rate from ``src`` to ``dst`` (which must be this link's two ends). O(1)."""
-        if (src, dst) == (self.a, self.b):
-            return self.mbps_ab
-        if (src, dst) == (self.b, self.a):
-            return self.mbps_ba
-        raise KeyError(f"link {self.a}-{self.b} does not join {src} -> {dst}")
 
 
 def is_rate(value) -> bool:

@@ -19,7 +19,10 @@ import time
 
 from netstorm.scheduler.topology import Link, Topology
 from netstorm.wan import EmulatedWan
-from netstorm.wan.emulator import FRAME_BYTES, MAX_GSO_BYTES, gso_bytes
+from netstorm.wan.shaping import FRAME_BYTES, MAX_GSO_BYTES, gso_bytes
+
+__all__ = ["busy_ticks", "main"]
+
 
 FLOW = r'''
 import socket, sys

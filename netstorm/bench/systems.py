@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec
+from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
 from netstorm.geoserver.config.compression import CompressionConfig
 from netstorm.geoserver.config.emulation import EmulationConfig
 from netstorm.geoserver.config.keys import SecurityConfig
@@ -16,8 +16,9 @@ from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 from netstorm.wan.routes import path_delays_ms
 
-__all__ = ["ADAPTIVE", "COMPRESSED", "RunContext", "STATS_FILE", "SYNCED", "SYSTEMS",
+__all__ = ["ADAPTIVE", "COMPRESSED", "STATS_FILE", "SYNCED", "SYSTEMS", "RunContext",
            "cluster_config", "run_mxnet", "run_netstorm"]
+
 
 STATS_FILE = "scheduler-stats.jsonl"
 ADAPTIVE = ("netstorm-aware", "netstorm-full")     # their estimates are compared under --dynamic
@@ -98,8 +99,7 @@ def cluster_config(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
     """The cluster file :func:`run_netstorm` runs (its arguments; ``params``: the
     compression's MXNet params)."""
     hub = ctx.best_dc
-    links = tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba, l.latency_ms)
-                  for l in ctx.topology.links)
+    links = ctx.topology.links
     emulation = EmulationConfig(tuple(
         (a, b, ms) for (a, b), ms in path_delays_ms(ctx.topology).items())) \
         if ctx.latency else EmulationConfig()

@@ -21,7 +21,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, DataCenter, LinkSpec,
+from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, DataCenter,
                                         load_cluster, pseudo_cluster)
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
@@ -138,8 +138,7 @@ def run_on_wan(args, transport: dict) -> int:
     try:
         with wanlib.EmulatedWan(topology) as wan:
             first = topology.dcs[0]
-            links = () if args.measure else tuple(
-                LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in topology.links)
+            links = () if args.measure else topology.without_latency().links
             config = ClusterConfig(
                 scheduler_host=wan.dc_address(first), scheduler_port=free_port(),
                 dcs=tuple(DataCenter(dc, wan.dc_address(dc), 0, args.workers_per_dc)

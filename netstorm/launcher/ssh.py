@@ -27,7 +27,12 @@ from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL, key_file_name
 
 from . import placement
 from .remote import BUNDLE_VERSION
-from .supervisor import STOP_GRACE_S, Launcher, child_env, wait_for_exits, with_keys
+from .processes import STOP_GRACE_S, Launcher, wait_for_exits
+from .supervisor import child_env, with_keys
+
+__all__ = ["FORWARDED_PREFIXES", "REMOTE_STOP_S", "SshLauncher", "bundle", "forwarded_env",
+           "principals_on", "run_over_ssh"]
+
 
 __all__ = ["FORWARDED_PREFIXES", "REMOTE_STOP_S", "SshLauncher", "bundle", "forwarded_env",
            "principals_on", "run_over_ssh"]

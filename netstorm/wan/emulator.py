@@ -5,14 +5,15 @@ Every DC of a :class:`netstorm.scheduler.topology.Topology` becomes the namespac
 ``a``'s namespace) / ``nw<run>-<k>b`` (in ``b``'s), created directly inside the namespaces
 (never in the root namespace). Each end's egress is shaped by tc htb (class 1:1 at the
 link's rate in that direction, burst max(16 KiB, 5 ms of traffic)) with a bfifo of 100 ms of
-traffic (at least 64 KiB) under it. Each sending veth hands its shaper segmentation-offload
-(GSO) packets of at most :func:`gso_bytes`: the htb burst, an eighth of the queue, 64 KiB
-(a real host's offload size), whichever is smallest, and never less than one frame. Without
-offload every 1514-byte frame pays the kernel's per-packet path (TCP with BBR's per-frame
-pacing timer, the veth, the shaper, the forwarding hops): 400 MB at 400 Mbit/s cost this
-machine 8.9 CPU-s, against 0.3 with 64 KiB packets (``scripts/wan_link_cost.py``,
-docs/wan.md). Larger packets than the bound would make the shaper burstier than its own
-burst, and at a few Mbit/s a drop would cost a large share of the queue.
+traffic (at least 64 KiB) under it (the numbers: :mod:`.shaping`). Each sending veth hands
+its shaper segmentation-offload (GSO) packets of at most :func:`.shaping.gso_bytes`: the
+htb burst, an eighth of the queue, 64 KiB (a real host's offload size), whichever is
+smallest, and never less than one frame. Without offload every 1514-byte frame pays the
+kernel's per-packet path (TCP with BBR's per-frame pacing timer, the veth, the shaper, the
+forwarding hops): 400 MB at 400 Mbit/s cost this machine 8.9 CPU-s, against 0.3 with
+64 KiB packets (``scripts/wan_link_cost.py``, docs/wan.md). Larger packets than the bound
+would make the shaper burstier than its own burst, and at a few Mbit/s a drop would cost a
+large share of the queue.
 htb counts whole frames, so TCP goodput is about 96% of the configured rate (1448 payload
 bytes per 1514-byte frame). IPv6 is off in the namespaces.
 There is no delay emulation (netem is unavailable).
@@ -28,8 +29,9 @@ Address scheme (each run owns one private /16, ``10.<octet>.0.0/16``):
   :func:`netstorm.wan.routes.shortest_paths` (hop count, deterministic ties, symmetric), with
   ip_forward=1 and rp_filter=0, so traffic between far DCs shares intermediate links.
 * ``<octet>`` is picked in 64..191 (starting from a hash of the run id) among those no live
-  run's state file holds, under a lock, so two runs never share addresses. (Namespaces are
-  isolated from each other anyway; the distinct ranges keep addresses unambiguous in logs.)
+  run's state file holds, under a lock, so two runs never share addresses
+  (:mod:`.run_state`). (Namespaces are isolated from each other anyway; the distinct ranges
+  keep addresses unambiguous in logs.)
 
 The root namespace has no link into the WAN: run processes with :meth:`EmulatedWan.exec_prefix`
 (``ip netns exec <ns>``). Each run keeps a state file ``/run/netstorm-wan/<run>.json``
@@ -41,7 +43,6 @@ Needs root; without it (or without ``ip netns``) :class:`WanUnavailable` says wh
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -49,7 +50,6 @@ import secrets
 import subprocess
 import threading
 import time
-import zlib
 from pathlib import Path
 
 from netstorm.scheduler.topology import Link, Topology
@@ -57,52 +57,17 @@ from netstorm.scheduler.topology import Link, Topology
 from .netns import (PREFIX, RUN_RE, STATE_DIR, WanError, _run, check_available, list_netns,
                     remove_namespaces, root_links)
 from .routes import next_hops
+from .run_state import free_octet, read_state, state_lock, write_state
+from .shaping import fifo_limit, gso_settings, htb_args
 
-OCTETS = range(64, 192)
+__all__ = ["EmulatedWan", "MAX_DCS", "MAX_LINKS", "new_run_id"]
+
 MAX_DCS = 128                    # third octet 0..127 for DC addresses
 MAX_LINKS = 64 * 127             # third octets 128..254 for link /30s, 64 per octet
 
 
-def _kbit(mbps: float) -> int:
-    return max(1, round(mbps * 1000))
-
-
-def htb_burst(mbps: float) -> int:
-    """Bytes the shaper may send at once at ``mbps``: max(16 KiB, 5 ms of traffic)."""
-    return max(16 * 1024, round(mbps * 1e6 / 8 * 0.005))
-
-
-def htb_args(mbps: float) -> list:
-    """tc htb class arguments for ``mbps``, with :func:`htb_burst` as burst and cburst."""
-    burst = htb_burst(mbps)
-    return ["rate", f"{_kbit(mbps)}kbit", "ceil", f"{_kbit(mbps)}kbit",
-            "burst", f"{burst}b", "cburst", f"{burst}b"]
-
-
-def fifo_limit(mbps: float) -> int:
-    """Bytes of queue under the shaper: 100 ms of traffic, at least 64 KiB."""
-    return max(64 * 1024, round(mbps * 1e6 / 8 * 0.1))
-
-
-FRAME_BYTES = 1500
-MAX_GSO_BYTES = 64 * 1024
-
-
-def gso_bytes(mbps: float) -> int:
-    """Largest offload packet a link's sender may hand its shaper at ``mbps``:
-    min(64 KiB, htb burst, queue / 8), at least one frame (module docstring). O(1)."""
-    return max(FRAME_BYTES, min(MAX_GSO_BYTES, htb_burst(mbps), fifo_limit(mbps) // 8))
-
-
-def gso_settings(mbps: float) -> str:
-    """``ip link set`` arguments that bound a veth's offload packets for ``mbps``."""
-    size = gso_bytes(mbps)
-    return f"gso_max_size {size} gso_max_segs {max(1, size // FRAME_BYTES)}"
-
-
 def new_run_id() -> str:
     return secrets.token_hex(3)[:5]
-
 
 
 class EmulatedWan:
@@ -183,16 +148,6 @@ class EmulatedWan:
 
     # --- state file ------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _state_lock(self):
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.state_dir / ".lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def _write_state(self, phase: str) -> None:
         topo = self.topology
         state = {
@@ -205,20 +160,13 @@ class EmulatedWan:
             "dcs": {dc: {"netns": self.netns(dc), "address": self.dc_address(dc)}
                     for dc in topo.dcs},
         }
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_path)
+        write_state(self.state_path, state)
 
     @classmethod
     def attach(cls, run_id: str, state_dir=STATE_DIR) -> "EmulatedWan":
         """The run ``run_id`` brought up by another process, from its state file."""
         path = Path(state_dir) / f"{run_id}.json"
-        try:
-            state = json.loads(path.read_text())
-        except OSError as exc:
-            raise WanError(f"no state file {path} for run {run_id!r}: {exc.strerror}") from exc
-        except ValueError as exc:
-            raise WanError(f"{path}: not valid JSON: {exc}") from exc
+        state = read_state(path, run_id)
         topo = state["topology"]
         topology = Topology(topo["name"], tuple(topo["dcs"]),
                             tuple(Link(*link) for link in topo["links"]), source=str(path))
@@ -227,17 +175,9 @@ class EmulatedWan:
         wan._rates = {(a, b): mbps for a, b, mbps in state["rates"]}
         return wan
 
-    def _used_octets(self) -> set:
-        used = set()
-        for path in self.state_dir.glob("*.json"):
-            if path != self.state_path:
-                with contextlib.suppress(OSError, ValueError, KeyError):
-                    used.add(json.loads(path.read_text())["octet"])
-        return used
-
     def _reserve(self) -> None:
         """Pick a free run id (if auto) and octet and write the state file, under the lock."""
-        with self._state_lock():
+        with state_lock(self.state_dir):
             taken = set(list_netns())
             for _ in range(20):
                 mine = any(ns.startswith(f"{self.prefix}-{self.run_id}-") for ns in taken)
@@ -251,16 +191,7 @@ class EmulatedWan:
                 self.run_id = new_run_id()
             else:
                 raise WanError(f"no free run id found in {self.state_dir}")
-            used = self._used_octets()
-            start = zlib.crc32(self.run_id.encode()) % len(OCTETS)
-            for step in range(len(OCTETS)):
-                octet = OCTETS[(start + step) % len(OCTETS)]
-                if octet not in used:
-                    self.octet = octet
-                    break
-            else:
-                raise WanError(f"all {len(OCTETS)} address ranges are held by runs in "
-                               f"{self.state_dir}; bring some down (down --all)")
+            self.octet = free_octet(self.run_id, self.state_dir, self.state_path)
             self._write_state("creating")
 
     # --- up / down -------------------------------------------------------------------------

@@ -103,9 +103,9 @@ def test_module_matches_single_process_reference(no_leftovers):
 def test_initial_values_pass_along_the_tree_to_far_dcs(no_leftovers):
     """Rank 0's initial values spread over the first tree's links: on a chain of 4 DCs each
     DC passes them on to the next, and every worker still sees exactly rank 0's values."""
-    from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster
+    from netstorm.geoserver.config.cluster import Link, pseudo_cluster
     from netstorm.geoserver.config.cluster_toml import to_toml
-    chain = tuple(LinkSpec(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
+    chain = tuple(Link(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
     cluster = no_leftovers / "chain.toml"
     cluster.write_text(to_toml(pseudo_cluster(4, 1, free_port(), policy="fapt", links=chain)))
     run = launch(["--cluster", cluster], worker_cmd("api_worker.py"), no_leftovers)
@@ -191,9 +191,9 @@ def test_fp16_compression_along_multi_root_trees_keeps_every_check(no_leftovers,
     same API checks pass (fp16 carries these small integers exactly), the script's own
     setting is accepted and another one refused, and chunks really travel encoded (with
     scope "all", the workers' pushes too)."""
-    from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster
+    from netstorm.geoserver.config.cluster import Link, pseudo_cluster
     from netstorm.geoserver.config.cluster_toml import to_toml
-    chain = tuple(LinkSpec(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
+    chain = tuple(Link(f"dc{i}", f"dc{i + 1}", 100.0, 100.0) for i in range(3))
     cluster = no_leftovers / "fp16.toml"
     cluster.write_text(to_toml(pseudo_cluster(4, 1, free_port(), policy="fapt", links=chain))
                        + f'\n[compression]\ntype = "fp16"\nscope = "{scope}"\n')

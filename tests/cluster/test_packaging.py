@@ -45,7 +45,7 @@ def test_no_import_path_tricks_anywhere():
     offenders = [path for path in tracked
                  if re.search(r"sys\.path\.(insert|append)|PYTHONPATH",
                               (REPO / path).read_text())
-                 and path not in ("tests/test_packaging.py", "tests/test_launcher_boot.py",
+                 and path not in ("tests/cluster/test_packaging.py", "tests/cluster/test_launcher_boot.py",
                                   "netstorm/launcher/supervisor.py",
                                   "netstorm/launcher/boot/sitecustomize.py")
                  and not path.startswith("tests/third_party/")]

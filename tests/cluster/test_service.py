@@ -12,7 +12,7 @@ import pytest
 from launching import REPO, WORKERS, free_port
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED
-from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster
+from netstorm.geoserver.config.cluster import Link, pseudo_cluster
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.core.security import credentials_for
 from netstorm.geoserver.core.van import Van
@@ -143,7 +143,7 @@ def test_a_dead_scheduler_stops_every_node_naming_it_within_dead_after_s(manual)
 def test_round_gate_without_scheduler_aborts_clearly(manual, tmp_path):
     """With the round gate (adapt) a server starts no round the scheduler has not opened: if
     the scheduler dies, the servers stop with a clear error within timeout_s, not hang."""
-    links = (LinkSpec("dc0", "dc1", 100.0, 100.0),)
+    links = (Link("dc0", "dc1", 100.0, 100.0),)
     stats = tmp_path / "stats.jsonl"
     cluster = manual(heartbeat_s=0.2, timeout_s=10.0, dead_after_s=60.0, adapt=True,
                      policy="fapt", links=links, stats=str(stats))
@@ -215,7 +215,7 @@ def test_live_policy_switches_keep_sums_exact(manual, gated):
     import re
     rounds = 150
     gate = dict(adapt=True, policy="fapt", links=tuple(
-        LinkSpec(a, b, 100.0, 100.0) for a, b in (("dc0", "dc1"), ("dc1", "dc2"), ("dc0", "dc2"))))
+        Link(a, b, 100.0, 100.0) for a, b in (("dc0", "dc1"), ("dc1", "dc2"), ("dc0", "dc2"))))
     cluster = manual(dcs=3, workers_per_dc=1, heartbeat_s=0.1, **(gate if gated else {}))
     py = sys.executable
     cluster.start("scheduler", [py, "-m", "netstorm.scheduler", "--cluster", str(cluster.file),

@@ -17,7 +17,7 @@ import pytest
 from launching import REPO, needs_wan
 from netstorm.scheduler.topology import Link, Topology
 from netstorm.wan import EmulatedWan, TraceRunner, WanError, WanUnavailable, load_topology
-from netstorm.wan.emulator import FRAME_BYTES, MAX_GSO_BYTES, fifo_limit, gso_bytes, htb_burst
+from netstorm.wan.shaping import FRAME_BYTES, MAX_GSO_BYTES, gso_bytes
 from netstorm.wan.netns import STATE_DIR
 
 WAN_PY = REPO / "scripts" / "wan.py"
@@ -179,14 +179,6 @@ def test_shaping_and_set_rate(small, helper):
     assert abs(slower / 5 - 1) < TOLERANCE
     with pytest.raises(WanError, match="must be a number > 0"):
         small.set_rate("dc0", "dc1", 0)
-
-
-@pytest.mark.parametrize("mbps", [0.1, 2, 10, 40, 100, 400, 20000])
-def test_offload_packets_fit_the_shaper_burst_and_the_queue(mbps):
-    size = gso_bytes(mbps)
-    assert FRAME_BYTES <= size <= MAX_GSO_BYTES
-    assert size <= htb_burst(mbps) and size <= fifo_limit(mbps) // 8
-    assert gso_bytes(2) == 8192 and gso_bytes(400) == MAX_GSO_BYTES
 
 
 def link_gso(wan, dc, dev) -> tuple:

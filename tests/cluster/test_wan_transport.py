@@ -148,7 +148,7 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
     from launching import WORKERS
     from netstorm import launcher as launch
     from netstorm import wan as wanlib
-    from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec
+    from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
     from netstorm.wan import load_topology
     topology = load_topology("small").scaled(0.5)
     stats = tmp_path / "stats.jsonl"
@@ -159,7 +159,7 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
             scheduler_host=wan.dc_address("dc0"), scheduler_port=launch.free_port(),
             dcs=tuple(DataCenter(dc, wan.dc_address(dc), 0, 1) for dc in topology.dcs),
             policy="fapt", adapt=True, stall_s=2.0, timeout_s=120.0, stats=str(stats),
-            links=tuple(LinkSpec(l.a, l.b, l.mbps_ab, l.mbps_ba) for l in topology.links))
+            links=topology.without_latency().links)
         result = {}
         command = [sys.executable, str(WORKERS / "fault_worker.py"), "loop", str(rounds),
                    str(2 * 1024 * 1024)]

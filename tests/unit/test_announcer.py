@@ -1,6 +1,7 @@
 """The policies the scheduler announces (scheduler/announcer.py): the first one logged, new
 versions sent to every server, and with the round gate each round opened once."""
-from netstorm.geoserver.config.cluster import LinkSpec, pseudo_cluster
+from netstorm.geoserver.config.cluster import pseudo_cluster
+from netstorm.geoserver.config.links import Link
 from netstorm.geoserver.core import wire
 from netstorm.scheduler.announcer import PolicyAnnouncer
 from netstorm.scheduler.policy import star_policy
@@ -8,7 +9,7 @@ from netstorm.scheduler.policy import star_policy
 
 def _announcer(round_gate):
     sent, stats = [], []
-    links = (LinkSpec("dc0", "dc1", 100.0, 100.0),) if round_gate else ()     # adapt
+    links = (Link("dc0", "dc1", 100.0, 100.0),) if round_gate else ()     # adapt
     announcer = PolicyAnnouncer(pseudo_cluster(2, 1, 1, links=links), round_gate, stats.append,
                                 lambda kind, meta, seq=0: sent.append((kind, seq, meta)))
     announcer.start(star_policy(["dc0", "dc1"], "dc0"), None)

@@ -105,24 +105,9 @@ def test_bad_files_are_rejected_naming_file_and_field(tmp_path, text, message):
     assert str(path) in str(info.value)
 
 
-def test_contradicting_settings_are_refused_also_when_built_in_code():
-    with pytest.raises(ClusterFileError, match="<pseudo>: dead_after_s = 0.5 is below two "
-                                               "heartbeats"):
-        pseudo_cluster(2, 1, 9123, heartbeat_s=0.5, dead_after_s=0.5)
-    assert pseudo_cluster(2, 1, 9123, heartbeat_s=0.5, dead_after_s=1.0).dead_after_s == 1.0
-
-
 def test_missing_file_is_clear():
     with pytest.raises(ClusterFileError, match="cannot read cluster file"):
         load_cluster("/nonexistent/cluster.toml")
-
-
-def test_unknown_dc_lookup_names_the_choices():
-    c = parse_cluster({"scheduler": {"host": "127.0.0.1", "port": 1},
-                       "dc": [{"name": "a", "host": "127.0.0.1", "server_port": 0,
-                               "workers": 1}]})
-    with pytest.raises(ClusterFileError, match=r"no DC named 'b'; DCs are \['a'\]"):
-        c.dc("b")
 
 
 LINKS = """

@@ -16,10 +16,10 @@ def test_star_hub_must_be_a_dc():
 
 
 def _config(links=(), policy="fapt"):
-    from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec
+    from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, Link
     return ClusterConfig("127.0.0.1", 1, tuple(DataCenter(n, "127.0.0.1", 0, 1)
                                                for n in ("a", "b", "c")),
-                         policy=policy, links=tuple(LinkSpec(*l) for l in links))
+                         policy=policy, links=tuple(Link(*l) for l in links))
 
 
 def test_fapt_needs_measurement_only_without_declared_links():

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, LinkSpec, pseudo_cluster
+from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, Link, pseudo_cluster
 from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES, IDLE_PROBE_S, PROBE_BYTES, \
     PROBE_TIMEOUT_S, ProbeRequest, RuntimeSettings, SettingsError
 
@@ -47,7 +47,7 @@ def test_from_cluster_gates_rounds_exactly_when_the_scheduler_re_plans(dcs, poli
 def test_links_join_as_floats_and_give_rates_both_ways():
     config = ClusterConfig("127.0.0.1", 9000, (DataCenter("eu", "127.0.0.1", 0, 1),
                                                DataCenter("us", "127.0.0.1", 0, 1)),
-                           links=(LinkSpec("eu", "us", 100, 50),))
+                           links=(Link("eu", "us", 100, 50),))
     settings = RuntimeSettings.from_cluster(config).with_links(config.links)
     assert settings.links == (("eu", "us", 100.0, 50.0),)
     assert settings.rates() == {("eu", "us"): 100.0, ("us", "eu"): 50.0}

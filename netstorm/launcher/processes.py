@@ -1,0 +1,279 @@
+"""The child processes of one cluster: :class:`Launcher` starts each one, prefixes every
+line of its output with the process's name, waits for the workers, reports the first
+failure (the node that caused it, not the ones that stopped because of it), restarts a
+failed worker or server when ``[recovery]`` allows, and always stops every process
+(SIGTERM, then SIGKILL to the process group). :class:`Proc` is one process and what it
+left behind (its reason file, whether a worker joined). What the processes are is
+:mod:`.supervisor`'s business; this module knows only roles. Each event is O(1) but for
+the final stop, O(processes).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED, read_reason, write_reason
+
+__all__ = ["BLAME_GRACE_S", "FAILURE_END", "LAUNCH_PREFIX", "Launcher", "Proc", "REASON_SHOWN",
+           "SHUTDOWN_GRACE_S", "STOP_GRACE_S", "interrupts_raise", "wait_for_exits"]
+
+STOP_GRACE_S = 5.0
+SHUTDOWN_GRACE_S = 15.0
+BLAME_GRACE_S = 5.0     # after a node stopped because another failed: wait for that one
+REASON_SHOWN = 400      # characters of a failed process's reason in the failure line
+LAUNCH_PREFIX = "[launch] "             # the launcher's own lines
+FAILURE_END = "; stopping the cluster"  # ends the launcher's line naming the failure
+
+
+@dataclass
+class Proc:
+    name: str
+    role: str
+    popen: subprocess.Popen
+    reader: threading.Thread | None = None
+    reason_file: str = ""       # where the process leaves why it failed (netstorm's own)
+    joined_file: str = ""       # a worker creates it once it joined the cluster ("": unchecked)
+    said: str = ""              # a host's (``--ssh``): its launcher's failure, else last line
+    start: tuple = ()           # how it was started (argv, env, wrap): to restart a worker
+    restarts: int = 0           # how often it was restarted
+
+    def reason(self) -> tuple:
+        """``(why it failed in its own words, first line, or "", whether it failed because
+        another node did)``."""
+        if self.role == "host":
+            return self.said.removesuffix(FAILURE_END)[:REASON_SHOWN], False
+        text, caused_by_other = read_reason(self.reason_file)
+        first = text.strip().splitlines()[0][:REASON_SHOWN] if text.strip() else ""
+        return first, caused_by_other
+
+    def never_joined(self) -> bool:
+        """A worker that was to join the cluster and did not (it never created the store)."""
+        return bool(self.joined_file) and not Path(self.joined_file).exists()
+
+    def follows(self, code: int) -> bool:
+        """Whether this failure was caused by another node's (its exit code or its
+        reason file says so): the launcher then looks for that node first."""
+        return code == EXIT_ABORTED and self.role != "worker" or self.reason()[1]
+
+
+class Launcher:
+    """Owns the child processes of one cluster; always tears them all down."""
+
+    def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0,
+                 server_restarts: int = 0):
+        """``stop_note``: a file where the launcher writes why it stops the cluster before
+        it signals the processes (a server passes that on to the scheduler, so the other
+        hosts learn which node failed, not that a bystander was stopped).
+        ``worker_restarts``: how often a failed worker is started again into its rank;
+        ``server_restarts``: how often a failed DC server is started again (it takes a
+        peer DC's replica)."""
+        self.restarts = {"worker": worker_restarts, "server": server_restarts}
+        self.procs: list = []
+        self.events: "queue.Queue" = queue.Queue()
+        self.out = out or sys.stdout
+        self.stop_note = stop_note
+        self.failure_followed = False   # the failure reported followed another node's
+        self.failed_role = ""           # the role of the process whose failure is reported
+        self._print_lock = threading.Lock()
+
+    def _emit(self, prefix: str, line: str) -> None:
+        with self._print_lock:
+            self.out.write(f"[{prefix}] {line}")
+            if not line.endswith("\n"):
+                self.out.write("\n")
+            self.out.flush()
+
+    def _pump(self, proc: Proc) -> None:
+        for raw in iter(proc.popen.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            self._emit(proc.name, line)
+            if proc.role == "host" and line.strip() and not proc.said.endswith(FAILURE_END):
+                proc.said = line.strip().removeprefix(LAUNCH_PREFIX)
+        self.events.put((proc, proc.popen.wait()))
+
+    def start(self, name: str, role: str, argv: list, env: dict, wrap=None,
+              reason_file: str = "", joined_file: str = "", stdin_data: bytes = b"") -> Proc:
+        """Start ``argv`` (after ``wrap``) as process ``name``; ``stdin_data``, if any, is
+        written to its standard input, which stays open (closing it is how
+        :class:`~netstorm.launcher.ssh.SshLauncher` stops a remote host)."""
+        full = (wrap or []) + argv
+        popen = subprocess.Popen(full, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT,
+                                 stdin=subprocess.PIPE if stdin_data else subprocess.DEVNULL,
+                                 start_new_session=True, cwd=os.getcwd())
+        if stdin_data:
+            try:
+                popen.stdin.write(stdin_data)
+                popen.stdin.flush()
+            except BrokenPipeError:     # it exited at once (ssh: host unreachable); its
+                pass                    # exit code and output tell why
+        proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file,
+                    start=(argv, env, wrap))
+        proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
+        proc.reader.start()
+        self.procs.append(proc)
+        return proc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, _tb):
+        """Always stop every process; an interrupt is reported and propagates."""
+        if exc_type is KeyboardInterrupt:
+            self._emit("launch", f"interrupted ({exc or 'SIGINT'}); stopping the cluster")
+        self.stop_all()
+        return False
+
+    def stop_all(self) -> None:
+        """SIGTERM every live process group, SIGKILL what remains after a grace period."""
+        live = [p for p in self.procs if p.popen.poll() is None]
+        for p in live:
+            _signal_group(p.popen, signal.SIGTERM)
+        wait_for_exits(live, STOP_GRACE_S)
+        for p in self.procs:
+            _signal_group(p.popen, signal.SIGKILL)  # also reaps grandchildren left behind
+            try:
+                p.popen.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            if p.reader is not None:
+                p.reader.join(timeout=2)
+
+    def wait(self, workers_total: int) -> int:
+        """Block until the workers finish; return the cluster's exit code.
+
+        A worker's non-zero exit, or any server/scheduler failure, stops the cluster. Servers
+        and the scheduler exit 0 only after every worker said goodbye, so a clean exit of
+        theirs is never a failure. The failure named is the first that was not a node
+        stopping because *another* failed (:meth:`Proc.follows`): after such an exit the
+        launcher waits up to :data:`BLAME_GRACE_S` for the node that caused it.
+        """
+        workers_ok, pending = 0, {p.name for p in self.procs}
+        followers, blame_by = [], None      # failures caused by another node's
+        while pending:
+            timeout = SHUTDOWN_GRACE_S if workers_total and workers_ok == workers_total \
+                else None
+            if blame_by is not None:
+                timeout = max(0.0, blame_by - time.monotonic())
+            try:
+                proc, code = self.events.get(timeout=timeout)
+            except queue.Empty:
+                if followers:                   # the cause is not among these processes
+                    return self._failed(*_most_direct(followers))
+                self._emit("launch", f"still running {SHUTDOWN_GRACE_S:g}s after the workers "
+                                     f"finished: {', '.join(sorted(pending))}; stopping them")
+                return 0
+            pending.discard(proc.name)
+            if code == 0 and proc.never_joined():
+                return self._never_joined(proc)
+            if code == 0:
+                workers_ok += proc.role == "worker"
+                continue
+            if proc.restarts < self.restarts.get(proc.role, 0) and not proc.follows(code):
+                pending.add(self._restart(proc, code).name)
+                continue
+            if proc.follows(code):
+                followers.append((proc, code))
+                blame_by = blame_by or time.monotonic() + BLAME_GRACE_S
+                continue
+            return self._failed(proc, code)
+        return self._failed(*_most_direct(followers)) if followers else 0
+
+    def _restart(self, proc: Proc, code: int) -> Proc:
+        """Start a failed worker again, into its rank, or a failed server, which takes a
+        peer DC's replica: the scheduler waits for it (docs/recovery.md). Its reason file
+        is cleared; the dead process is forgotten."""
+        how = "restarting it into its rank" if proc.role == "worker" else \
+            "replacing it from a peer DC's replica"
+        self._emit("launch", f"{proc.name} {_exit_words(code)}; {how} "
+                             f"({proc.restarts + 1} of {self.restarts[proc.role]})")
+        with contextlib.suppress(OSError):
+            os.unlink(proc.reason_file)
+        self.procs.remove(proc)
+        argv, env, wrap = proc.start
+        new = self.start(proc.name, proc.role, argv, env, wrap, reason_file=proc.reason_file,
+                         joined_file=proc.joined_file)
+        new.restarts = proc.restarts + 1
+        return new
+
+    def _never_joined(self, proc: Proc) -> int:
+        """A worker finished "successfully" without ever joining: it trained alone. The
+        worst a distributed launcher can do is call that a success."""
+        self._emit("launch", f"{proc.name} exited with code 0 without joining the cluster: it "
+                             f"never created the 'netstorm' kvstore, so it trained alone (is "
+                             f"the store's name spelled 'netstorm' in mx.kv.create, "
+                             f"gluon.Trainer or Module.fit? a script written for MXNet's "
+                             f"dist_sync needs --as-dist-sync); stopping the cluster")
+        return 1
+
+    def _failed(self, proc: Proc, code: int) -> int:
+        what = _exit_words(code)
+        reason = proc.reason()[0]
+        if reason:
+            what += f": {reason}"
+        elif code == EXIT_ABORTED and proc.role != "worker":
+            what += " (the cluster was aborted: the reason above names the node)"
+        self._emit("launch", f"{proc.name} {what}{FAILURE_END}")
+        self.note_stop(f"{proc.name} {what}")
+        self.failure_followed = bool(proc.follows(code))
+        self.failed_role = proc.role
+        return code if code > 0 else 1
+
+    def note_stop(self, reason: str) -> None:
+        """Leave why the cluster stops where its servers look before they are signalled."""
+        if self.stop_note:
+            write_reason(self.stop_note, reason)
+
+
+def _exit_words(code: int) -> str:
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else \
+        f"exited with code {code}"
+
+
+def wait_for_exits(procs, seconds: float) -> None:
+    """Until every one of ``procs`` exited, ``seconds`` at most in all."""
+    deadline = time.monotonic() + seconds
+    for p in procs:
+        try:
+            p.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _most_direct(followers: list) -> tuple:
+    """Of failures that all followed another node's, the one whose reason names the cause
+    most directly: a worker's (it says what it waited for), else the first."""
+    return next((f for f in followers if f[0].role == "worker"), followers[0])
+
+
+@contextlib.contextmanager
+def interrupts_raise():
+    """Within the block, SIGINT and SIGTERM raise KeyboardInterrupt (so clean-up runs)."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for s in previous:
+        signal.signal(s, interrupted)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _signal_group(popen, sig) -> None:
+    try:
+        os.killpg(popen.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
