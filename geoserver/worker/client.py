@@ -23,18 +23,17 @@ import time
 import numpy as np
 
 from ..config.exit_reasons import write_reason
-from ..compression.feedback import UP, ErrorFeedback
+from ..compression.feedback import ErrorFeedback
 from ..core.kinds import handlers_for
 from ..core.nodes import WORKER, NodeInfo
 from .pending import Pending
-from ..core.postoffice import Postoffice, RendezvousError
 from ..core.ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
-from ..core.van import TransportError, Van
-from .keys import KeyInfo, declare, frames as key_frames, value as key_value
+from .join import join
+from .keys import KeyInfo, declare, frames as key_frames, push_frame, value as key_value
 from .link import ServerLink
 from .replacement import ServerReplacement
-from .requests import Requests
+from .requests import Requests, needs
 from .steps import StepCounts
 from ..core.wire import Flag, Kind, Message
 from .settings import KVStoreError, WorkerSettings
@@ -47,22 +46,7 @@ log = logging.getLogger("netstorm.worker")
 class WorkerClient:
     def __init__(self, settings: WorkerSettings):
         self.settings = settings
-        try:
-            self.van = Van(f"worker {settings.dc}", settings.host, 0,
-                           credentials=settings.credentials(),
-                           local_dir=settings.run_dir, wakeable=True)
-        except (KVStoreError, TransportError) as exc:
-            raise settings.cannot_join(exc) from exc
-        try:
-            self.po = Postoffice(self.van, settings.scheduler, WORKER, settings.dc)
-            self.me: NodeInfo = self.po.register(settings.timeout_s, settings.local_index)
-        except (RendezvousError, TransportError) as exc:
-            self.van.close()
-            raise settings.cannot_join(exc) from exc
-        except Exception:
-            self.van.close()
-            raise
-        write_reason(settings.joined_file, f"joined as {self.me.describe()}")
+        self.van, self.po, self.me = join(settings)
         self.timeout_s = self.po.settings.timeout_s
         self.heartbeat_s = self.po.settings.heartbeat_s
         self.compression = self.po.settings.compression     # cluster-wide
@@ -236,17 +220,9 @@ class WorkerClient:
     def _resend(self, pushed: dict) -> None:
         self.replacement.resend(pushed)
 
-    @staticmethod
-    def _needs(msg: Message):
-        """What ``msg`` needs every worker for: pushes and pulls their key's round, barriers
-        every worker (see :class:`Pending`)."""
-        if msg.kind in (Kind.PUSH, Kind.PULL):
-            return (msg.key, msg.seq) if msg.seq else None
-        return (None, 0) if msg.kind == Kind.BARRIER else None
-
     def _submit(self, msg: Message, what: str, to_scheduler: bool = False, token=None,
                 reserved=None):
-        pending = Pending(what, self._needs(msg))
+        pending = Pending(what, needs(msg))
         pending.slots = reserved
         with self._lock:
             self.requests.add(pending, msg, token)
@@ -320,21 +296,16 @@ class WorkerClient:
         if self.shares.push(key, info.pushes, grad):
             frames, flags = [], flags | Flag.SHARED
         else:
-            frame, = key_frames(info, grad)
-            if borrowed or self._keep_pushes and want_value:
-                frame = frame.copy()    # the caller reuses its buffer
-            if self._push_codec is not None:
-                frame, encoded = self._push_codec.encode(key, 0, frame, info.pushes,
-                                                         frame.size, UP)
-                flags |= Flag.ENCODED if encoded else Flag.NONE
-            frames = [frame]
+            frame, encoded = push_frame(info, grad, borrowed or self._keep_pushes and want_value,
+                                        self._push_codec)
+            frames, flags = [frame], flags | encoded
         msg = Message(Kind.PUSH, key=key, seq=info.pushes, flags=flags, frames=frames,
                       dtype=frames[0].dtype if frames else info.dtype)
         what = f"value of key {key} after round {info.pushes} from {self.server.describe()}"
         if want_value:
             return self._submit(msg, what, reserved=reserved)
         with self._lock:
-            self.requests.refuse_if_left(self._needs(msg), f"round {msg.seq} of key {key}")
+            self.requests.refuse_if_left(needs(msg), f"round {msg.seq} of key {key}")
             self.replacement.keep(msg)
             self._post(msg)
         return None

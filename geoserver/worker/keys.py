@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.wire import Message, WireError, dtype_code
+from ..compression.feedback import UP
+from ..core.wire import Flag, Message, WireError, dtype_code
 from .settings import KVStoreError
 
-__all__ = ["KeyInfo", "declare", "frames", "value"]
+__all__ = ["KeyInfo", "declare", "frames", "push_frame", "value"]
 
 
 @dataclass
@@ -47,6 +48,20 @@ def declare(keys: dict, key: int, shape, dtype) -> KeyInfo:
 def frames(info: KeyInfo, array: np.ndarray) -> list:
     """``array`` as the frames of a message about key ``info``: one flat frame."""
     return [np.ascontiguousarray(array, dtype=info.dtype).reshape(-1)]
+
+
+def push_frame(info: KeyInfo, grad: np.ndarray, copy: bool, codec) -> tuple:
+    """``(frame, flags)`` of the push of ``grad`` as round ``info.pushes``: copied if
+    ``copy`` (the caller reuses its buffer), and compressed by ``codec`` (an
+    :class:`~netstorm.geoserver.compression.feedback.ErrorFeedback`, compression scope
+    ``"all"``; None: off) where that is smaller (``Flag.ENCODED``). O(key size)."""
+    frame, = frames(info, grad)
+    if copy:
+        frame = frame.copy()
+    if codec is None:
+        return frame, Flag.NONE
+    frame, encoded = codec.encode(info.key, 0, frame, info.pushes, frame.size, UP)
+    return frame, Flag.ENCODED if encoded else Flag.NONE
 
 
 def value(info: KeyInfo, reply: Message) -> np.ndarray:

@@ -18,8 +18,16 @@ from ..core.wire import Kind, Message
 from .pending import Pending
 from .settings import KVStoreError
 
-__all__ = ["Requests"]
+__all__ = ["Requests", "needs"]
 
+
+
+def needs(msg: Message):
+    """What ``msg`` needs every worker for: pushes and pulls their key's round, barriers
+    every worker (see :class:`~netstorm.geoserver.worker.pending.Pending`). O(1)."""
+    if msg.kind in (Kind.PUSH, Kind.PULL):
+        return (msg.key, msg.seq) if msg.seq else None
+    return (None, 0) if msg.kind == Kind.BARRIER else None
 
 class Requests:
     """The pending requests of one worker (rank ``rank``); ``esync``: a worker that left
