@@ -13,7 +13,7 @@ import logging
 import time
 
 from netstorm.geoserver.core import wire
-from netstorm.geoserver.core.nodes import SCHEDULER, SERVER
+from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, SilenceJudge
 
 from .rejoin import LostNodes
 
@@ -34,6 +34,7 @@ class Liveness:
         self.config, self.van, self._check_stop = config, van, check_stop
         self.table = None
         self.last_seen: dict = {}       # node id -> when it was last heard of
+        self._silence = SilenceJudge(config.dead_after_s)
         self.finished: set = set()      # workers that said BYE
         self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
         self.step_s: dict = {}          # esync: dc -> its slowest seconds per local step
@@ -58,14 +59,16 @@ class Liveness:
                 self.van.send(node.id, wire.Message(
                     wire.Kind.HEARTBEAT, meta=meta if node.role == SERVER else {}))
 
-    def check(self, replacement) -> None:
+    def check(self, replacement, waiting: bool = False) -> None:
         """Raise :class:`ClusterAborted` for a silent node that cannot be awaited, a lost one
-        overdue, or ``replacement`` (a lost DC server being replaced, or None) overdue."""
+        overdue, or ``replacement`` (a lost DC server being replaced, or None) overdue.
+        ``waiting``: a message waits to be read (it may be a silent node's beat, queued while
+        the loop was busy: :class:`~netstorm.geoserver.core.nodes.SilenceJudge`)."""
         now = time.monotonic()
         for node_id, seen in list(self.last_seen.items()):
             if node_id in self.finished:
                 continue
-            if now - seen > self.config.dead_after_s:
+            if self._silence.dead(node_id, now - seen, now, waiting):
                 why = (f"sent nothing for {now - seen:.1f}s (dead_after_s="
                        f"{self.config.dead_after_s:g}); it is presumed dead")
                 if not self.lose(node_id, why, replacement is not None):

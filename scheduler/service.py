@@ -235,7 +235,7 @@ class Scheduler:
             self._drops.log((msg.origin, msg.sender), "dropped: %s", refusal)
 
     def _check_liveness(self) -> None:
-        self.liveness.check(self.replacement)
+        self.liveness.check(self.replacement, waiting=self.van.pending())
 
     def _on_register(self, msg: wire.Message) -> None:
         """A REGISTER while running: a lost worker coming back into its rank, or refused."""
@@ -300,8 +300,7 @@ class Scheduler:
             msg = self._recv(self.config.heartbeat_s)
             if msg is not None:
                 self._dispatch(msg)
-            if not self.van.pending():  # beats that queued up while it was busy come first
-                self._check_liveness()
+            self._check_liveness()
             self._adapt()
 
     def _dispatch(self, msg: wire.Message) -> None:

@@ -7,13 +7,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["NodeInfo", "NodeTable", "ROLES", "SCHEDULER", "SERVER", "WORKER"]
+__all__ = ["NodeInfo", "NodeTable", "ROLES", "SCHEDULER", "SERVER", "SilenceJudge", "WORKER"]
 
 SCHEDULER = "scheduler"
 SERVER = "server"
 WORKER = "worker"
 ROLES = (SCHEDULER, SERVER, WORKER)
 
+
+
+class SilenceJudge:
+    """When a node silent for longer than ``dead_after_s`` is presumed dead. A message that
+    waits to be read may be its beat, queued while the loop that judges was busy (a long
+    handler, the machine under load): it is read first. A flood of messages defers the
+    judgment by ``dead_after_s`` at most. O(1) per judgment; one entry per node deferred."""
+
+    def __init__(self, dead_after_s: float):
+        self.dead_after_s = dead_after_s
+        self._deferred: dict = {}       # node -> when its judgment was first deferred
+
+    def dead(self, node, silent_s: float, now: float, waiting: bool) -> bool:
+        """Whether ``node``, silent for ``silent_s``, is presumed dead at ``now``;
+        ``waiting``: a message waits to be read."""
+        if silent_s <= self.dead_after_s:
+            self._deferred.pop(node, None)
+            return False
+        if not waiting:
+            return True
+        since = self._deferred.setdefault(node, now)
+        return now - since > self.dead_after_s
 
 @dataclass(frozen=True)
 class NodeInfo:

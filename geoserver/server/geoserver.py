@@ -32,7 +32,7 @@ from .mixed_sync import MixedExchange
 from .probing import Probing
 from .recovery import ServerRecovery
 from .replies import Replies
-from ..core.nodes import SERVER, NodeInfo
+from ..core.nodes import SERVER, NodeInfo, SilenceJudge
 from ..core.postoffice import AbortedByScheduler, AbortError, Postoffice
 from ..core.ratelog import RateLimitedLog
 from .round_gate import RoundGate
@@ -105,6 +105,7 @@ class GeoServer:
         self.gate = RoundGate(settings.round_gate, settings.timeout_s)
         self.scheduler_id = self.table.scheduler().id
         self._scheduler_seen = time.monotonic()     # the WELCOME just came
+        self._silence = SilenceJudge(settings.dead_after_s)
         self._drops = RateLimitedLog(log)
         self.inits = InitSpread(self.dc, self.store, self.policies, self.wan, settings.links,
                                 self._drops)
@@ -331,9 +332,7 @@ class GeoServer:
                 if overdue:
                     raise AbortError(f"{self.dc}: {overdue}")
                 silent = now - self._scheduler_seen
-                # a message waiting may be a beat of the scheduler's that queued up while
-                # this loop was busy (a long handler): it is read first, judged next beat
-                if silent > self.settings.dead_after_s and not self.po.van.pending():
+                if self._silence.dead("scheduler", silent, now, self.po.van.pending()):
                     raise AbortError(f"{self.dc}: the scheduler at "
                                      f"{self.table.scheduler().address} sent nothing for "
                                      f"{silent:.1f}s (dead_after_s="

@@ -25,7 +25,7 @@ import numpy as np
 from ..config.exit_reasons import write_reason
 from ..compression.feedback import ErrorFeedback
 from ..core.kinds import handlers_for
-from ..core.nodes import WORKER, NodeInfo
+from ..core.nodes import WORKER, NodeInfo, SilenceJudge
 from .pending import Pending
 from ..core.ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
@@ -128,16 +128,15 @@ class WorkerClient:
         next_beat = 0.0
         scheduler, scheduler_seen = self.po.table.scheduler(), time.monotonic()
         dead_after_s = self.po.settings.dead_after_s
+        silence = SilenceJudge(dead_after_s)
         while not self._closed.is_set():
             now = time.monotonic()
             if now >= next_beat:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT))
                 next_beat = now + self.heartbeat_s
                 self.requests.expire(now)
-                # a message waiting may be a beat of the scheduler's that queued up while
-                # this thread was held up: it is read first, judged next beat
-                if now - scheduler_seen > dead_after_s and not self.requests.aborted and \
-                        not self.po.van.pending():
+                if not self.requests.aborted and silence.dead(
+                        "scheduler", now - scheduler_seen, now, self.po.van.pending()):
                     self._fail_all(f"the scheduler at {scheduler.address} sent nothing for "
                                    f"{now - scheduler_seen:.1f}s (dead_after_s="
                                    f"{dead_after_s:g}); it is presumed dead",
