@@ -34,24 +34,52 @@ def start_node(build, log: logging.Logger, reason_file: str = ""):
     return built, raise_on_signals()
 
 
-class Terminated(Exception):
-    """SIGTERM or SIGINT arrived."""
+class Terminated(KeyboardInterrupt):
+    """A stop signal arrived; its text is the signal's name. A :class:`KeyboardInterrupt`,
+    so that what handles Ctrl-C handles SIGTERM alike and no ``except Exception`` swallows
+    it; ``exit_code`` is the shell's for that signal (128 + its number)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.exit_code = 128 + signal.Signals[name].value
 
 
 class StopSignals:
-    """SIGTERM/SIGINT become :class:`Terminated` in the main thread, so loops unwind and
-    close their sockets. Python ignores an exception raised inside a destructor (a ZeroMQ
-    socket's, say), which would swallow the signal: the signal is also remembered, and
-    :meth:`check`, called by the loops once a beat, raises it again."""
+    """The one way netstorm's processes turn stop signals (default SIGTERM and SIGINT) into
+    :class:`Terminated` in the main thread, so that loops unwind and ``with`` blocks clean
+    up. As a context manager it restores the previous handlers on exit (the launcher, the
+    emulated WAN, the benchmark); :func:`raise_on_signals` installs it for a process's life
+    (the servers and the scheduler). Python ignores an exception raised inside a destructor
+    (a ZeroMQ socket's, say), which would swallow the signal: the signal is also remembered,
+    and :meth:`check`, called by the loops once a beat, raises it again."""
 
-    def __init__(self):
+    def __init__(self, *signals):
+        self.signals = signals or (signal.SIGTERM, signal.SIGINT)
         self.received: str | None = None
         self.stopping = False
+        self._previous: dict = {}
 
     def _handler(self, signum, _frame):
         self.received = signal.Signals(signum).name
         if not self.stopping:
             raise Terminated(self.received)
+
+    def install(self) -> "StopSignals":
+        self._previous = {s: signal.signal(s, self._handler) for s in self.signals}
+        return self
+
+    def restore(self) -> None:
+        """Put back the handlers :meth:`install` replaced."""
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous = {}
+
+    def __enter__(self) -> "StopSignals":
+        return self.install()
+
+    def __exit__(self, *_exc) -> bool:
+        self.restore()
+        return False
 
     def quiet(self) -> None:
         """The process is closing its sockets and exiting anyway: a signal from now on is
@@ -64,8 +92,6 @@ class StopSignals:
 
 
 def raise_on_signals() -> StopSignals:
-    """Install :class:`StopSignals` for SIGTERM and SIGINT; the loops' ``check``."""
-    stop = StopSignals()
-    signal.signal(signal.SIGTERM, stop._handler)
-    signal.signal(signal.SIGINT, stop._handler)
-    return stop
+    """Install :class:`StopSignals` for SIGTERM and SIGINT for the rest of the process; the
+    loops' ``check``."""
+    return StopSignals().install()

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from netstorm.geoserver.cli import StopSignals
 from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED, read_reason, write_reason
 
 __all__ = ["BLAME_GRACE_S", "FAILURE_END", "LAUNCH_PREFIX", "Launcher", "Proc", "REASON_SHOWN",
@@ -127,7 +128,7 @@ class Launcher:
 
     def __exit__(self, exc_type, exc, _tb):
         """Always stop every process; an interrupt is reported and propagates."""
-        if exc_type is KeyboardInterrupt:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self._emit("launch", f"interrupted ({exc or 'SIGINT'}); stopping the cluster")
         self.stop_all()
         return False
@@ -255,21 +256,10 @@ def _most_direct(followers: list) -> tuple:
     return next((f for f in followers if f[0].role == "worker"), followers[0])
 
 
-@contextlib.contextmanager
-def interrupts_raise():
-    """Within the block, SIGINT and SIGTERM raise KeyboardInterrupt (so clean-up runs)."""
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
-    def interrupted(signum, _frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    for s in previous:
-        signal.signal(s, interrupted)
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+def interrupts_raise() -> StopSignals:
+    """Within the block, SIGINT and SIGTERM raise :class:`Terminated`, a KeyboardInterrupt
+    (so clean-up runs)."""
+    return StopSignals(signal.SIGINT, signal.SIGTERM)
 
 
 def _signal_group(popen, sig) -> None:

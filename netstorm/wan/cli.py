@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from netstorm.geoserver.cli import StopSignals
 from netstorm.scheduler.topology import Topology, TopologyError
 
 from .builtin import load_topology
@@ -30,18 +31,10 @@ from .traces import load_trace
 __all__ = ["main", "terminate_raises"]
 
 
-@contextlib.contextmanager
-def terminate_raises():
-    """While inside, SIGTERM and SIGHUP raise SystemExit in the main thread, so ``with``
-    blocks (and their ``down``) unwind as on Ctrl-C."""
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
+def terminate_raises() -> StopSignals:
+    """While inside, SIGTERM and SIGHUP raise :class:`Terminated` (a KeyboardInterrupt) in the
+    main thread, so ``with`` blocks (and their ``down``) unwind as on Ctrl-C."""
+    return StopSignals(signal.SIGTERM, signal.SIGHUP)
 
 
 def _print_up(wan: EmulatedWan, out=sys.stdout) -> None:
@@ -172,9 +165,9 @@ def main(argv=None) -> int:
     except (WanError, TopologyError) as exc:
         print(f"wan.py: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("wan.py: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:     # Ctrl-C, or Terminated by SIGTERM or SIGHUP
+        print(f"wan.py: interrupted{f' ({exc})' if str(exc) else ''}", file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
     return 0
 
 

@@ -43,3 +43,16 @@ def test_a_reason_file_says_why_and_whether_another_node_was_the_cause(tmp_path)
     write_reason(str(tmp_path / "stopping"), "worker dc1/0 was killed by SIGKILL")
     assert read_stop_note(str(tmp_path)) == "worker dc1/0 was killed by SIGKILL"
     assert read_stop_note("") == ""
+
+
+def test_stop_signals_as_a_block_raise_terminated_and_put_the_handlers_back():
+    """The tools' use (launcher, emulated WAN, benchmark): inside the block the signals
+    raise Terminated, a KeyboardInterrupt with the shell's exit code; after it, the handlers
+    are what they were."""
+    before = signal.getsignal(signal.SIGHUP)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        with StopSignals(signal.SIGTERM, signal.SIGHUP):
+            os.kill(os.getpid(), signal.SIGHUP)
+    assert isinstance(caught.value, Terminated) and str(caught.value) == "SIGHUP"
+    assert caught.value.exit_code == 128 + signal.SIGHUP
+    assert signal.getsignal(signal.SIGHUP) is before
