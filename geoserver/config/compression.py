@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-from .tables import chosen_params
+from .tables import check_kind, chosen_params
 
 __all__ = ["CompressionConfig", "CompressionError", "DEFAULT_RATIO", "DEFAULT_SIZE_THRESHOLD",
            "DEFAULT_THRESHOLD", "DEFAULT_WARMUP_ROUNDS", "PARAMS", "SCOPES", "TYPES"]
@@ -38,6 +38,10 @@ class CompressionError(ValueError):
 
 @dataclass(frozen=True)
 class CompressionConfig:
+    """The cluster file's ``[compression]`` table: which codec (``type``, one of
+    :data:`TYPES`; each takes the parameters :data:`PARAMS` lists) and where (``scope``:
+    ``"wan"`` between DC servers, ``"all"`` also a worker's pushes). Checked on creation."""
+
     type: str = "none"
     threshold: float = DEFAULT_THRESHOLD
     ratio: float = DEFAULT_RATIO
@@ -47,9 +51,7 @@ class CompressionConfig:
     scope: str = "wan"
 
     def __post_init__(self):
-        if self.type not in TYPES:
-            raise CompressionError(f"compression type {self.type!r} is unknown; accepted: "
-                                   f"{', '.join(repr(t) for t in TYPES)}")
+        check_kind(self.type, TYPES, "compression type", CompressionError)
         if not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold)
                 and self.threshold > 0):
             raise CompressionError(f"threshold must be a positive number, got "

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from .tables import chosen_params
+from .tables import check_kind, chosen_params
 
 __all__ = ["DEFAULT_K1", "DEFAULT_K2", "DEFAULT_MAX_STEPS", "DEFAULT_STALENESS", "MAX_COUNT",
            "MODES", "PARAMS", "SyncConfig", "SyncError"]
@@ -56,9 +56,7 @@ class SyncConfig:
     max_steps: int = DEFAULT_MAX_STEPS
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise SyncError(f"sync mode {self.mode!r} is unknown; accepted: "
-                            f"{', '.join(repr(m) for m in MODES)}")
+        check_kind(self.mode, MODES, "sync mode", SyncError)
         for name, lowest in (("k1", 1), ("k2", 1), ("staleness", 0), ("max_steps", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or \

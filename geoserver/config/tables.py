@@ -1,7 +1,16 @@
 """Reading the cluster-wide settings tables ([sync], [compression]) the same way. Pure."""
 from __future__ import annotations
 
-__all__ = ["chosen_params"]
+__all__ = ["check_kind", "chosen_params"]
+
+
+def check_kind(kind, known, label: str, error: type):
+    """``kind`` if it is one of ``known``; else ``error`` naming it as ``label`` and what is
+    accepted. O(len(known))."""
+    if kind not in known:
+        raise error(f"{label} {kind!r} is unknown; accepted: "
+                    f"{', '.join(repr(k) for k in known)}")
+    return kind
 
 
 def chosen_params(params: dict, kind_field: str, label: str, takes: dict,
@@ -10,10 +19,7 @@ def chosen_params(params: dict, kind_field: str, label: str, takes: dict,
     ``kind_field`` (``takes``: kind -> the parameters it takes). An unknown kind, or a
     parameter that kind does not take, raises ``error`` naming the kind as ``label`` and
     what is accepted; nothing is ignored. O(len(params))."""
-    kind = params.get(kind_field)
-    if kind not in takes:
-        raise error(f"{label} {kind!r} is unknown; accepted: "
-                    f"{', '.join(repr(k) for k in takes)}")
+    kind = check_kind(params.get(kind_field), takes, label, error)
     extra = sorted(set(params) - {kind_field, *takes[kind]}, key=str)
     if extra:
         raise error(f"{label} {kind!r} takes no {', '.join(map(repr, extra))} "
