@@ -1,13 +1,13 @@
 """Network awareness in the scheduler: the current view of every WAN link, and when to re-plan.
 
 Servers report inbound link estimates and stalled outbound links on their heartbeats
-(:mod:`netstorm.geoserver.server.wan.link_monitor`, :meth:`netstorm.geoserver.server.wan.send_queue.SendQueue.stalled`);
-:class:`LinkRates` keeps the latest per direction, starting from the cluster file's rates
-(or the start-up measurement). :class:`Replanner` decides when the policy in force is worth
-replacing: when, under the fresh estimates, it is predicted more than ``threshold`` slower
-than the best policy, for at least ``confirm_s``, and the last switch is at least
-``min_dwell_s`` old (no flapping).
-Pure logic with an explicit clock; the scheduler process feeds it.
+(:mod:`netstorm.geoserver.server.wan.link_monitor`,
+:meth:`netstorm.geoserver.server.wan.send_queue.SendQueue.stalled`); :class:`LinkRates` keeps the
+latest per direction, starting from the cluster file's rates (or the start-up measurement).
+:class:`Replanner` decides when the policy in force is worth replacing: when, under the fresh
+estimates, it is predicted more than ``threshold`` slower than the best policy, for at least
+``confirm_s``, and the last switch is at least ``min_dwell_s`` old (no flapping). Pure logic with an
+explicit clock; the scheduler process feeds it.
 """
 from __future__ import annotations
 

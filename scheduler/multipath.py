@@ -1,12 +1,12 @@
 """Multipath: let links the trees leave idle carry part of the busiest links' chunks.
 
-A chunk on tree link u -> v may be split: a fraction travels u -> w -> v through a relay DC w
-that only forwards (no aggregation), the rest goes direct; the receiver reassembles
-(:mod:`netstorm.geoserver.server.wan.reassembly`). :func:`plan_relays` chooses, for the policy's link loads
-under the current rates, which directions shed how much through which relay, so that the direct
-part and the relayed part take equally long: repeatedly, the busiest direction moves bytes to
-the two-hop path that ends lowest, exactly until the two are level (water filling). Pure
-function; O(steps · n) with ``steps`` at most ``max_steps``.
+A chunk on tree link u -> v may be split: a fraction travels u -> w -> v through a relay DC w that
+only forwards (no aggregation), the rest goes direct; the receiver reassembles
+(:mod:`netstorm.geoserver.server.wan.reassembly`). :func:`plan_relays` chooses, for the policy's
+link loads under the current rates, which directions shed how much through which relay, so that the
+direct part and the relayed part take equally long: repeatedly, the busiest direction moves bytes to
+the two-hop path that ends lowest, exactly until the two are level (water filling). Pure function;
+O(steps · n) with ``steps`` at most ``max_steps``.
 
 A relay pays for itself or is not planned. A relayed byte crosses two links instead of one
 and costs the relay DC a receive and a send besides: each relayed Mbit is charged

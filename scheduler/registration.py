@@ -14,8 +14,8 @@ SCHEDULER_ID = 0
 
 class Registration:
     def __init__(self, dcs):
-        """``dcs``: the cluster's :class:`~netstorm.geoserver.config.cluster.DataCenter` s, in file order
-        (servers get their ids in that order, workers their ranks)."""
+        """``dcs``: the cluster's :class:`~netstorm.geoserver.config.cluster.DataCenter` s,
+        in file order (servers get their ids in that order, workers their ranks)."""
         self.dcs = tuple(dcs)
         self.expected: dict = {}        # (role, DC) -> how many nodes
         for dc in self.dcs:

@@ -1,11 +1,11 @@
 """Fused messages: many small requests, replies or WAN chunks to one peer as one message.
 
 A Trainer step sends one PUSH per parameter and gets one VALUE back; most of resnet18's 62
-parameters are a few hundred bytes (batch-norm scales and shifts), and each message costs
-both processes a ZeroMQ send and receive, a poll and a wake-up, a header and a meta frame to
-decode and check, whatever its size. Like Horovod's tensor fusion, the worker holds its small
-requests for a moment (:class:`netstorm.geoserver.worker.outbox.Outbox`) and sends what gathered as one BATCH; the server
-sends the replies one drain of its socket produced as one BATCH. Between servers, a link's
+parameters are a few hundred bytes (batch-norm scales and shifts), and each message costs both
+processes a ZeroMQ send and receive, a poll and a wake-up, a header and a meta frame to decode and
+check, whatever its size. Like Horovod's tensor fusion, the worker holds its small requests for a
+moment (:class:`netstorm.geoserver.worker.outbox.Outbox`) and sends what gathered as one BATCH; the
+server sends the replies one drain of its socket produced as one BATCH. Between servers, a link's
 send queue hands over the small chunks that wait for it, most urgent first, as one BATCH
 (:mod:`netstorm.geoserver.server.wan.send_queue`): a model's small keys then cost a link one message
 (and one CURVE box of header and meta) per round instead of one each.

@@ -4,10 +4,10 @@ This module is the layout both sides agree on; the worker's half is
 :mod:`netstorm.geoserver.worker.shared_slots`, the server's
 :mod:`netstorm.geoserver.server.shared_segments`.
 
-A worker that reaches its DC's server over the ``ipc://`` endpoint (they share a host) gives
-each key of at least :data:`MIN_SHARED_BYTES` a segment of two slots, ``[push | value]``,
-each the key's bytes rounded up to a page. The segment is an anonymous ``memfd``: nothing is
-left in any folder if a process dies. The protocol (flags of :class:`~netstorm.geoserver.core.wire.Flag`):
+A worker that reaches its DC's server over the ``ipc://`` endpoint (they share a host) gives each
+key of at least :data:`MIN_SHARED_BYTES` a segment of two slots, ``[push | value]``, each the key's
+bytes rounded up to a page. The segment is an anonymous ``memfd``: nothing is left in any folder if
+a process dies. The protocol (flags of :class:`~netstorm.geoserver.core.wire.Flag`):
 
 - INIT carries ``meta.shm_fd``, the segment's descriptor in the worker. The server opens
   ``/proc/<pid>/fd/<fd>``, where ``pid`` is the connecting process's, from the kernel's

@@ -7,9 +7,9 @@ Tensor frames are handed to ZeroMQ without copying: a buffer passed to :meth:`Va
 not be modified afterwards.
 
 A peer connected with a small ``send_hwm`` takes only that many messages into ZeroMQ's queue;
-:meth:`Van.try_send` then reports a full queue instead of blocking, and :meth:`Van.wait` wakes
-the receiving thread when such a peer can take more (:mod:`netstorm.geoserver.server.wan.send_queue` keeps the
-rest in priority order).
+:meth:`Van.try_send` then reports a full queue instead of blocking, and :meth:`Van.wait` wakes the
+receiving thread when such a peer can take more (:mod:`netstorm.geoserver.server.wan.send_queue`
+keeps the rest in priority order).
 
 With :class:`~netstorm.geoserver.core.security.Credentials` every socket uses CURVE: the ROUTER
 admits only the cluster's keys (a :class:`~netstorm.geoserver.core.security.ZapHandler` on this
@@ -27,8 +27,8 @@ from a process of this node's own Unix user (the kernel's peer credentials) and 
 this node's own principal. See docs/security.md.
 
 Given ``delays`` (``{source address: seconds}``, an emulated WAN's only: see
-:mod:`netstorm.geoserver.config.emulation`) every valid message whose TCP connection comes from such an
-address is held that long (a :class:`~netstorm.geoserver.core.delay_line.DelayLine`) before
+:mod:`netstorm.geoserver.config.emulation`) every valid message whose TCP connection comes from such
+an address is held that long (a :class:`~netstorm.geoserver.core.delay_line.DelayLine`) before
 :meth:`Van.recv` returns it.
 """
 from __future__ import annotations

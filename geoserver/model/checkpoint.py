@@ -34,7 +34,8 @@ class CheckpointError(ValueError):
 class Checkpoint:
     """``values``: key -> array; ``sparse``: the keys declared row_sparse; ``optimizer``:
     the servers' optimizer spec (None: no optimizer was set) with ``states_meta`` and
-    ``state_frames`` as :func:`~netstorm.geoserver.model.optimizer_host.states_to_wire` makes them."""
+    ``state_frames`` as :func:`~netstorm.geoserver.model.optimizer_host.states_to_wire` makes
+    them."""
 
     round: int
     values: dict

@@ -3,12 +3,12 @@ goes on to the store.
 
 A request waits while the server cannot take it yet: while a replacement server recovers
 (:mod:`.recovery` keeps them), while no policy is known (at most
-:data:`~netstorm.geoserver.config.settings.MAX_EARLY_MESSAGES`, then refused) and, with the
-round gate (:mod:`.round_gate`), a push of a round not yet open (asking the scheduler for it
-with an early heartbeat), and while a new optimizer is built: that imports MXNet (a second or
-more, longer under load) on a thread of its own, so that the server's loop goes on beating and
-reading the scheduler's beats meanwhile. A request the store cannot serve is answered with ERROR, logged
-rate-limited per worker. O(1) per request; releasing n held requests is O(n).
+:data:`~netstorm.geoserver.config.settings.MAX_EARLY_MESSAGES`, then refused) and, with the round
+gate (:mod:`.round_gate`), a push of a round not yet open (asking the scheduler for it with an early
+heartbeat), and while a new optimizer is built: that imports MXNet (a second or more, longer under
+load) on a thread of its own, so that the server's loop goes on beating and reading the scheduler's
+beats meanwhile. A request the store cannot serve is answered with ERROR, logged rate-limited per
+worker. O(1) per request; releasing n held requests is O(n).
 """
 from __future__ import annotations
 

@@ -1,24 +1,23 @@
 """Passive throughput measurement of WAN links, from the training traffic itself.
 
-No probes compete with training and no clocks are compared. The *sender* knows whether a
-link was busy: a message that had to wait in its :class:`~netstorm.geoserver.server.wan.send_queue.SendQueue`
-(ZeroMQ's queue towards that peer was full when it was queued) is marked ``Flag.QUEUED``,
-and from then until it leaves the link carries nothing but the messages queued ahead of it
-and then this one. The *receiver* timestamps arrivals with its own clock: for a QUEUED
-message, the time since the previous arrival from the same peer is time the link spent
-carrying that message. Summing bytes and those intervals over a window of at least
-``window_s`` gives a rate; the receiver's scheduling jitter moves single arrivals but
-cancels over a window. A message that was not QUEUED ends the window (the link may have
-been idle before it); a window that ends so but carried at least ``min_bytes`` (a probe
-burst on an idle link) still counts. Windows feed an exponentially weighted mean with time
-constant ``tau_s`` in continuous time: a window ending d seconds after the last update
-weighs 1 - exp(-d/tau), so back-to-back windows weigh by their length, and a probe burst
-seconds after the last news nearly replaces the estimate (after a silence of 4 tau it
-does). Each window enters the mean as the median of itself and the two windows before it
-(when those are recent): a single slow window (the sending server busy elsewhere for a
-moment, on a loaded host) does not move the estimate, a real change does one window later.
-Before a link's first window, the rate the scheduler planned with stands for the two
-before it, so a link's first window alone does not replace the planned rate either.
+No probes compete with training and no clocks are compared. The *sender* knows whether a link was
+busy: a message that had to wait in its :class:`~netstorm.geoserver.server.wan.send_queue.SendQueue`
+(ZeroMQ's queue towards that peer was full when it was queued) is marked ``Flag.QUEUED``, and from
+then until it leaves the link carries nothing but the messages queued ahead of it and then this one.
+The *receiver* timestamps arrivals with its own clock: for a QUEUED message, the time since the
+previous arrival from the same peer is time the link spent carrying that message. Summing bytes and
+those intervals over a window of at least ``window_s`` gives a rate; the receiver's scheduling
+jitter moves single arrivals but cancels over a window. A message that was not QUEUED ends the
+window (the link may have been idle before it); a window that ends so but carried at least
+``min_bytes`` (a probe burst on an idle link) still counts. Windows feed an exponentially weighted
+mean with time constant ``tau_s`` in continuous time: a window ending d seconds after the last
+update weighs 1 - exp(-d/tau), so back-to-back windows weigh by their length, and a probe burst
+seconds after the last news nearly replaces the estimate (after a silence of 4 tau it does). Each
+window enters the mean as the median of itself and the two windows before it (when those are
+recent): a single slow window (the sending server busy elsewhere for a moment, on a loaded host)
+does not move the estimate, a real change does one window later. Before a link's first window, the
+rate the scheduler planned with stands for the two before it, so a link's first window alone does
+not replace the planned rate either.
 
 A receiver that pauses (descheduled, or busy with an optimizer step on a loaded host)
 finds on its return what the link delivered meanwhile waiting in its socket buffers, and

@@ -9,13 +9,12 @@ first and, within a round, lower keys first, the order gluon.Trainer pushes them
 (``priority=-index``) and the next forward pass needs them in. When a peer's socket can take
 more, :meth:`SendQueue.flush` hands over the most urgent waiting messages.
 
-Two by-products feed network awareness (:mod:`netstorm.geoserver.server.wan.link_monitor`): a message
-that had to wait here is marked ``Flag.QUEUED`` (the link was busy until it left), and a peer whose
-messages wait while nothing at all leaves for ``stall_s`` is reported by :meth:`stalled`.
+Two by-products feed network awareness (:mod:`netstorm.geoserver.server.wan.link_monitor`): a
+message that had to wait here is marked ``Flag.QUEUED`` (the link was busy until it left), and a
+peer whose messages wait while nothing at all leaves for ``stall_s`` is reported by :meth:`stalled`.
 A sender that was away from its sockets for a while (busy, or descheduled on a loaded host:
-:meth:`SendQueue.paused`) may have let a link drain and idle; the next message to each
-waiting peer then goes unmarked, so that its receiver does not time the idle gap as the
-link's.
+:meth:`SendQueue.paused`) may have let a link drain and idle; the next message to each waiting peer
+then goes unmarked, so that its receiver does not time the idle gap as the link's.
 
 Small chunks that wait for one peer leave together: :meth:`SendQueue.flush` hands the
 most urgent waiting chunk, and the chunks smaller than ``fuse_bytes`` right behind it, to the

@@ -1,13 +1,13 @@
 """One DC server's WAN side below aggregation: how chunks leave and arrive.
 
-Leaving: a chunk for neighbour v goes whole, or in parts over relays (multipath), or around
-v's stalled link (detour), as :class:`~netstorm.geoserver.server.wan.routing.Router` says; every message passes
-the priority :class:`~netstorm.geoserver.server.wan.send_queue.SendQueue`. Arriving: every chunk message feeds
-the passive :class:`~netstorm.geoserver.server.wan.link_monitor.LinkMonitor` of the link it came over; a
-``RELAY`` for another DC is forwarded; parts are reassembled; every whole chunk goes, with
-the DC it came from and whether it is a compressed payload (the ENCODED flag), to the
-``deliver`` callback (:meth:`WanTransport.deliver_to`; the
-server wires it to :meth:`~netstorm.geoserver.server.aggregation.TreeExchange.on_chunk`).
+Leaving: a chunk for neighbour v goes whole, or in parts over relays (multipath), or around v's
+stalled link (detour), as :class:`~netstorm.geoserver.server.wan.routing.Router` says; every message
+passes the priority :class:`~netstorm.geoserver.server.wan.send_queue.SendQueue`. Arriving: every
+chunk message feeds the passive :class:`~netstorm.geoserver.server.wan.link_monitor.LinkMonitor` of
+the link it came over; a ``RELAY`` for another DC is forwarded; parts are reassembled; every whole
+chunk goes, with the DC it came from and whether it is a compressed payload (the ENCODED flag), to
+the ``deliver`` callback (:meth:`WanTransport.deliver_to`; the server wires it to
+:meth:`~netstorm.geoserver.server.aggregation.TreeExchange.on_chunk`).
 
 Part and relay messages keep the chunk's header fields and add JSON meta: ``part``
 ``[start, total]`` (elements), ``from`` (origin DC), and for RELAY ``to``, ``kind`` (the
