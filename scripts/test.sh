@@ -4,7 +4,7 @@
 #   bash scripts/test.sh -m cluster   processes, sockets, namespaces (tests/cluster/)
 source "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
 cd "$REPO"
-# Linux perf, for tests/test_bench_perf_profile.py (bench.py --perf): Debian's linux-perf
+# Linux perf, for tests/cluster/test_bench_perf_profile.py (bench.py --perf): Debian's linux-perf
 if ! command -v perf >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     echo "[setup] installing Debian's linux-perf (bench.py --perf and its test)"
     apt-get install -y -q linux-perf >/dev/null 2>&1 || \

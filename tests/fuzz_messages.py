@@ -1,4 +1,4 @@
-"""Malformed and adversarial netstorm messages for the fuzz test (tests/test_fuzz.py).
+"""Malformed and adversarial netstorm messages for the fuzz test (tests/cluster/test_fuzz.py).
 
 :func:`generate` returns a few thousand multipart ZeroMQ messages (lists of ``bytes``
 frames, as a DEALER sends them), each tagged with the category that made it, its kind and
@@ -36,7 +36,7 @@ DTYPE_CODES = range(1, 8)
 PLACEHOLDER = "\x00raw\x00"        # stands for a raw JSON fragment in a meta template
 
 # Every meta field the code reads (grep 'meta.get(' and 'meta[' in geoserver/, scheduler/,
-# kvstore/; tests/test_fuzz.py checks the list is complete) with its JSON type, and the kinds
+# kvstore/; tests/cluster/test_fuzz.py checks the list is complete) with its JSON type, and the kinds
 # that carry it. Nested fields of a POLICY, a SET_OPTIMIZER spec and WELCOME follow below.
 FIELD_TYPES = {
     "role": str, "dc": str, "address": str, "local_index": int, "pid": int, "host": str,

@@ -1,4 +1,4 @@
-"""Shared cases of the tests/test_planning_*.py files (no tests of its own): hand-made
+"""Shared cases of the tests/unit/test_planning_*.py files (no tests of its own): hand-made
 topologies and trees, random partial meshes, the built-in topologies."""
 import networkx as nx
 import numpy as np

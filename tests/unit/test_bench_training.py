@@ -1,5 +1,5 @@
 """netstorm.bench.training: one worker's training run (on a local kvstore here; on every
-system in tests/test_bench.py)."""
+system in tests/cluster/test_bench.py)."""
 from types import SimpleNamespace
 
 import mxnet as mx

@@ -1,4 +1,4 @@
-"""Worker script for tests/test_netstorm.py: every kvstore method against dist_sync semantics.
+"""Worker script for tests/cluster/test_netstorm.py: every kvstore method against dist_sync semantics.
 
 Run under scripts/launch.py; exits non-zero (with the failing check) on any mismatch.
 """

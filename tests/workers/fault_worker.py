@@ -1,4 +1,4 @@
-"""Worker script for fault tests: tests/test_launch.py, test_service.py, test_server.py.
+"""Worker script for fault tests: tests/cluster/test_launch.py, test_service.py, test_server.py.
 
     fault_worker.py MODE [ROUNDS [ELEMENTS]]
 

@@ -1,4 +1,4 @@
-"""Worker script for tests/test_worker_client.py: 96 small keys and a large one, all
+"""Worker script for tests/cluster/test_worker_client.py: 96 small keys and a large one, all
 pushpulled at once (as a Trainer step does), then pushed and pulled apart, then pushed
 twice before a pull; exact dist_sync sums throughout. The small keys' requests wait in the
 worker's outbox and travel in BATCHes (batch.py); prints how many. Exits non-zero on a

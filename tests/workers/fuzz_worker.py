@@ -1,4 +1,4 @@
-"""Worker script for tests/test_fuzz.py: an exact-sum pushpull loop that tells the test where
+"""Worker script for tests/cluster/test_fuzz.py: an exact-sum pushpull loop that tells the test where
 to aim its fuzzer and runs until the test says at which round to stop.
 
     fuzz_worker.py DIR

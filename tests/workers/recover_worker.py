@@ -1,4 +1,4 @@
-"""Worker script for tests/test_recovery.py: rounds of known gradients on two keys under an
+"""Worker script for tests/cluster/test_recovery.py: rounds of known gradients on two keys under an
 SGD optimizer with momentum, restartable (it goes on after ``kv.resumed_round``).
 
     recover_worker.py ROUNDS OUT_DIR [--kill RANK ROUND] [--save-at ROUND PATH]

@@ -1,4 +1,4 @@
-"""Worker script for tests/test_shared_slots.py: a large key (shared memory with the DC
+"""Worker script for tests/cluster/test_shared_slots.py: a large key (shared memory with the DC
 server on this host) and a small one (frames), through pushpull, push + pull, two pushes
 before a pull (the second finds the push slot busy and goes by frame) and a Trainer-like
 loop; exact dist_sync sums throughout. Exits non-zero on a mismatch; prints how many

@@ -1,4 +1,4 @@
-"""Worker script for the sync modes' live tests (tests/test_sync.py): trainer_worker's model
+"""Worker script for the sync modes' live tests (tests/cluster/test_sync.py): trainer_worker's model
 and batches under any [sync] mode, optionally with one DC's workers slower.
 
     sync_worker.py OUT_DIR [--steps S] [--wd WD] [--optimizer sgd|dcasgd]
