@@ -1,76 +1,18 @@
-"""SyncConfig: the [sync] setting, parsed once with errors naming the field; and each mode
-end to end on live clusters (slow)."""
+"""sync: the tests that start processes or open sockets; the rest, and the helpers
+both use, are in tests/unit/test_sync.py."""
+
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-
 import numpy as np
 import pytest
-
 from launching import REPO, free_port, launch, leftovers, worker_cmd
 from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.geoserver.config.cluster_toml import to_toml
-from netstorm.geoserver.config.sync import MAX_COUNT, SyncConfig, SyncError
-
-
-def test_default_is_fully_synchronous_and_every_round_crosses_the_wan():
-    sync = SyncConfig.from_params(None)
-    assert sync.mode == "fsa" and not sync.local_steps and not sync.asynchronous
-    assert [sync.wan_round(r) for r in (1, 2, 3)] == [1, 2, 3]
-    assert all(sync.crosses_wan(r) for r in (1, 2, 3))
-
-
-def test_hfa_groups_k2_dc_rounds_into_one_wan_round():
-    sync = SyncConfig.from_params({"mode": "hfa", "k1": 4, "k2": 3})
-    assert sync.local_steps and (sync.k1, sync.k2) == (4, 3)
-    assert [sync.wan_round(r) for r in range(1, 8)] == [1, 1, 1, 2, 2, 2, 3]
-    assert [r for r in range(1, 10) if sync.crosses_wan(r)] == [3, 6, 9]
-
-
-def test_esync_and_mixed_cross_the_wan_every_round():
-    for sync in (SyncConfig(mode="esync", k2=5), SyncConfig(mode="mixed")):
-        assert sync.rounds_per_wan_round == 1 and sync.crosses_wan(1)
-    assert SyncConfig(mode="mixed").asynchronous and SyncConfig(mode="esync").local_steps
-
-
-@pytest.mark.parametrize("params,message", [
-    ({"mode": "hfa", "k1": 0}, r"k1 must be a whole number in 1\.\."),
-    ({"mode": "hfa", "k2": 2.5}, r"k2 must be a whole number"),
-    ({"mode": "hfa", "k2": True}, r"k2 must be a whole number"),
-    ({"mode": "mixed", "staleness": -1}, r"staleness must be a whole number in 0\.\."),
-    ({"mode": "esync", "max_steps": MAX_COUNT + 1}, r"max_steps must be"),
-    ({"mode": "hfa", "staleness": 2}, r"mode 'hfa' takes no 'staleness' \(it takes 'k1', "
-                                      r"'k2'\)"),
-    ({"mode": "fsa", "k1": 2}, r"mode 'fsa' takes no 'k1' \(it takes nothing\)"),
-    ({"mode": "dcasgd"}, r"sync mode 'dcasgd' is unknown; accepted: 'fsa', 'hfa'"),
-    ("hfa", r"must be a table"),
-])
-def test_bad_settings_name_the_field(params, message):
-    with pytest.raises(SyncError, match=message):
-        SyncConfig.from_params(params)
-
-
-def test_the_flag_form_reads_back_what_describe_writes():
-    for text in ("fsa", "hfa:k1=4,k2=2", "mixed:staleness=0", "esync:max_steps=3"):
-        sync = SyncConfig.parse(text)
-        assert sync.describe() == text and SyncConfig.parse(sync.describe()) == sync
-    assert SyncConfig.parse("hfa:k1=3") == SyncConfig(mode="hfa", k1=3)
-    with pytest.raises(SyncError, match=r"--sync: expected NAME=N after 'hfa:', got 'k1'"):
-        SyncConfig.parse("hfa:k1")
-    with pytest.raises(SyncError, match=r"--sync: sync mode 'mixed' takes no 'k1'"):
-        SyncConfig.parse("mixed:k1=2")
-
-
-def test_json_round_trip_and_malformed_json_refused():
-    sync = SyncConfig(mode="hfa", k1=2, k2=5)
-    assert SyncConfig.from_json(sync.to_json()) == sync
-    assert sync.to_params() == {"mode": "hfa", "k1": 2, "k2": 5}
-    for bad in ([], {"mode": "hfa"}, {**sync.to_json(), "extra": 1}):
-        with pytest.raises(SyncError):
-            SyncConfig.from_json(bad)
+from netstorm.geoserver.config.sync import SyncConfig
 
 
 # ---------------------------------------------------------------- live clusters

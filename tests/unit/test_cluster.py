@@ -2,13 +2,17 @@ import re
 import socket
 import tomllib
 
+import netstorm.geoserver.config.hosts as hosts
 import pytest
 import zmq
-
-import netstorm.geoserver.config.hosts as hosts
-from netstorm.geoserver.config.sync import SyncConfig
-from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster, parse_cluster, pseudo_cluster
+from netstorm.geoserver.config.cluster import (
+    ClusterFileError,
+    load_cluster,
+    parse_cluster,
+    pseudo_cluster,
+)
 from netstorm.geoserver.config.cluster_toml import to_toml
+from netstorm.geoserver.config.sync import SyncConfig
 
 GOOD = """
 [scheduler]

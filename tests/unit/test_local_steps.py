@@ -1,6 +1,5 @@
 """LocalSteps: the worker's side of hfa and esync, with a stand-in for the push operator."""
 import mxnet as mx
-import numpy as np
 import pytest
 
 from netstorm.geoserver.config.sync import SyncConfig

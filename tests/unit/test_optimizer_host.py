@@ -4,9 +4,13 @@ import json
 import mxnet as mx
 import numpy as np
 import pytest
-
-from netstorm.geoserver.model.optimizer_host import (OptimizerHost, OptimizerSpecError, optimizer_spec,
-                                      states_from_wire, states_to_wire)
+from netstorm.geoserver.model.optimizer_host import (
+    OptimizerHost,
+    OptimizerSpecError,
+    optimizer_spec,
+    states_from_wire,
+    states_to_wire,
+)
 
 
 def _reference_and_host(optimizer):

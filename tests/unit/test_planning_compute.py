@@ -11,7 +11,7 @@ from netstorm.scheduler.planning import (DEFAULT_CHUNK_BYTES, MAX_POLICY_TREES, 
                                          link_loads, lower_bound_s, pack_trees,
                                          pack_trees_detail, predict_iteration_s)
 from netstorm.scheduler.topology import Topology
-from planning_cases import BUILTIN, MIB, RANDOM, B, topo
+from planning_cases import BUILTIN, RANDOM, B, topo
 
 
 def check_plan(plan: PolicyPlan, topology: Topology):

@@ -1,6 +1,5 @@
 """scheduler.registration: who may register, what is missing, ids and ranks; no sockets."""
 import pytest
-
 from netstorm.geoserver.config.cluster import DataCenter
 from netstorm.scheduler.registration import SCHEDULER_ID, Registration
 

@@ -14,7 +14,7 @@ from netstorm.geoserver.model.optimizer_host import optimizer_spec
 from netstorm.geoserver.server.local_store import RequestError
 from netstorm.geoserver.server.sync_modes import (MODES, EsyncMode, FsaMode, HfaMode,
                                                   MixedMode, SyncMode, create)
-from test_local_store import W1, W2, Harness, value_of
+from .test_local_store import W1, W2, Harness, value_of
 
 
 def f32(*values):
