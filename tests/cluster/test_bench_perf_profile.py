@@ -26,5 +26,7 @@ def test_a_real_recording_is_classified(tmp_path):
     assert abs(sum(profile["shares"].values()) - 1.0) < 0.01
     assert profile["shares"].get("Python", 0) > 0.2
     everything = classify(tmp_path / "perf.data")
-    # the idle half-seconds around the window count only without it
-    assert everything["samples"] >= profile["samples"] and everything["idle"] > profile["idle"]
+    # the half-seconds around the window count only without it: as idle samples on an idle
+    # machine, as busy ones when other processes keep every CPU busy (then none is idle)
+    assert everything["samples"] >= profile["samples"]
+    assert everything["samples"] > profile["samples"] or everything["idle"] > profile["idle"]
