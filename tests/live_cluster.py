@@ -1,6 +1,7 @@
 """A live 2-DC x 1-worker cluster for tests that attack it while it trains (test_fuzz.py,
-test_foreign_peers.py). Its workers run tests/workers/fuzz_worker.py: an exact-sum loop
+test_foreign_peers.py, test_recovery.py). Its workers run tests/workers/fuzz_worker.py: an exact-sum loop
 that says where every node listens and which key its DC has, and stops when told."""
+import contextlib
 import json
 import threading
 import time
@@ -93,6 +94,28 @@ class Cluster:
     def kill(self):
         for p in leftovers(str(self.tmp)):
             p.kill()
+
+    @contextlib.contextmanager
+    def attacked(self, ctx):
+        """Around what a test does to the running cluster from ``ctx``'s sockets: a failure
+        kills the cluster; at the end ``ctx`` is terminated and the run joined
+        (:meth:`exact_run` checks it)."""
+        try:
+            yield self
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            ctx.term()
+            self.result = self.join()
+
+    def exact_run(self):
+        """The joined run, which must have ended well with both workers' sums exact."""
+        run = self.result
+        assert run.code == 0, run.output[-4000:]
+        assert len([l for l in run.lines("worker") if "every sum exact" in l]) == 2, \
+            run.output[-4000:]
+        return run
 
 
 def alive(proc) -> bool:

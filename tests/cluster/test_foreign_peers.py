@@ -89,7 +89,7 @@ def test_foreign_peers_are_refused_and_the_run_is_unaffected(no_leftovers):
                            "server dc1": own["dc1"].public,
                            "scheduler": dc0["scheduler_key"].encode()}
     ctx = zmq.Context()
-    try:
+    with cluster.attacked(ctx):
         for pair in (None, KeyPair.generate(), own["dc1"]):   # no key, a stranger's, dc1's
             sockets = attack(ctx, cluster, pair, cluster.rounds() + 1, pair is own["dc1"])
             time.sleep(1.0)
@@ -100,15 +100,7 @@ def test_foreign_peers_are_refused_and_the_run_is_unaffected(no_leftovers):
         time.sleep(1.0)
         assert cluster.rounds() > rounds, "training stopped during the attacks"
         cluster.stop_after(FINAL_ROUNDS)
-    except BaseException:
-        cluster.kill()
-        raise
-    finally:
-        ctx.term()
-        run = cluster.join()
-    assert run.code == 0, run.output[-4000:]
-    assert len([l for l in run.lines("worker") if "every sum exact" in l]) == 2, \
-        run.output[-4000:]
+    run = cluster.exact_run()
     server0 = "\n".join(run.lines("server dc0"))
     assert "refused a connection from 127.0.0.1: unknown key" in server0     # the stranger
     for forged in ("ABORT claims to come from scheduler (node 0) but was sent with the key "

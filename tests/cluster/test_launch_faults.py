@@ -83,19 +83,40 @@ class HostLauncher:
                 pass
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_one_launcher_per_dc_ends_fast_naming_the_failed_node(tmp_path, case):
-    where, marker, sig, mode, as_process, as_node = CASES[case]
+def host_launchers(tmp_path, dead_after_s: float, mode: str, rounds: int) -> dict:
+    """dc0 (with the scheduler) and dc1, one worker each, each started by a launcher of its
+    own as on separate hosts, over CURVE with keys made for the cluster file."""
     config = ClusterConfig("127.0.0.1", free_port(),
                            (DataCenter("dc0", "127.0.0.1", 0, 1),
                             DataCenter("dc1", "127.0.0.1", 0, 1)),
-                           heartbeat_s=0.2, dead_after_s=DEAD_AFTER_S, timeout_s=60.0)
+                           heartbeat_s=0.2, dead_after_s=dead_after_s, timeout_s=60.0)
     cluster = tmp_path / "cluster.toml"
     cluster.write_text(to_toml(config).replace("[security]\ncurve = true\n", ""))
     keygen(cluster)
+    return {dc: HostLauncher(tmp_path, cluster, dc, mode, rounds, dc == "dc0")
+            for dc in ("dc0", "dc1")}
+
+
+def wait_for_launchers(hosts: dict, timeout_s: float) -> None:
+    """Until every launcher ended and its output is read."""
+    for h in hosts.values():
+        h.proc.wait(timeout=timeout_s)
+        h.reader.join(timeout=5)
+
+
+def kill_launchers(hosts: dict) -> None:
+    """Whatever still runs of every launcher and what it started."""
+    for h in hosts.values():
+        if h.proc.poll() is None:
+            h.proc.kill()
+        h.kill()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_one_launcher_per_dc_ends_fast_naming_the_failed_node(tmp_path, case):
+    where, marker, sig, mode, as_process, as_node = CASES[case]
     rounds = 40 if mode == "short-rank1" else ROUNDS
-    hosts = {dc: HostLauncher(tmp_path, cluster, dc, mode, rounds, dc == "dc0")
-             for dc in ("dc0", "dc1")}
+    hosts = host_launchers(tmp_path, DEAD_AFTER_S, mode, rounds)
     try:
         deadline = time.monotonic() + 60
         while min(h.rounds_done() for h in hosts.values()) < 5:
@@ -107,14 +128,9 @@ def test_one_launcher_per_dc_ends_fast_naming_the_failed_node(tmp_path, case):
             assert victim is not None
             victim.send_signal(sig)
         fault_at = time.monotonic()         # an early finish comes within a second or so
-        for h in hosts.values():
-            h.proc.wait(timeout=DEAD_AFTER_S + 30)
-            h.reader.join(timeout=5)
+        wait_for_launchers(hosts, DEAD_AFTER_S + 30)
     finally:
-        for h in hosts.values():
-            if h.proc.poll() is None:
-                h.proc.kill()
-            h.kill()
+        kill_launchers(hosts)
     took = {dc: h.ended_at - fault_at for dc, h in hosts.items()}
     lines = {dc: h.failure_line() for dc, h in hosts.items()}
     left = {dc: len(leftovers(str(h.tmp))) for dc, h in hosts.items()}
@@ -143,15 +159,7 @@ def test_a_worker_waiting_inside_mxnet_stops_at_its_launchers_sigterm_and_says_w
     and the scheduler never heard why. It must end well within the grace (a bound on
     correctness, not speed), its stop note reaching the scheduler on the other host."""
     from netstorm.launcher.supervisor import STOP_GRACE_S
-    config = ClusterConfig("127.0.0.1", free_port(),
-                           (DataCenter("dc0", "127.0.0.1", 0, 1),
-                            DataCenter("dc1", "127.0.0.1", 0, 1)),
-                           heartbeat_s=0.2, dead_after_s=10.0, timeout_s=60.0)
-    cluster = tmp_path / "cluster.toml"
-    cluster.write_text(to_toml(config).replace("[security]\ncurve = true\n", ""))
-    keygen(cluster)
-    hosts = {dc: HostLauncher(tmp_path, cluster, dc, "stall-rank0", 1, dc == "dc0")
-             for dc in ("dc0", "dc1")}
+    hosts = host_launchers(tmp_path, 10.0, "stall-rank0", 1)
     dc1 = hosts["dc1"]
     try:
         deadline = time.monotonic() + 60
@@ -162,14 +170,9 @@ def test_a_worker_waiting_inside_mxnet_stops_at_its_launchers_sigterm_and_says_w
         time.sleep(1.0)     # in out.asnumpy() by now, for as long as timeout_s
         dc1.child("netstorm.geoserver").send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
-        for h in hosts.values():
-            h.proc.wait(timeout=STOP_GRACE_S + 30)
-            h.reader.join(timeout=5)
+        wait_for_launchers(hosts, STOP_GRACE_S + 30)
     finally:
-        for h in hosts.values():
-            if h.proc.poll() is None:
-                h.proc.kill()
-            h.kill()
+        kill_launchers(hosts)
     took = dc1.ended_at - killed_at
     print(f"\nworker waiting inside MXNet: launcher dc1 ended {took:.1f}s after the fault")
     assert took < STOP_GRACE_S - 1, (took, "\n".join(dc1.lines[-30:]))

@@ -207,7 +207,7 @@ def test_recover_leaves_a_live_run_alone_when_a_peer_sends_replica_messages_unas
     meta, frames = encode([KeyReplica(0, cluster.rounds(), (64, 33), np.dtype(np.float32),
                                       False, value)], None, None)
     ctx = zmq.Context()
-    try:
+    with cluster.attacked(ctx):
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDTIMEO, 2000)
@@ -227,15 +227,7 @@ def test_recover_leaves_a_live_run_alone_when_a_peer_sends_replica_messages_unas
         assert not cluster.dead() and cluster.rounds() >= rounds + 3, cluster.dead()
         sock.close(linger=2000)                   # what is still queued goes out first
         cluster.stop_after(5)
-    except BaseException:
-        cluster.kill()
-        raise
-    finally:
-        ctx.term()
-        run = cluster.join()
-    assert run.code == 0, run.output[-4000:]
-    assert len([l for l in run.lines("worker") if "every sum exact" in l]) == 2, \
-        run.output[-4000:]
+    run = cluster.exact_run()
     server0 = "\n".join(run.lines("server dc0"))
     assert "dc0: dropped STATE_REQUEST from dc1: this server is in no recovery" in server0
     assert "dc0: dropped STATE from dc1: no replica is awaited here" in server0
