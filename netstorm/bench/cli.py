@@ -13,8 +13,14 @@ machine, not the network: lower --bandwidth-scale). The WAN is always torn down.
     python scripts/bench.py --mode train --data digits --target-accuracy 0.95 \
         --systems mxnet-1ps,mxnet-2bit,netstorm-fapt,netstorm-bsc --plot acc.png
 
-trains a real model (an MLP) on real data with every system instead, and reports each one's
-time to the target accuracy, its accuracy curve (the PNG) and its WAN bytes per iteration.
+trains a real model on real data with every system instead (--workload: an MLP or a small
+conv net on digits, or a transformer language model on the Python documentation), and
+reports each one's time and samples to the target quality, its quality curve (the PNG), its
+compute utilization and its WAN bytes per sample:
+
+    python scripts/bench.py --mode train --workload lm --target-from mxnet-1ps \
+        --systems mxnet-1ps,netstorm-fapt,netstorm-diloco --iters 300 \
+        --iters-for netstorm-diloco=3000 --plot lm.png --json lm.json
 """
 from __future__ import annotations
 
@@ -33,26 +39,21 @@ from netstorm.scheduler.planning import cut_lower_bound
 from netstorm.scheduler.topology import TopologyError
 
 from netstorm.datasets import DatasetError
-from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
-from netstorm.geoserver.config.sync import SyncConfig, SyncError
+from netstorm.geoserver.config.sync import SyncError
 
-from . import accuracy, awareness, perf_profile
-from .accuracy import wan_bytes
+from . import awareness, perf_profile, quality_report
+from .accuracy import apply_target, comparisons, wan_bytes
 from .cpu import RoleCpu, cpu_by_role, measured_window
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
 from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
+from .train_args import (MOMENTUM, SYNC_FLAGS, add_train_arguments, check_compression,
+                         check_train_args, compression_params, hyper_parameters, iters_of,
+                         mixed_worker_args, sync_settings, worker_args)
+from .workloads import METRICS, WORKLOADS
 
 __all__ = ["MOMENTUM", "Progress", "SYNC_FLAGS", "compression_params", "main", "mixed_worker_args",
-           "parse_args", "sync_settings", "worker_args"]
-
-
-SYNC_FLAGS = (          # the sync modes' settings in train mode: flag, default, help
-    ("--k1", 4, "netstorm-hfa: local steps between a DC's synchronizations"),
-    ("--k2", 2, "netstorm-hfa: DC rounds between synchronizations across the WAN"),
-    ("--staleness", 2, "netstorm-mixed: rounds a DC may run ahead of the slowest"),
-    ("--max-steps", 8, "netstorm-esync: most local steps a fast worker takes per round"))
-MOMENTUM = 0.9      # train mode's SGD momentum (in compression with --momentum-correction)
+           "parse_args", "sync_settings", "train_target", "worker_args"]
 
 
 def parse_args(argv=None):
@@ -64,12 +65,13 @@ def parse_args(argv=None):
     p.add_argument("--workers-per-dc", type=int, default=1, help="workers in every DC")
     p.add_argument("--model", default=None,
                    help="comm mode: any gluon model_zoo name (default resnet18_v1); "
-                        "train mode: mlp (the default)")
+                        "train mode: see --workload")
     p.add_argument("--mode", choices=["comm", "train"], default="comm",
                    help="comm: synchronize gradient-shaped arrays of known values; train: "
-                        "train a real model to --target-accuracy (docs/benchmarks.md)")
+                        "train a real model to a target quality (docs/benchmarks.md)")
     p.add_argument("--iters", type=int, default=None,
-                   help="iterations per system (default: 5 in comm mode, 200 in train mode)")
+                   help="iterations per system (default: 5 in comm mode; in train mode 200 "
+                        "on digits, 1000 for lm; see --iters-for)")
     p.add_argument("--bandwidth-scale", type=float, default=1.0,
                    help="multiply every link rate (lower it if a run is CPU-bound)")
     p.add_argument("--dynamic", default=None, help="rate trace, e.g. paper9-fluctuating")
@@ -82,8 +84,8 @@ def parse_args(argv=None):
                         "cannot be delayed, so its systems are refused")
     p.add_argument("--json", default=None, help="write every figure of the run to this file")
     p.add_argument("--plot", default=None,
-                   help="PNG: iteration times (comm) or accuracy against time (train), "
-                        "plus the topology and trees beside it")
+                   help="PNG: iteration times (comm) or quality against time and samples "
+                        "(train), plus the topology and trees beside it")
     p.add_argument("--keep-logs", default=None, help="directory for the processes' output")
     p.add_argument("--perf", action="store_true",
                    help="also sample the machine with Linux perf after each system's warm-up "
@@ -94,39 +96,21 @@ def parse_args(argv=None):
                         "slower accelerators), e.g. dc1=2")
     p.add_argument("--chunk-bytes", type=int, default=DEFAULT_CHUNK_BYTES,
                    help="netstorm's WAN chunk size (pipelining granularity)")
-    t = p.add_argument_group("train mode (the same for every system)")
-    t.add_argument("--data", default="digits",
-                   help="'digits' (scikit-learn's, bundled) or a directory of MNIST IDX files")
-    t.add_argument("--target-accuracy", type=float, default=None,
-                   help="test accuracy whose first crossing is each system's time to target")
-    t.add_argument("--hidden", type=int, default=1024, help="mlp hidden layer width")
-    t.add_argument("--batch-size", type=int, default=32, help="per worker")
-    t.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (momentum 0.9)")
-    t.add_argument("--eval-every", type=int, default=5, help="iterations between evaluations")
-    t.add_argument("--threshold", type=float, default=1.0,
-                   help="2bit threshold of mxnet-2bit (default: the best of a sweep on the "
-                        "default model; MXNet's own default 0.5 is worse, docs/benchmarks.md)")
-    t.add_argument("--ratio", type=float, default=0.1,
-                   help="share of elements sent per hop by netstorm-bsc and netstorm-mpq")
-    t.add_argument("--warmup-rounds", type=int, default=20,
-                   help="bsc/mpq rounds over which the ratio decays from dense to --ratio")
-    for flag, default, text in SYNC_FLAGS:
-        t.add_argument(flag, type=int, default=default, help=text)
-    t.add_argument("--momentum-correction", action=argparse.BooleanOptionalAction,
-                   default=False, help="bsc/mpq: DGC momentum correction (SGD's momentum "
-                                       "0.9 applied inside compression instead)")
+    add_train_arguments(p)
     args = p.parse_args(argv)
     why = perf_profile.unavailable() if args.perf else ""
     if why:
         p.error(f"--perf: {why}")
-    if args.model is None:
-        args.model = "resnet18_v1" if args.mode == "comm" else "mlp"
-    if args.iters is None:
-        args.iters = 5 if args.mode == "comm" else 200
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in args.systems if s not in SYSTEMS]
     if unknown:
         p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
+    if args.mode == "train":
+        check_train_args(p, args)
+    else:
+        args.model = args.model or "resnet18_v1"
+        args.iters = 5 if args.iters is None else args.iters
+        args.iters_for = {}
     stock = [s for s in args.systems if s.startswith("mxnet-")]
     if args.latency and stock:
         p.error(f"--latency delays messages in netstorm's own transport (this machine has no "
@@ -140,10 +124,6 @@ def parse_args(argv=None):
         sync_settings(args)
     except SyncError as exc:
         p.error(str(exc))
-    if args.mode == "train":
-        from .training import MODELS   # noqa: PLC0415  (imports MXNet)
-        if args.model not in MODELS:
-            p.error(f"--mode train trains {', '.join(MODELS)}, not {args.model!r}")
     if args.straggler is not None:
         dc, _, seconds = args.straggler.partition("=")
         try:
@@ -152,14 +132,9 @@ def parse_args(argv=None):
             p.error(f"--straggler takes DC=SECONDS, e.g. dc1=2, not {args.straggler!r}")
         if not 0 <= args.straggler[1] < float("inf"):
             p.error(f"--straggler: seconds must be a finite number >= 0, got {seconds}")
-    if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
-        p.error(f"--target-accuracy must be in (0, 1], got {args.target_accuracy}")
-    for kind in {COMPRESSED[s] for s in compressed if s in COMPRESSED}:    # before any WAN
-        try:
-            CompressionConfig.from_params(compression_params(args)[kind],
-                                          where=f"--{kind} settings")
-        except CompressionError as exc:
-            p.error(str(exc))
+    why = check_compression(args, args.systems)       # before any WAN
+    if why:
+        p.error(why)
     return args
 
 
@@ -184,42 +159,14 @@ class Progress:
         self.log.flush()
 
 
-def compression_params(args) -> dict:
-    """The compression_params of each compression type the benchmark runs (one setting each,
-    the same for MXNet's and netstorm's systems of that type)."""
-    sparse = {"ratio": args.ratio, "warmup_rounds": args.warmup_rounds,
-              **({"momentum": MOMENTUM} if args.momentum_correction else {})}
-    return {"2bit": {"type": "2bit", "threshold": args.threshold},
-            "fp16": {"type": "fp16"},
-            "bsc": {"type": "bsc", **sparse},
-            "mpq": {"type": "mpq", **sparse}}
-
-
-def sync_settings(args) -> dict:
-    """The SyncConfig of each sync mode the benchmark runs (from --k1, --k2, --staleness,
-    --max-steps)."""
-    return {"hfa": SyncConfig(mode="hfa", k1=args.k1, k2=args.k2),
-            "mixed": SyncConfig(mode="mixed", staleness=args.staleness),
-            "esync": SyncConfig(mode="esync", max_steps=args.max_steps)}
-
-
-def mixed_worker_args(args) -> list:
-    """netstorm-mixed's optimizer: MXNet's DCASGD, without momentum (MXNet 1.9.1's DCASGD
-    cannot run with it), at the learning rate that gives SGD-with-momentum's steady-state
-    step: ``lr / (1 - momentum)``."""
-    return ["--optimizer", "dcasgd", "--lr", str(args.lr / (1 - MOMENTUM)), "--momentum", "0"]
-
-
-def worker_args(args, wan=None) -> list:
-    common = ["--model", args.model, "--mode", args.mode, "--iters", str(args.iters)]
-    if args.straggler is not None:
-        dc, seconds = args.straggler
-        common += ["--straggler-host", wan.dc_address(dc), "--straggler-s", str(seconds)]
-    if args.mode == "comm":
-        return common
-    return common + ["--data", args.data, "--hidden", str(args.hidden), "--batch-size",
-                     str(args.batch_size), "--lr", str(args.lr), "--momentum", str(MOMENTUM),
-                     "--eval-every", str(args.eval_every)]
+def train_target(args, systems: dict) -> dict:
+    """The run's target: ``--target-accuracy`` / ``--target-loss``, or with ``--target-from``
+    that system's final quality in this run (None if it has none)."""
+    metric = METRICS[WORKLOADS[args.workload].metric]
+    value = args.target_accuracy if metric.higher_is_better else args.target_loss
+    if args.target_from is not None:
+        value = systems.get(args.target_from, {}).get("final_quality")
+    return {"metric": metric.name, "value": value, "from": args.target_from}
 
 
 def main(argv=None) -> int:
@@ -242,8 +189,8 @@ def main(argv=None) -> int:
         return 2
     if args.mode == "train":
         from .training import model_bytes as train_model_bytes   # noqa: PLC0415
-        try:
-            nbytes = train_model_bytes(args.model, args.hidden, args.data)
+        try:        # also builds the lm corpus' cache, which the workers then read
+            nbytes = train_model_bytes(args)
         except DatasetError as exc:
             print(f"bench: {exc}", file=sys.stderr)
             return 2
@@ -259,9 +206,10 @@ def main(argv=None) -> int:
               {"dc": args.straggler[0], "extra_compute_s": args.straggler[1]},
               "bottleneck_cut": sorted(bottleneck), "systems": {}}
     if args.mode == "train":
-        result.update(data=args.data, target_accuracy=args.target_accuracy,
-                      hyper_parameters={k: getattr(args, k) for k in (
-                          "hidden", "batch_size", "lr", "eval_every")},
+        result.update(workload=args.workload, data=args.data,
+                      architecture=WORKLOADS[args.workload].model,
+                      parameters=nbytes // 4, hyper_parameters=hyper_parameters(args),
+                      iters_for=args.iters_for,
                       compression={s: compression_params(args)[COMPRESSED[s]]
                                    for s in args.systems if s in COMPRESSED},
                       sync={s: sync_settings(args)[SYNCED[s]].describe()
@@ -273,13 +221,15 @@ def main(argv=None) -> int:
     try:
         with interrupts_raise(), wanlib.EmulatedWan(topology) as wan:
             for name in args.systems:
+                iters = iters_of(args, name)
                 out = logs / name
                 shutil.rmtree(out, ignore_errors=True)
                 out.mkdir()
                 recorder = perf_profile.Recorder(logs / f"{name}.perf.data") \
                     if args.perf else None
                 with open(logs / f"{name}.log", "w") as log:
-                    ctx = RunContext(wan, topology, args.workers_per_dc, worker_args(args, wan),
+                    ctx = RunContext(wan, topology, args.workers_per_dc,
+                                     worker_args(args, wan, iters),
                                      out, Progress(log, name, recorder and recorder.start),
                                      args.chunk_bytes,
                                      compression_params(args), sync_settings(args),
@@ -296,14 +246,17 @@ def main(argv=None) -> int:
                         if runner is not None:
                             runner.stop()
                             wan.apply_rates(topology.rates())   # same start for the next
-                    r = collect(out, args.mode, args.target_accuracy,
-                                same_weights=name not in SYNCED)
+                    r = collect(out, args.mode, same_weights=name not in SYNCED)
                     after = wan.link_bytes()
                     # every link a byte crossed counts (a route of two links: twice)
-                    r["wan_bytes_per_iter"] = wan_bytes(before, after) // (
-                        args.iters + (args.mode == "comm"))
+                    crossed = wan_bytes(before, after)
+                    r["iters"] = iters
+                    r["wan_bytes_per_iter"] = crossed // (iters + (args.mode == "comm"))
+                    if r.get("samples_per_iter"):
+                        r["wan_bytes_per_sample"] = round(
+                            crossed / (iters * r["samples_per_iter"]), 1)
                     r["busiest_links"] = busiest_links(
-                        before, after, topology, args.iters + (args.mode == "comm"))
+                        before, after, topology, iters + (args.mode == "comm"))
                     if runner is not None and name in ADAPTIVE:
                         r["awareness"] = awareness.summary(out / STATS_FILE, runner)
                     if runner is not None and "_iter_start" in r and name.startswith("netstorm"):
@@ -313,7 +266,7 @@ def main(argv=None) -> int:
                         r["rounds"] = rows
                         r["trace_started_monotonic"] = runner.started
                         r["round_costs"] = awareness.round_costs_summary(rows)
-                    r.update(cpu_by_role(roles, r, args.iters))
+                    r.update(cpu_by_role(roles, r, iters))
                     if recorded:    # the measured iterations only, as r["cpu"]
                         r["cpu_profile"] = perf_profile.cpu_profile(
                             recorder.path, measured_window(r), r["cpu"]["machine_s"])
@@ -344,16 +297,24 @@ def main(argv=None) -> int:
         predicted = result["fapt_plan"]["predicted_s"]
         result["fapt_plan"]["prediction_error"] = round(
             (fapt["median_s"] - predicted) / fapt["median_s"], 4)
+    if args.mode == "train":
+        result["target"] = train_target(args, result["systems"])
+        result["target_accuracy" if result["target"]["metric"] == "accuracy"
+               else "target_loss"] = result["target"]["value"]
+        for r in result["systems"].values():
+            if r.get("curve") is not None:
+                apply_target(r, result["target"]["value"])
+        result["comparisons"] = comparisons(result["systems"])
     print(table(result))
     if args.mode == "train":
-        print(accuracy.table(result))
+        print(quality_report.table(result))
     errors = {name: r["awareness"].pop("_errors") for name, r in result["systems"].items()
               if "awareness" in r}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if args.plot:
         if args.mode == "train":
-            paths = [accuracy.plot(result, args.plot)] + plot(result, topology, str(
+            paths = [quality_report.plot(result, args.plot)] + plot(result, topology, str(
                 Path(args.plot).with_name(f"{Path(args.plot).stem}-iterations.png")))
         else:
             paths = plot(result, topology, args.plot)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from .accuracy import summarize
+from .accuracy import apply_target, summarize
 
 __all__ = ["CpuSampler", "busiest_links", "collect", "model_bytes"]
 
@@ -44,7 +44,8 @@ class CpuSampler:
 
 def collect(out: Path, mode: str, target: float | None = None, same_weights=True) -> dict:
     """Merge the workers' JSON files: an iteration lasts until its slowest worker is done.
-    In train mode, also the accuracy figures (:func:`netstorm.bench.accuracy.summarize`);
+    In train mode, also the quality figures (:func:`netstorm.bench.accuracy.summarize`; with
+    a ``target``, :func:`~netstorm.bench.accuracy.apply_target`);
     a run is correct when every worker ends with the same weights, or (``same_weights``
     false: sync modes whose workers legitimately differ at the end) when every worker
     finished; ``weights_identical`` says which it was."""
@@ -63,7 +64,7 @@ def collect(out: Path, mode: str, target: float | None = None, same_weights=True
     else:
         identical = len({r["weights_sha256"] for r in ranks}) == 1
         correct = identical or not same_weights
-        times = {**summarize(ranks, target), "weights_identical": identical}
+        times = {**apply_target(summarize(ranks), target), "weights_identical": identical}
     return {"iter_s": [round(float(t), 4) for t in per_iter],
             "median_s": round(float(np.median(per_iter)), 4),
             "mean_s": round(float(np.mean(per_iter)), 4),

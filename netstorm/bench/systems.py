@@ -16,8 +16,8 @@ from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 from netstorm.wan.routes import path_delays_ms
 
-__all__ = ["ADAPTIVE", "COMPRESSED", "STATS_FILE", "SYNCED", "SYSTEMS", "RunContext",
-           "cluster_config", "run_mxnet", "run_netstorm"]
+__all__ = ["ADAPTIVE", "COMPRESSED", "STATS_FILE", "SYNCED", "SYSTEMS", "VARIANTS",
+           "RunContext", "cluster_config", "run_mxnet", "run_netstorm"]
 
 
 STATS_FILE = "scheduler-stats.jsonl"
@@ -33,8 +33,8 @@ class RunContext:
     out_dir: Path
     log: object
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
-    compression: dict = field(default_factory=dict)   # type -> its MXNet compression_params
-    sync: dict = field(default_factory=dict)    # mode -> its SyncConfig (train mode)
+    compression: dict = field(default_factory=dict)   # setting -> its MXNet compression_params
+    sync: dict = field(default_factory=dict)    # setting -> its SyncConfig (train mode)
     mixed_args: list = field(default_factory=list)  # the workers' optimizer under mixed
     latency: bool = False       # emulate the topology's delays (netstorm's transport only)
 
@@ -78,9 +78,10 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
     passive measurements); ``multipath``: idle links relay part of busy links' chunks.
     Every socket uses CURVE with throw-away keys unless ``curve`` is False (what security
     costs). ``trees``: the cluster file's ``[wan] trees`` ("shared": no split trees).
-    ``compression``: a type in ``ctx.compression``, whose params the cluster runs with
-    (its ``[compression]``; the workers' Trainer asks for the same). ``sync``: a mode in
-    ``ctx.sync`` (its ``[sync]``; under mixed the workers use ``ctx.mixed_args``' optimizer).
+    ``compression``: a setting in ``ctx.compression``, whose params the cluster runs with
+    (its ``[compression]``; the workers' Trainer asks for the same; None params: dense).
+    ``sync``: a setting in ``ctx.sync`` (its ``[sync]``; under mixed the workers use
+    ``ctx.mixed_args``' optimizer).
     The scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``. With
     ``ctx.latency`` the links' delays are declared (for planning) and emulated
     (``[emulation]``: every process holds what it receives from another DC for the delay
@@ -115,6 +116,26 @@ def cluster_config(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                          sync=ctx.sync.get(sync, SyncConfig()), emulation=emulation)
 
 
+VARIANTS = {    # system -> (sync setting, compression setting), on fapt's trees
+    "netstorm-fp16": (None, "fp16"),
+    "netstorm-bsc": (None, "bsc"),
+    "netstorm-mpq": (None, "mpq"),
+    "netstorm-hfa": ("hfa", None),
+    "netstorm-mixed": ("mixed", None),
+    "netstorm-esync": ("esync", None),
+    "netstorm-diloco": ("diloco", None),
+    "netstorm-diloco-fp16": ("diloco", "fp16"),
+    "netstorm-diloco-int8": ("diloco", "int8"),
+    "netstorm-diloco-topk2bit": ("diloco", "topk2bit"),
+    "netstorm-streaming": ("streaming", "streaming"),
+}
+
+
+def _variant(sync: str | None, compression: str | None):
+    return lambda ctx, out: run_netstorm(ctx, out, "fapt", compression=compression,
+                                         sync=sync or "fsa")
+
+
 SYSTEMS = {
     "mxnet-1ps": lambda ctx, out: run_mxnet(ctx, out, sharded=False),
     "mxnet-sharded": lambda ctx, out: run_mxnet(ctx, out, sharded=True),
@@ -126,14 +147,10 @@ SYSTEMS = {
     "netstorm-full": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True,
                                                    multipath=True),
     "mxnet-2bit": lambda ctx, out: run_mxnet(ctx, out, sharded=False, compression="2bit"),
-    "netstorm-fp16": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="fp16"),
-    "netstorm-bsc": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="bsc"),
-    "netstorm-mpq": lambda ctx, out: run_netstorm(ctx, out, "fapt", compression="mpq"),
-    "netstorm-hfa": lambda ctx, out: run_netstorm(ctx, out, "fapt", sync="hfa"),
-    "netstorm-mixed": lambda ctx, out: run_netstorm(ctx, out, "fapt", sync="mixed"),
-    "netstorm-esync": lambda ctx, out: run_netstorm(ctx, out, "fapt", sync="esync"),
+    **{name: _variant(*settings) for name, settings in VARIANTS.items()},
 }
-SYNCED = {"netstorm-hfa": "hfa", "netstorm-mixed": "mixed",
-          "netstorm-esync": "esync"}      # system -> the sync mode it runs with
-COMPRESSED = {"mxnet-2bit": "2bit", "netstorm-fp16": "fp16", "netstorm-bsc": "bsc",
-              "netstorm-mpq": "mpq"}      # system -> the compression type it runs with
+# system -> the sync setting it runs with (a key of RunContext.sync: several settings may
+# share a mode, e.g. diloco and streaming) and the compression setting (RunContext.compression)
+SYNCED = {name: sync for name, (sync, _) in VARIANTS.items() if sync}
+COMPRESSED = {"mxnet-2bit": "2bit",
+              **{name: kind for name, (_, kind) in VARIANTS.items() if kind}}

@@ -1,52 +1,36 @@
-"""``bench.py --mode train``, one worker's part: train a real model on real data with
-gluon.Trainer on the kvstore under test, and record test accuracy against wall time.
+"""``bench.py --mode train``, one worker's part: train a workload (netstorm.bench.workloads)
+with gluon.Trainer on the kvstore under test, and record its quality against wall time.
 
 Every system gets the same seed, data shard, model, initial weights and hyper-parameters;
-only the kvstore (and its compression) differ. Rank 0 evaluates the test set every
-``eval_every`` iterations (and after the last); the time it spends evaluating is left out
-of its clock, so a curve point is (training seconds since the first iteration, accuracy).
-Each iteration also records how long this worker computed (forward and backward, before
-``Trainer.step``): the rest of an iteration is synchronization, whose share of the whole is
-the run's communication fraction.
+only the kvstore (and its compression and sync mode) differ. Rank 0 evaluates every
+``eval_every`` iterations (and after the last) — test accuracy, or validation loss for the
+language model; the time it spends evaluating is left out of its clock, so a curve point is
+(training seconds since the first iteration, quality, iteration). Each iteration also
+records how long this worker computed (forward and backward, before ``Trainer.step``: the
+optimizer step is not compute, since under the fully synchronous mode it runs on the
+servers and under the local-update modes inside the kvstore's push): the rest of an
+iteration is synchronization. Every rank records its measured window (after the warm-up
+iteration) and rank 0 its evaluation pauses on ``time.monotonic()``, one clock for every
+process of the host, so that the pauses can be taken out of every rank's wall time
+(netstorm.bench.accuracy).
 """
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from netstorm.datasets import load, shard
+from .tasks import prepare
+from .workloads import METRICS, WORKLOADS
 
-__all__ = ["MODELS", "build_model", "evaluate", "gradient_bytes", "model_bytes", "push_then_pull",
-           "train"]
+__all__ = ["OPTIMIZERS", "gradient_bytes", "model_bytes", "optimizer_params",
+           "push_then_pull", "train"]
 
-MODELS = ("mlp",)
-
-
-def build_model(name: str, hidden: int, seed: int):
-    """``mlp``: Flatten, two ReLU layers of ``hidden`` units, 10 outputs (about 1.1 M
-    parameters for 1024 on digits: a model whose synchronization outweighs its compute by
-    far on a WAN). The same initial weights on every rank."""
-    if name not in MODELS:
-        raise ValueError(f"train mode model {name!r} is unknown; known: {', '.join(MODELS)}")
-    mx.random.seed(seed)
-    net = gluon.nn.HybridSequential()
-    net.add(gluon.nn.Flatten(), gluon.nn.Dense(hidden, activation="relu"),
-            gluon.nn.Dense(hidden, activation="relu"), gluon.nn.Dense(10))
-    net.initialize(mx.init.Xavier())
-    net.hybridize()
-    return net
-
-
-def evaluate(net, x, y, batch_size: int = 1000) -> float:
-    correct = 0
-    for i in range(0, len(x), batch_size):
-        out = net(mx.nd.array(x[i:i + batch_size]))
-        correct += int((out.argmax(axis=1).asnumpy() == y[i:i + batch_size]).sum())
-    return correct / float(len(x))
+OPTIMIZERS = ("sgd", "adam", "dcasgd")
 
 
 def push_then_pull(kv):
@@ -62,39 +46,48 @@ def push_then_pull(kv):
     return kv
 
 
+def optimizer_params(args) -> dict:
+    """gluon.Trainer's optimizer_params: the learning rate, ``wd`` when set, and for SGD and
+    DCASGD the momentum (none under DGC momentum correction, which applies it inside
+    compression: the servers refuse an optimizer that has its own). Adam keeps MXNet's
+    betas (0.9, 0.999) and epsilon (1e-8); its ``wd`` is an L2 term added to the gradient
+    (MXNet 1.9.1 has no decoupled AdamW)."""
+    params = {"learning_rate": args.lr}
+    if getattr(args, "wd", 0.0):
+        params["wd"] = args.wd
+    if args.optimizer in ("sgd", "dcasgd"):
+        dgc = bool((args.compression or {}).get("momentum"))
+        params["momentum"] = 0.0 if dgc else args.momentum
+    return params
+
+
+def _describe(metric, value: float) -> str:
+    if metric.name == "loss":
+        return f"{metric.label.split(' (')[0]} {value:.4f} (perplexity " \
+               f"{math.exp(min(value, 700)):.1f})"
+    return f"{metric.label} {value:.4f}"
+
+
 def train(kv, args) -> tuple:
     """Run ``args.iters`` iterations; returns (per-iteration seconds, checks dict, which
     includes the model's gradient bytes)."""
-    data = load(args.data, seed=args.seed)
-    x, y, batches = shard(data.x_train, data.y_train, kv.rank, kv.num_workers,
-                          args.batch_size)
-    if batches == 0:
-        raise SystemExit(f"rank {kv.rank}: a shard of {len(x)} samples is smaller than the "
-                         f"batch size {args.batch_size}")
-    net = build_model(args.model, args.hidden, args.seed)
-    net(mx.nd.array(x[:1]))                                     # resolve shapes
+    task = prepare(args, kv.rank, kv.num_workers)
+    metric = METRICS[WORKLOADS[args.workload].metric]
+    net = task.net
     if args.compression and isinstance(kv, mx.kvstore.KVStore):     # stock MXNet
         push_then_pull(kv)
-    # DGC momentum correction applies the momentum inside compression, so the optimizer
-    # has none of its own (the servers refuse one that has)
-    dgc = bool((args.compression or {}).get("momentum"))
-    trainer = gluon.Trainer(net.collect_params(), args.optimizer,
-                            {"learning_rate": args.lr, "momentum": 0.0 if dgc else args.momentum},
+    trainer = gluon.Trainer(net.collect_params(), args.optimizer, optimizer_params(args),
                             kvstore=kv, compression_params=args.compression)
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    order_rng = np.random.RandomState(args.seed + 1000 * kv.rank)
-    order = order_rng.permutation(len(x))
-    times, compute, curve = [], [], []
+    times, compute, curve, pauses = [], [], [], []
     clock, evaluating = time.perf_counter(), 0.0
+    window = [None, None]
     for it in range(1, args.iters + 1):
-        b = (it - 1) % batches
-        if b == 0 and it > 1:
-            order = order_rng.permutation(len(x))
-        idx = order[b * args.batch_size:(b + 1) * args.batch_size]
-        data_nd, label = mx.nd.array(x[idx]), mx.nd.array(y[idx])
+        if it == 2:
+            window[0] = time.monotonic()        # the measured iterations start
+        data, label = task.batch(it)
         start = time.perf_counter()
         with autograd.record():
-            loss = loss_fn(net(data_nd), label)
+            loss = task.loss_fn(net(data), label)
         loss.backward()
         mx.nd.waitall()
         if args.extra_s:
@@ -102,24 +95,27 @@ def train(kv, args) -> tuple:
         computed = time.perf_counter()
         trainer.step(args.batch_size)
         mx.nd.waitall()
-        times.append(time.perf_counter() - start)
+        ended = time.perf_counter()
+        window[1] = time.monotonic()
+        times.append(ended - start)
         compute.append(computed - start)
         if kv.rank == 0 and (it % args.eval_every == 0 or it == args.iters):
-            paused = time.perf_counter()
-            acc = evaluate(net, data.x_test, data.y_test)
+            paused, paused_at = time.perf_counter(), time.monotonic()
+            value = task.evaluate()
             wall = paused - clock - evaluating
             evaluating += time.perf_counter() - paused
-            curve.append([round(wall, 3), round(acc, 4), it])
-            print(f"iter {it}/{args.iters} {times[-1]:.3f}s test accuracy {acc:.4f} "
+            pauses.append([paused_at, time.monotonic()])
+            curve.append([round(wall, 3), round(value, 4), it])
+            print(f"iter {it}/{args.iters} {times[-1]:.3f}s {_describe(metric, value)} "
                   f"at {wall:.1f}s", flush=True)
-    digest = hashlib.sha256()
-    params = net.collect_params()
-    for name in sorted(params):
-        digest.update(params[name].data().asnumpy().tobytes())
+    digest = hashlib.sha256()       # in the model's order: its names depend on what the
+    for param in net.collect_params().values():     # process built before (dense9, dense10)
+        digest.update(param.data().asnumpy().tobytes())
     return times, {"weights_sha256": digest.hexdigest(), "compute_s": compute,
-                   "model_bytes": gradient_bytes(net),
-                   "accuracy_curve": curve, "dataset": data.name,
-                   "train_samples": len(data.x_train), "test_samples": len(data.x_test)}
+                   "model_bytes": gradient_bytes(net), "metric": metric.name, "curve": curve,
+                   "batch_size": args.batch_size,
+                   "window_monotonic": window if window[0] is not None else None,
+                   "eval_monotonic": pauses, **task.info}
 
 
 def gradient_bytes(net) -> int:
@@ -128,9 +124,8 @@ def gradient_bytes(net) -> int:
                if p.grad_req != "null")
 
 
-def model_bytes(name: str, hidden: int, data: str, seed: int = 42) -> int:
-    """:func:`gradient_bytes` of the train-mode model ``name`` on ``data`` (for the bench
-    process, before any worker runs)."""
-    net = build_model(name, hidden, seed)
-    net(mx.nd.array(load(data, seed=seed).x_train[:1]))
-    return gradient_bytes(net)
+def model_bytes(args) -> int:
+    """:func:`gradient_bytes` of the model of ``args.workload`` with ``args``' settings (for
+    the bench process, before any worker runs; for ``lm`` this also builds the corpus'
+    cache that the workers then read)."""
+    return gradient_bytes(prepare(args, 0, 1).net)

@@ -8,9 +8,10 @@ comm:  every parameter of the model gets a gradient-shaped array of known values
        synchronized with ``kv.pushpull`` — the call gluon.Trainer makes — once per parameter;
        the iteration ends when every result is written. Every result is checked against the
        exact expected sum.
-train: a real model trained on real data with ``Trainer.step`` (netstorm.bench.training):
-       test accuracy against wall time; at the end every rank writes a checksum of its
-       weights, which must agree across ranks.
+train: a workload (``--workload``: a model on real data, netstorm.bench.workloads) trained
+       with ``Trainer.step`` (netstorm.bench.training): its quality (test accuracy or
+       validation loss) against wall time; at the end every rank writes a checksum of its
+       weights, which must agree across ranks under the fully synchronous mode.
 
 Writes DIR/rank{R}.json with per-iteration seconds (the first is warm-up) and the checks.
 """
@@ -23,11 +24,12 @@ import mxnet as mx
 from mxnet import gluon
 
 from netstorm.bench import training
+from netstorm.bench.workloads import WORKLOADS, resolve
 
 __all__ = ["build", "comm", "main", "parse_args"]
 
 
-def parse_args():
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--kvstore", required=True)
     p.add_argument("--model", default="resnet18_v1")
@@ -37,19 +39,33 @@ def parse_args():
     p.add_argument("--straggler-host", default=None,
                    help="workers on this address (their DC's) compute --straggler-s longer")
     p.add_argument("--straggler-s", type=float, default=0.0)
-    t = p.add_argument_group("train mode")
-    t.add_argument("--data", default="digits", help="'digits' or a directory of IDX files")
-    t.add_argument("--hidden", type=int, default=1024)
-    t.add_argument("--batch-size", type=int, default=32, help="per worker")
-    t.add_argument("--lr", type=float, default=0.01)
-    t.add_argument("--momentum", type=float, default=0.9)
-    t.add_argument("--optimizer", default="sgd", choices=["sgd", "dcasgd"],
+    t = p.add_argument_group("train mode (None: the workload's default)")
+    t.add_argument("--workload", default="mlp-digits", choices=list(WORKLOADS))
+    t.add_argument("--data", default=None,
+                   help="digits workloads: 'digits' or a directory of IDX files; lm: "
+                        "'python-docs' or a directory of HTML files")
+    t.add_argument("--hidden", type=int, default=None,
+                   help="mlp: hidden width; cnn: dense width; lm: model width")
+    t.add_argument("--layers", type=int, default=2, help="lm: transformer blocks")
+    t.add_argument("--heads", type=int, default=4, help="lm: attention heads")
+    t.add_argument("--seq-len", type=int, default=32, help="lm: tokens per sample")
+    t.add_argument("--vocab", type=int, default=8192, help="lm: vocabulary size")
+    t.add_argument("--eval-tokens", type=int, default=4096,
+                   help="lm: validation tokens per evaluation")
+    t.add_argument("--batch-size", type=int, default=None, help="per worker")
+    t.add_argument("--lr", type=float, default=None)
+    t.add_argument("--wd", type=float, default=0.0)
+    t.add_argument("--momentum", type=float, default=0.9, help="sgd and dcasgd")
+    t.add_argument("--optimizer", default=None, choices=list(training.OPTIMIZERS),
                    help="dcasgd: MXNet's delay-compensated SGD (netstorm-mixed)")
     t.add_argument("--seed", type=int, default=42)
-    t.add_argument("--eval-every", type=int, default=5)
+    t.add_argument("--eval-every", type=int, default=None)
     t.add_argument("--compression", type=json.loads, default=None,
                    help="MXNet compression_params as JSON, given to gluon.Trainer")
-    return p.parse_args()
+    args = p.parse_args(argv)
+    if args.mode == "train":
+        resolve(args)
+    return args
 
 
 def build(model: str):

@@ -26,13 +26,15 @@ def test_collect_flags_wrong_sums_missing_workers_and_diverged_weights(tmp_path)
     assert not collect(tmp_path, "comm")["correct"]          # rank 1 missing
     _write(tmp_path, 1, [1.0, 1.0], exact_sums=False)
     assert not collect(tmp_path, "comm")["correct"]
-    train = {"compute_s": [0.1, 0.1], "accuracy_curve": [[1.0, 0.9, 2]]}
+    train = {"compute_s": [0.1, 0.1], "curve": [[1.0, 0.9, 2]], "metric": "accuracy",
+             "batch_size": 4}
     _write(tmp_path, 0, [1.0, 1.0], weights_sha256="a", **train)
     _write(tmp_path, 1, [1.0, 1.0], weights_sha256="b", **train)
     assert not collect(tmp_path, "train")["correct"]
     _write(tmp_path, 1, [1.0, 1.0], weights_sha256="a", **train)
     r = collect(tmp_path, "train", target=0.9)
     assert r["correct"] and r["time_to_target_s"] == 1.0 and r["comm_fraction"] == 0.9
+    assert r["samples_to_target"] == 2 * 4 * 2 and r["final_accuracy"] == 0.9
 
 
 def test_table_reports_ratios_and_flags_cpu_bound_runs():
@@ -75,7 +77,25 @@ def test_table_gives_the_awareness_ablation_by_median_and_by_mean():
 
 @pytest.mark.parametrize("argv, message", [
     (["--systems", "netstorm-bsc"], "netstorm-bsc change the values they move"),
-    (["--mode", "train", "--model", "resnet18_v1"], "trains mlp, not 'resnet18_v1'"),
+    (["--mode", "train", "--model", "resnet18_v1"],
+     "trains a --workload (mlp-digits, cnn-digits, lm), not --model 'resnet18_v1'"),
+    (["--mode", "train", "--workload", "lm", "--target-accuracy", "0.9"],
+     "--target-accuracy: lm is judged by validation loss: --target-loss"),
+    (["--mode", "train", "--target-loss", "4"],
+     "--target-loss: mlp-digits is judged by test accuracy"),
+    (["--mode", "train", "--workload", "lm", "--target-loss", "0"], "--target-loss must be > 0"),
+    (["--mode", "train", "--target-accuracy", "0.9", "--target-from", "mxnet-1ps"],
+     "give one target, not --target-accuracy and --target-from"),
+    (["--mode", "train", "--target-from", "netstorm-fapt"],
+     "--target-from names 'netstorm-fapt', which is not in --systems"),
+    (["--mode", "train", "--iters-for", "netstorm-fapt=10"],
+     "--iters-for names 'netstorm-fapt', which is not in --systems"),
+    (["--mode", "train", "--iters-for", "mxnet-1ps=0"], "--iters-for takes SYSTEM=N"),
+    (["--mode", "train", "--iters-for", "mxnet-1ps"], "--iters-for takes SYSTEM=N"),
+    (["--mode", "train", "--workload", "lm", "--hidden", "30"],
+     "--hidden 30 must be a multiple of --heads 4"),
+    (["--mode", "train", "--eval-every", "0"], "--eval-every must be >= 1"),
+    (["--mode", "train", "--lr", "0"], "--lr must be > 0"),
     (["--mode", "train", "--systems", "netstorm-bsc", "--ratio", "2"],
      "--bsc settings: ratio must be in (0, 1], got 2.0"),
     (["--mode", "train", "--systems", "mxnet-2bit", "--threshold", "-1"],
