@@ -156,7 +156,7 @@ def test_a_compressed_partial_sum_may_come_before_the_key_is_known_here():
         return TreeExchange(dc, PolicyBook(policy), lambda *m: mail.append((dc, *m)),
                             lambda key, chunk, rnd, total: applied.setdefault(dc, total),
                             codec=codec), codec
-    (ex_root, codec), (ex_child, _) = make(root), make(child)
+    (ex_root, _), (ex_child, _) = make(root), make(child)
     cid = ChunkId(0, 0, 1, policy.version, 0)
     ex_child.contribute(cid, np.full(600, 0.5, np.float32), (0, 600, 600))
     (_, _, kind, _, wire, encoded), = mail
