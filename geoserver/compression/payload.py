@@ -31,9 +31,9 @@ import numpy as np
 
 from ..core.wire import WireError
 
-__all__ = ["BITMAP", "HALF", "HEADER", "INDEX", "INT8", "PayloadError", "Q2BITMAP", "Q2INDEX",
-           "TWOBIT", "VALUES", "VALUE_CODES", "bitmap_bytes", "decode", "elements", "half",
-           "index_bytes", "int8", "q2_bitmap_bytes", "q2_index_bytes", "sparse",
+__all__ = ["BITMAP", "HALF", "HEADER", "INDEX", "INT8", "LEVELS", "PayloadError", "Q2BITMAP",
+           "Q2INDEX", "TWOBIT", "VALUES", "VALUE_CODES", "bitmap_bytes", "decode", "elements",
+           "half", "index_bytes", "int8", "q2_bitmap_bytes", "q2_index_bytes", "sparse",
            "sparse_2bit", "twobit"]
 
 HEADER = struct.Struct("<BBxxxxxxQQf4x")       # format, value code, n, count, scale
