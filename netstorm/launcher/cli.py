@@ -61,7 +61,7 @@ def parse_args(argv):
                              "measures them at start-up")
     parser.add_argument("--compression", default=None,
                         help="gradient compression for the whole cluster: a type (fp16, bsc, "
-                             "mpq, 2bit) or MXNet's compression_params as JSON, e.g. "
+                             "mpq, 2bit, int8, topk2bit) or MXNet's compression_params as JSON, e.g. "
                              "'{\"type\": \"bsc\", \"ratio\": 0.01}' (docs/compression.md); "
                              "overrides the cluster file's [compression]")
     parser.add_argument("--sync", default=None,
