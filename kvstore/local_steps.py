@@ -1,14 +1,24 @@
-"""Local optimizer steps on a worker, for sync modes ``hfa`` and ``esync`` (docs/sync.md).
+"""Local optimizer steps on a worker, for sync modes ``hfa``, ``esync`` and ``diloco``
+(docs/sync.md).
 
 Under these modes the worker runs the optimizer itself, on its own copy of each key's
 weights. A step that synchronizes sends the key's *delta* since the last synchronization to
 the DC server (through the same engine operator as a push with ``want_value``), and the
 synchronized weights it gets back become both the worker's weights and the new base. Under
 ``hfa`` every ``k1``-th step synchronizes; under ``esync`` the DC server says, with each
-synchronized value, how many steps to take before the next one.
+synchronized value, how many steps to take before the next one; under ``diloco`` every
+``h``-th step (the servers apply the outer optimizer to the average).
 
-Everything here is MXNet engine operations (asynchronous); the only wait is, under esync,
-for the server's step count after the previous synchronization, which was already queued.
+Streaming ``diloco`` (``fragments`` P > 1 or ``delay`` τ > 0): the keys are cut into P
+fragments of about equal bytes, in key order (groups of layers, :func:`fragments_of`);
+fragment p synchronizes at inner steps ``p·h/P + n·h``. Its synchronized weights are not
+waited for: the worker goes on for τ steps and then mixes them in,
+``w ← mix·w + (1 − mix)·w_global``, and the next delta is taken from ``w_global``.
+
+Everything here is MXNet engine operations (asynchronous); the only waits are, under esync,
+for the server's step count after the previous synchronization, which was already queued,
+and under diloco for a synchronized value that is used (at once, or τ steps later).
+Per step O(key size); fragments are assigned once, O(keys).
 """
 from __future__ import annotations
 
@@ -16,7 +26,7 @@ from dataclasses import dataclass
 
 import mxnet as mx
 
-__all__ = ["LocalSteps", "LocalStepsError"]
+__all__ = ["LocalSteps", "LocalStepsError", "fragments_of"]
 
 
 class LocalStepsError(RuntimeError):
@@ -30,6 +40,21 @@ class _Local:
     steps: int = 0          # optimizer steps taken on this key
     synced_at: int = 0      # the step of the last synchronization
     rounds: int = 0         # synchronizations sent
+    offset: int = 0         # diloco: the inner step (mod h) at which its fragment leaves
+    pending: object = None  # streaming: the synchronized value not merged yet
+    merge_at: int = 0       # streaming: the step after which it is merged
+
+
+def fragments_of(sizes: dict, count: int) -> dict:
+    """Key -> fragment (0..count-1): the keys in order, cut into ``count`` runs of about
+    equal elements (each key whole; a fragment may be empty when one key outweighs the
+    rest). The same on every worker, since every worker has the same keys. O(keys)."""
+    total = sum(sizes.values()) or 1
+    out, seen = {}, 0
+    for key in sorted(sizes):
+        out[key] = min(count - 1, seen * count // total)
+        seen += sizes[key]
+    return out
 
 
 class LocalSteps:
@@ -41,6 +66,7 @@ class LocalSteps:
         self._push_value = push_value
         self.updater = None
         self.keys: dict = {}
+        self._offsets = None        # diloco: key -> its fragment's inner step (mod h)
 
     def set_optimizer(self, optimizer) -> None:
         self.updater = mx.optimizer.get_updater(optimizer)
@@ -48,11 +74,26 @@ class LocalSteps:
     def start(self, key_id: int, value) -> None:
         """The key's value after init (the servers' copy, rank 0's value)."""
         self.keys[key_id] = _Local(weights=value.copy(), base=value)
+        self._offsets = None
 
-    def _due(self, local: _Local) -> bool:
+    def _offset(self, key_id: int) -> int:
+        """diloco: the inner step (mod h) at which ``key_id``'s fragment synchronizes
+        (fragments are assigned at the first step, when every key is known)."""
+        if self.sync.fragments == 1:
+            return 0
+        if self._offsets is None:
+            parts = fragments_of({k: v.weights.size for k, v in self.keys.items()},
+                                 self.sync.fragments)
+            self._offsets = {k: p * self.sync.h // self.sync.fragments
+                             for k, p in parts.items()}
+        return self._offsets[key_id]
+
+    def _due(self, key_id: int, local: _Local) -> bool:
         """Whether the step just taken ends with a synchronization."""
         if self.sync.mode == "hfa":
             return local.steps % self.sync.k1 == 0
+        if self.sync.mode == "diloco":
+            return (local.steps - self._offset(key_id)) % self.sync.h == 0
         return local.steps - local.synced_at >= self._client.steps_after(local.rounds)
 
     def step(self, key_id: int, grad, outs=()) -> None:
@@ -65,11 +106,23 @@ class LocalSteps:
         local = self.keys[key_id]
         self.updater(key_id, grad, local.weights)
         local.steps += 1
-        if self._due(local):
+        if local.pending is not None and local.steps >= local.merge_at:
+            self._merge(local)
+        if self._due(key_id, local):
             value = self._push_value(key_id, local.weights - local.base)
-            local.base, local.weights = value, value.copy()
             local.synced_at, local.rounds = local.steps, local.rounds + 1
+            if self.sync.mode == "diloco" and self.sync.delay:
+                local.pending, local.merge_at = value, local.steps + self.sync.delay
+            else:
+                local.base, local.weights = value, value.copy()
         self.pull(key_id, outs)
+
+    def _merge(self, local: _Local) -> None:
+        """Streaming: the synchronized value that arrived while the worker went on is mixed
+        into its weights; the next delta is taken from it."""
+        mix = self.sync.mix
+        local.weights = mix * local.weights + (1.0 - mix) * local.pending
+        local.base, local.pending = local.pending, None
 
     def pull(self, key_id: int, outs) -> None:
         for out in outs:

@@ -68,7 +68,7 @@ class NetStorm(KVStore):
         self._sparse: set = set()       # keys initialized row_sparse
         self._updater = None
         self._spec = None               # the servers' optimizer, as sent
-        # hfa / esync: the optimizer runs here, on the worker's own weights
+        # hfa / esync / diloco: the optimizer runs here, on the worker's own weights
         self._local = LocalSteps(self._client.sync, self._client, self._push_value) \
             if self._client.sync.local_steps else None
         self._failed = False
@@ -109,7 +109,7 @@ class NetStorm(KVStore):
 
     @property
     def sync_mode(self) -> str:
-        """The cluster's synchronization mode: fsa, hfa, mixed or esync (docs/sync.md)."""
+        """The cluster's synchronization mode: fsa, hfa, mixed, esync or diloco (docs/sync.md)."""
         return self._client.sync.mode
 
     @staticmethod

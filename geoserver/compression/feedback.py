@@ -13,10 +13,10 @@ falls into next, the same residual joins it. A DC encodes each coordinate once p
 (up if it is not the root of that chunk's tree, down if it is), so one residual per
 coordinate is enough and none is stranded.
 
-The types themselves (``fp16``, ``2bit``, ``bsc``, ``mpq``: what goes up and down) are
-the codecs of :mod:`.registry`; this module is what they share. Only float32 keys are
-compressed; a chunk beyond half precision's range travels dense. Each encode is
-O(len(chunk)). Pure.
+The types themselves (``fp16``, ``2bit``, ``bsc``, ``mpq``, ``int8``, ``topk2bit``: what
+goes up and down) are the codecs of :mod:`.registry`; this module is what they share. Only
+float32 keys are compressed; a chunk a codec cannot encode (beyond half precision's range,
+or not finite) travels dense, exact. Each encode is O(len(chunk)). Pure.
 """
 from __future__ import annotations
 
@@ -71,21 +71,21 @@ class ErrorFeedback:
                direction: str):
         """``(array, encoded)`` to send for elements ``start:start+len(values)`` of ``key``
         in round ``rnd``: a payload (``encoded``) or, when a payload would not be
-        smaller, a dense float32 chunk: the quantized values for 2bit and fp16 (a small
-        key is quantized like any other, as in MXNet), the exact chunk for bsc and mpq's
-        sparse part (its residual flushed). The residual absorbs the difference.
-        ``values`` is not modified. O(len(values))."""
+        smaller, a dense float32 chunk: the quantized values for 2bit, fp16 and int8 (a
+        small key is quantized like any other, as in MXNet), the exact chunk for bsc,
+        topk2bit and mpq's sparse part (its residual flushed). The residual absorbs the
+        difference. ``values`` is not modified. O(len(values))."""
         if not self.codec.on or np.dtype(values.dtype) != np.float32:
             return values, False
         res = self.residual(key, key_size)[start:start + len(values)]
         x = values + res
         wire, sent = self.codec.encode(x, res, Chunk(direction, key_size, rnd,
                                                      (self.seed, key, start, rnd)))
-        if wire is None:            # cannot be encoded (beyond half precision): dense, exact
+        if wire is None:            # cannot be encoded (beyond fp16, not finite): dense, exact
             res[:] = 0
             return x, False
         if len(wire) >= x.nbytes:   # never larger than dense
-            if sent is None:        # quantized (2bit, fp16): the same values, dense, as
+            if sent is None:        # quantized (2bit, fp16, int8): the same values, dense, as
                 return self.codec.decode(wire, len(x)), False  # MXNet quantizes every key
             res[:] = 0              # sparsified: the chunk itself, exact (small keys)
             return x, False

@@ -23,8 +23,9 @@ import numpy as np
 from . import codecs, payload
 from ..config.compression import CompressionConfig, CompressionError
 
-__all__ = ["CODECS", "Chunk", "Codec", "DOWN", "FP16_MAX", "Half", "Mixed", "NoCompression",
-           "Sparse", "TwoBit", "UP", "codec_class", "codec_for"]
+__all__ = ["CODECS", "Chunk", "Codec", "DOWN", "FP16_MAX", "Half", "Int8", "Mixed",
+           "NoCompression", "Sparse", "SparseTwoBit", "TwoBit", "UP", "codec_class",
+           "codec_for"]
 
 UP, DOWN = "up", "down"
 FP16_MAX = float(np.finfo(np.float16).max)     # a chunk holding more goes dense
@@ -57,8 +58,10 @@ class Codec(ABC):
         """``(wire, sent)`` for the float32 chunk ``x`` (its residual already added), with
         ``res`` set to what ``wire`` lacks. ``wire``: the payload, or None when ``x``
         cannot be encoded and travels dense, exact (the caller flushes ``res``). ``sent``:
-        the indices a sparse payload carries exactly, or None when every element is
-        approximated (a quantizer: its dense form is the decoded payload). O(len(x))."""
+        the indices a sparse payload selects (exactly for ``bsc``, in 2 bits for
+        ``topk2bit``), or None when every element is approximated (a quantizer). When the
+        payload would not be smaller than the chunk, a sparse chunk travels exact, a
+        quantized one as its decoded payload. O(len(x))."""
 
     def decode(self, wire, n: int) -> np.ndarray:
         """The dense float32 chunk of ``n`` elements that ``wire`` encodes (a payload says
@@ -127,6 +130,45 @@ class Sparse(Codec):
         return wire, idx
 
 
+class Int8(Codec):
+    """``int8``: int8 both ways with one float32 scale per chunk (INTELLECT-1's
+    pseudo-gradients): ``scale = max|x| / 127`` (to 8 significant bits, rounded up),
+    ``q = round(x / scale)`` in [-127, 127]; each element is off by at most ``scale / 2``,
+    kept as residual. A chunk not finite goes dense, exact. 1 byte per element plus the
+    payload's 32-byte header (which holds the scale)."""
+    name = "int8"
+
+    def encode(self, x, res, chunk: Chunk) -> tuple:
+        peak = float(np.max(np.abs(x))) if len(x) else 0.0
+        if not np.isfinite(peak):           # NaN or inf: no scale fits
+            return None, None
+        scale = codecs.int8_scale(peak)
+        codes = codecs.quantize_int8(x, scale)
+        res[:] = x - codes.astype(np.float32) * scale
+        return payload.int8(codes, scale), None
+
+
+class SparseTwoBit(Codec):
+    """``topk2bit`` (SparseLoCo): the sampled top-k of ``bsc`` (``ratio_at(round)`` of the
+    elements), each value sent in 2 bits, its sign and one of two magnitudes per chunk
+    (:func:`~.codecs.two_levels`), both ways: the root re-selects from the total plus its
+    residual. The residual keeps the elements not sent and the quantization error of those
+    sent. A chunk not finite goes dense, exact. Per element: ``ratio * (index + 1/4)`` bytes
+    (or 1/8 + ``ratio / 4`` as a bitmap), plus 40 bytes per chunk (header, two levels)."""
+    name = "topk2bit"
+
+    def encode(self, x, res, chunk: Chunk) -> tuple:
+        if not np.all(np.isfinite(x)):
+            return None, None
+        rng = np.random.default_rng(chunk.seed)
+        k = codecs.budget(len(x), self.config.ratio_at(chunk.rnd))
+        idx = codecs.top_k(x, k, rng)
+        codes, levels = codecs.two_levels(x[idx])
+        res[:] = x
+        res[idx] -= codecs.two_level_values(codes, levels)
+        return payload.sparse_2bit(idx, codes, levels, len(x)), idx
+
+
 class Mixed(Codec):
     """``mpq``: keys under ``size_threshold`` elements as ``fp16``, larger ones as ``bsc``."""
     name = "mpq"
@@ -148,6 +190,8 @@ CODECS: dict = {            # [compression] type -> its class
     "fp16": Half,
     "bsc": Sparse,
     "mpq": Mixed,
+    "int8": Int8,
+    "topk2bit": SparseTwoBit,
 }
 
 

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, fields
 from .tables import check_kind, chosen_params
 
 __all__ = ["CompressionConfig", "CompressionError", "DEFAULT_RATIO", "DEFAULT_SIZE_THRESHOLD",
-           "DEFAULT_THRESHOLD", "DEFAULT_WARMUP_ROUNDS", "PARAMS", "SCOPES", "TYPES"]
+           "DEFAULT_THRESHOLD", "DEFAULT_WARMUP_ROUNDS", "PARAMS", "REFUSED", "SCOPES", "TYPES"]
 
 SCOPES = ("wan", "all")        # between DC servers; "all": the workers' pushes to them too
 DEFAULT_THRESHOLD = 0.5        # MXNet's own default for 2bit
-DEFAULT_RATIO = 0.01           # bsc: a hundredth of the elements per hop
+DEFAULT_RATIO = 0.01           # bsc, mpq, topk2bit: a hundredth of the elements per hop
 DEFAULT_WARMUP_ROUNDS = 0
 DEFAULT_SIZE_THRESHOLD = 1 << 16    # mpq: keys under this many elements go as fp16
 PARAMS = {                     # each type and the parameters it takes besides 'type'
@@ -28,8 +28,14 @@ PARAMS = {                     # each type and the parameters it takes besides '
     "fp16": ("scope",),
     "bsc": ("ratio", "warmup_rounds", "momentum", "scope"),
     "mpq": ("ratio", "warmup_rounds", "size_threshold", "momentum", "scope"),
+    "int8": ("scope",),
+    "topk2bit": ("ratio", "warmup_rounds", "scope"),
 }
 TYPES = tuple(PARAMS)          # each has its codec in compression/registry.py (CODECS)
+REFUSED = {                    # (type, parameter) -> why that type does not take it
+    ("topk2bit", "momentum"): "SparseLoCo's error feedback (each hop's residual) takes the "
+                              "place of momentum (DGC momentum correction: use 'bsc')",
+}
 
 
 class CompressionError(ValueError):
@@ -47,7 +53,7 @@ class CompressionConfig:
     ratio: float = DEFAULT_RATIO
     warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
     size_threshold: int = DEFAULT_SIZE_THRESHOLD
-    momentum: float = 0.0      # bsc / mpq: DGC momentum correction (0: off)
+    momentum: float = 0.0      # bsc / mpq: DGC momentum correction (0: off; others: refused)
     scope: str = "wan"
 
     def __post_init__(self):
@@ -61,6 +67,8 @@ class CompressionConfig:
         if not (isinstance(self.momentum, (int, float)) and not isinstance(self.momentum, bool)
                 and 0 <= self.momentum < 1):
             raise CompressionError(f"momentum must be in [0, 1), got {self.momentum!r}")
+        if self.momentum and "momentum" not in PARAMS[self.type]:
+            raise CompressionError(_refusal(self.type, "momentum"))
         for name in ("warmup_rounds", "size_threshold"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -82,6 +90,9 @@ class CompressionConfig:
             raise CompressionError(f"{where} must be a dict like {{'type': 'bsc', 'ratio': "
                                    f"0.01}}, got {type(params).__name__}")
         try:
+            for kind, name in REFUSED:
+                if params.get("type") == kind and name in params:
+                    raise CompressionError(_refusal(kind, name))
             values = chosen_params(params, "type", "compression type", PARAMS, CompressionError)
         except CompressionError as exc:
             raise CompressionError(f"{where}: {exc}") from None
@@ -108,9 +119,18 @@ class CompressionConfig:
         return cls(**data)
 
     def ratio_at(self, rnd: int) -> float:
-        """The share of elements a bsc hop sends in round ``rnd`` (1-based): dense at the
-        start of the warm-up, decaying geometrically to :attr:`ratio` at its end."""
+        """The share of elements a bsc (mpq, topk2bit) hop sends in round ``rnd``
+        (1-based): dense at the start of the warm-up, decaying geometrically to
+        :attr:`ratio` at its end."""
         if self.warmup_rounds <= 0 or rnd > self.warmup_rounds:
             return self.ratio
         done = max(0, rnd - 1) / self.warmup_rounds
         return float(self.ratio ** done)
+
+
+def _refusal(kind: str, name: str) -> str:
+    """Why compression type ``kind`` does not take parameter ``name``."""
+    why = REFUSED.get((kind, name))
+    return (f"compression type {kind!r} takes no {name!r}: {why}" if why else
+            f"compression type {kind!r} takes no {name!r} (it takes "
+            f"{', '.join(map(repr, PARAMS[kind])) or 'nothing'})")

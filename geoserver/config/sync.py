@@ -9,14 +9,22 @@ does and when to use it.
   across all DCs before anyone goes on.
 - ``hfa``: hierarchical frequency aggregation: a worker takes ``k1`` optimizer steps of its
   own, then its DC sums its workers' model deltas; every ``k2`` such DC rounds the DCs sum
-  their deltas across the WAN (along the policy's trees). The model moves by the *sum* of
-  the contributions, as under ``fsa``, so ``k1 = k2 = 1`` is ``fsa`` with SGD.
+  their deltas across the WAN (along the policy's trees). The model moves by the *average*
+  of the workers' deltas (model averaging), so ``k1 = k2 = 1`` is ``fsa`` with SGD on the
+  gradient averaged over the workers.
 - ``mixed``: synchronous inside a DC, asynchronous across DCs: a DC applies its own sum at
   once and the other DCs' sums as they arrive (delay-compensated with MXNet's DCASGD), never
   running more than ``staleness`` rounds ahead of the slowest DC.
 - ``esync``: like ``hfa`` with ``k2 = 1``, but each worker's number of local steps is set
   every round so that all arrive at the synchronization together (fast workers take more,
   up to ``max_steps``; the slowest takes one).
+- ``diloco``: an outer optimizer over local steps (DiLoCo): a worker takes ``h`` inner
+  steps of its own optimizer, the pseudo-gradients (start weights minus local weights) are
+  averaged over every worker along the trees, and every DC server applies the same outer
+  Nesterov step (``outer_lr``, ``outer_momentum``). With ``fragments`` P > 1 the model is
+  synchronized in P fragments at staggered steps (streaming DiLoCo); a fragment's result may
+  arrive ``delay`` inner steps late, and is then mixed into the local weights with factor
+  ``mix`` (the local share).
 """
 from __future__ import annotations
 
@@ -24,24 +32,31 @@ from dataclasses import asdict, dataclass, fields
 
 from .tables import check_kind, chosen_params
 
-__all__ = ["DEFAULT_K1", "DEFAULT_K2", "DEFAULT_MAX_STEPS", "DEFAULT_STALENESS", "MAX_COUNT",
-           "MODES", "PARAMS", "SyncConfig", "SyncError"]
+__all__ = ["DEFAULT_H", "DEFAULT_K1", "DEFAULT_K2", "DEFAULT_MAX_STEPS", "DEFAULT_MIX",
+           "DEFAULT_OUTER_LR", "DEFAULT_OUTER_MOMENTUM", "DEFAULT_STALENESS", "MAX_COUNT",
+           "MAX_OUTER_LR", "MODES", "PARAMS", "SyncConfig", "SyncError"]
 
 
 class SyncError(ValueError):
     """A synchronization setting that cannot be used; the text names the field and why."""
 
-MODES = ("fsa", "hfa", "mixed", "esync")
+MODES = ("fsa", "hfa", "mixed", "esync", "diloco")
 PARAMS = {              # what each mode takes besides 'mode'
     "fsa": (),
     "hfa": ("k1", "k2"),
     "mixed": ("staleness",),
     "esync": ("max_steps",),
+    "diloco": ("h", "outer_lr", "outer_momentum", "fragments", "delay", "mix"),
 }
 DEFAULT_K1 = 1
 DEFAULT_K2 = 1
 DEFAULT_STALENESS = 2
 DEFAULT_MAX_STEPS = 8
+DEFAULT_H = 100                 # DiLoCo's inner steps per outer round (the paper: 100-500)
+DEFAULT_OUTER_LR = 0.7          # DiLoCo's outer Nesterov step
+DEFAULT_OUTER_MOMENTUM = 0.9
+DEFAULT_MIX = 0.5               # streaming DiLoCo's share of the local fragment
+MAX_OUTER_LR = 100.0
 MAX_COUNT = 1 << 16     # the largest k1, k2, staleness or max_steps taken
 
 
@@ -54,21 +69,56 @@ class SyncConfig:
     k2: int = DEFAULT_K2
     staleness: int = DEFAULT_STALENESS
     max_steps: int = DEFAULT_MAX_STEPS
+    h: int = DEFAULT_H
+    outer_lr: float = DEFAULT_OUTER_LR
+    outer_momentum: float = DEFAULT_OUTER_MOMENTUM
+    fragments: int = 1
+    delay: int = 0
+    mix: float = DEFAULT_MIX
 
     def __post_init__(self):
         check_kind(self.mode, MODES, "sync mode", SyncError)
-        for name, lowest in (("k1", 1), ("k2", 1), ("staleness", 0), ("max_steps", 1)):
+        for name, lowest in (("k1", 1), ("k2", 1), ("staleness", 0), ("max_steps", 1),
+                             ("h", 1), ("fragments", 1), ("delay", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or \
                     not lowest <= value <= MAX_COUNT:
                 raise SyncError(f"{name} must be a whole number in {lowest}..{MAX_COUNT}, "
                                 f"got {value!r}")
+        for name, low, high, text in (
+                ("outer_lr", 0.0, MAX_OUTER_LR, f"0 < outer_lr <= {MAX_OUTER_LR:g}"),
+                ("outer_momentum", 0.0, 1.0, "0 <= outer_momentum < 1"),
+                ("mix", 0.0, 1.0, "0 <= mix <= 1")):
+            value = getattr(self, name)
+            fits = not isinstance(value, bool) and isinstance(value, (int, float)) and \
+                low <= value <= high and (name != "outer_lr" or value > low) and \
+                (name != "outer_momentum" or value < high)
+            if not fits:
+                raise SyncError(f"{name} must be a number with {text}, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.fragments > self.h:
+            raise SyncError(f"fragments ({self.fragments}) must be at most h ({self.h}): "
+                            f"each fragment is synchronized at its own inner step of the h")
+        if self.delay and self.delay >= self.h:
+            raise SyncError(f"delay ({self.delay}) must be less than h ({self.h}): a "
+                            f"fragment's result is merged before that fragment leaves again")
 
     # ------------------------------------------------------------ what the mode means
     @property
     def local_steps(self) -> bool:
-        """Workers run the optimizer themselves and push model deltas (hfa, esync)."""
-        return self.mode in ("hfa", "esync")
+        """Workers run the optimizer themselves and push model deltas (hfa, esync, diloco)."""
+        return self.mode in ("hfa", "esync", "diloco")
+
+    @property
+    def averaged(self) -> bool:
+        """The model moves by the average of the workers' deltas, not their sum (hfa,
+        diloco; esync sums, since its workers' step counts differ)."""
+        return self.mode in ("hfa", "diloco")
+
+    @property
+    def streaming(self) -> bool:
+        """diloco in fragments, or with results that may arrive late (overlapped)."""
+        return self.mode == "diloco" and (self.fragments > 1 or self.delay > 0)
 
     @property
     def asynchronous(self) -> bool:
@@ -115,9 +165,9 @@ class SyncConfig:
         params: dict = {"mode": mode.strip()}
         for item in filter(None, (p.strip() for p in rest.split(","))):
             name, eq, value = item.partition("=")
-            if not eq or not value.strip().lstrip("-").isdigit():
+            params[name.strip()] = _number(value.strip(), item, mode, where) if eq else None
+            if not eq:
                 raise SyncError(f"{where}: expected NAME=N after '{mode}:', got {item!r}")
-            params[name.strip()] = int(value)
         return cls.from_params(params, where)
 
     def to_params(self) -> dict:
@@ -137,3 +187,16 @@ class SyncConfig:
         if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
             raise SyncError(f"malformed sync setting {data!r}")
         return cls(**data)
+
+
+def _number(text: str, item: str, mode: str, where: str):
+    """``text`` as an int (digits) or a finite float; else a SyncError naming ``item``."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise SyncError(f"{where}: expected NAME=N after '{mode}:', got {item!r}")
+    return value

@@ -91,7 +91,8 @@ class GeoServer:
                               compressed_pushes=settings.compression.on
                               and settings.compression.scope == "all",
                               momentum_corrected=settings.compression.momentum > 0,
-                              sync=settings.sync, mixed=self.mixed, resumed=resumed)
+                              sync=settings.sync, mixed=self.mixed, resumed=resumed,
+                              all_workers=len(self.table.workers()))
         # replacing a lost DC server from a peer's replica (this one, or another DC's)
         self.recovery = ServerRecovery(self.dc, self.store, self.exchange, self.wan,
                                        self.policies, postoffice, self.table.dcs,

@@ -49,13 +49,16 @@ log = logging.getLogger(__name__)
 class KeyStore:
     def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
                  forward_init, compressed_pushes: bool = False, momentum_corrected=False,
-                 sync: SyncConfig = SyncConfig(), mixed=None, resumed=None):
+                 sync: SyncConfig = SyncConfig(), mixed=None, resumed=None,
+                 all_workers: int | None = None):
         """``compressed_pushes``: local workers may push compressed payloads (compression
         scope "all"); otherwise such a push is refused. ``momentum_corrected``: compression
         applies DGC momentum, so an optimizer with momentum of its own is refused.
         ``sync``: the cluster's synchronization; ``mixed``: its MixedExchange (mode mixed).
         ``resumed``: the checkpoint this run starts from: its values replace the keys'
-        initial ones and its optimizer states are loaded (docs/recovery.md)."""
+        initial ones and its optimizer states are loaded (docs/recovery.md).
+        ``all_workers``: how many workers the cluster has (the averaging modes divide by
+        it; default: this DC's)."""
         self.dc = dc
         self.resumed = resumed
         self.sync = sync
@@ -64,6 +67,7 @@ class KeyStore:
         self.compressed_received = 0    # compressed pushes taken
         self.policies = policies
         self.workers = set(workers)
+        self.all_workers = len(self.workers) if all_workers is None else int(all_workers)
         self.chunk_bytes = chunk_bytes
         self._reply = reply
         self._contribute = contribute

@@ -9,8 +9,12 @@ it wherever the modes differ instead of asking which mode is in force:
   every local worker pushed it; its global sum is stepped by the optimizer (or becomes the
   value).
 - ``hfa`` (:class:`HfaMode`): pushes are model deltas; a round that does not cross the WAN
-  adds the DC's sum to the weights, one that does sends the DC's delta since the last WAN
-  round and sets the weights to that round's plus the total. No server optimizer.
+  adds the DC's average to the weights, one that does sends the DC's delta since the last
+  WAN round (weighted by its workers) and sets the weights to that round's plus the
+  average over every worker. No server optimizer.
+- ``diloco`` (:class:`DilocoMode`): every round crosses the WAN; the average of every
+  worker's delta is the negative pseudo-gradient, which an outer Nesterov step
+  (:class:`OuterNesterov`) applies to the last round's weights, identically in every DC.
 - ``esync`` (:class:`EsyncMode`): ``hfa`` with one DC round per WAN round; the rounds after a
   worker finished go on without it (the local step counts are
   :class:`~netstorm.geoserver.server.esync.StepBalancer`'s, in the server).
@@ -21,7 +25,7 @@ A mode reads and writes the store's records (:mod:`.store_keys`) and calls back 
 helpers (``to_wan``, ``apply_complete``, ``answer_pulls``). Costs: the checks and
 ``answerable`` are O(1) (``mixed``: O(DCs)), ``needed`` O(local workers), applying or
 sending a round O(key size), esync's :meth:`EsyncMode.settled` O(rounds in flight x
-workers) per key.
+workers) per key. Memory: diloco keeps one momentum buffer per key (the model's size once).
 """
 from __future__ import annotations
 
@@ -35,7 +39,8 @@ from ..core.wire import Message
 from .mixed_sync import MixedError
 from .store_keys import KeyEntry, RequestError, Round
 
-__all__ = ["EsyncMode", "FsaMode", "HfaMode", "MODES", "MixedMode", "SyncMode", "create"]
+__all__ = ["DilocoMode", "EsyncMode", "FsaMode", "HfaMode", "MODES", "MixedMode",
+           "OuterNesterov", "SyncMode", "create"]
 
 
 @runtime_checkable
@@ -138,7 +143,10 @@ class FsaMode:
 
 class HfaMode(FsaMode):
     """``hfa``: the workers run the optimizer and push model deltas; every
-    ``rounds_per_wan_round``-th DC round crosses the WAN."""
+    ``rounds_per_wan_round``-th DC round crosses the WAN. The model moves by the workers'
+    *average* delta (model averaging; ``esync`` keeps the sum): a DC round by its own
+    workers' average, a WAN round by every worker's, so a DC's WAN contribution is its
+    delta since the last WAN round times its workers (a DC of two workers counts twice)."""
 
     def check_push(self, entry: KeyEntry, rnd: int) -> None:
         if rnd != entry.applied + 1:
@@ -158,18 +166,67 @@ class HfaMode(FsaMode):
             rnd.local_only = True
             self.store.apply_complete(entry)
 
+    def _mean(self, summed, count: int):
+        """``summed`` over ``count`` workers: their average (hfa), or the sum (esync)."""
+        if not self.sync.averaged:
+            return summed
+        return summed / np.asarray(count, summed.dtype)
+
     def contribution(self, entry: KeyEntry, rnd: Round):
-        """The DC's delta since the last WAN round: its local rounds' deltas plus this
-        one's."""
-        if entry.value is not entry.base:
-            return (entry.value - entry.base) + rnd.local
-        return rnd.local
+        """The DC's delta since the last WAN round (its local rounds' averages plus this
+        round's), weighted by its workers: the WAN round's total over every worker is then
+        the average of every worker's delta."""
+        if entry.value is entry.base:
+            return rnd.local
+        since = entry.value - entry.base
+        if self.sync.averaged:
+            since = since * np.asarray(len(self.store.workers), since.dtype)
+        return since + rnd.local
 
     def apply(self, entry: KeyEntry, done: Round) -> None:
-        if done.local_only:                 # a DC round's sum of model deltas
-            entry.value = entry.value + done.local
-        else:                               # the WAN round's sum of every DC's delta
-            entry.value = entry.base = entry.base + done.total
+        if done.local_only:                 # a DC round of its workers' model deltas
+            entry.value = entry.value + self._mean(done.local, len(self.store.workers))
+        else:                               # the WAN round of every worker's delta
+            entry.value = entry.base = entry.base + self._mean(done.total,
+                                                               self.store.all_workers)
+
+
+class OuterNesterov:
+    """DiLoCo's outer optimizer: SGD with Nesterov momentum on the pseudo-gradient ``g``
+    (PyTorch's ``SGD(nesterov=True)``): ``b = m·b + g``, ``w -= lr·(g + m·b)``; with
+    ``m = 0`` and ``lr = 1`` it sets the weights to the workers' average. Deterministic
+    float arithmetic in the key's dtype, so every DC computes the same bits from the same
+    total. One buffer per key; O(key size) per step."""
+
+    def __init__(self, lr: float, momentum: float):
+        self.lr, self.momentum = lr, momentum
+        self.buffers: dict = {}     # key -> momentum buffer
+
+    def step(self, key: int, weights, grad):
+        """The weights after one outer step of ``grad`` (new arrays; inputs untouched)."""
+        lr = np.asarray(self.lr, grad.dtype)
+        if self.momentum == 0:
+            return weights - lr * grad
+        m = np.asarray(self.momentum, grad.dtype)
+        buf = self.buffers.get(key)
+        buf = grad.copy() if buf is None else m * buf + grad
+        self.buffers[key] = buf
+        return weights - lr * (grad + m * buf)
+
+
+class DilocoMode(HfaMode):
+    """``diloco``: each round (one push per ``h`` inner steps, or per fragment) crosses the
+    WAN; the pseudo-gradient is the last round's weights minus every worker's average,
+    applied by :class:`OuterNesterov` to the last round's weights. The workers' inner
+    optimizers never leave them."""
+
+    def __init__(self, sync: SyncConfig, store, exchange=None):
+        super().__init__(sync, store)
+        self.outer = OuterNesterov(sync.outer_lr, sync.outer_momentum)
+
+    def apply(self, entry: KeyEntry, done: Round) -> None:
+        mean = self._mean(done.total, self.store.all_workers)     # average delta
+        entry.value = entry.base = self.outer.step(entry.key, entry.base, -mean)
 
 
 class EsyncMode(HfaMode):
@@ -289,7 +346,8 @@ class MixedMode(FsaMode):
             self.on_update(msg, sender_dc)
 
 
-MODES = {"fsa": FsaMode, "hfa": HfaMode, "mixed": MixedMode, "esync": EsyncMode}
+MODES = {"fsa": FsaMode, "hfa": HfaMode, "mixed": MixedMode, "esync": EsyncMode,
+         "diloco": DilocoMode}
 """The registry: mode name (``SyncConfig.mode``) -> its strategy class."""
 
 

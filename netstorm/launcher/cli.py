@@ -61,12 +61,13 @@ def parse_args(argv):
                              "measures them at start-up")
     parser.add_argument("--compression", default=None,
                         help="gradient compression for the whole cluster: a type (fp16, bsc, "
-                             "mpq, 2bit) or MXNet's compression_params as JSON, e.g. "
+                             "mpq, 2bit, int8, topk2bit) or MXNet's compression_params as JSON, e.g. "
                              "'{\"type\": \"bsc\", \"ratio\": 0.01}' (docs/compression.md); "
                              "overrides the cluster file's [compression]")
     parser.add_argument("--sync", default=None,
                         help="synchronization for the whole cluster: fsa, hfa:k1=4,k2=2, "
-                             "mixed:staleness=2 or esync:max_steps=8 (docs/sync.md); "
+                             "mixed:staleness=2, esync:max_steps=8 or "
+                             "diloco:h=100,outer_lr=0.7,fragments=4,delay=5 (docs/sync.md); "
                              "overrides the cluster file's [sync]")
     parser.add_argument("--workers-per-dc", type=int, default=1,
                         help="workers per DC with --dcs or --wan (default 1)")

@@ -35,10 +35,11 @@ def _train(tmp, name, sync, *args, dcs=2, workers=2, options=()):
 
 @pytest.mark.slow
 def test_hfa_with_k1_and_k2_of_1_equals_fsa(no_leftovers):
-    """Momentum SGD, 2 DCs x 2 workers: the sum of the workers' deltas is fsa's update
-    (momentum included, since each worker's momentum adds up to the sum's)."""
-    _, fsa = _train(no_leftovers, "fsa", "fsa", "--steps", 6)
-    _, hfa = _train(no_leftovers, "hfa", "hfa:k1=1,k2=1", "--steps", 6)
+    """Momentum SGD, 2 DCs x 2 workers: the average of the workers' deltas is fsa's update
+    of the averaged gradient (fsa sums: its learning rate / 4), momentum included, since
+    each worker's momentum averages to the average's."""
+    _, fsa = _train(no_leftovers, "fsa", "fsa", "--steps", 6, "--lr", 0.1 / 4)
+    _, hfa = _train(no_leftovers, "hfa", "hfa:k1=1,k2=1", "--steps", 6, "--lr", 0.1)
     for rank, (want, got) in enumerate(zip(fsa, hfa)):
         for name in want:
             np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6,
@@ -70,6 +71,48 @@ def test_hfa_runs_on_replanned_multi_root_trees_with_compression(no_leftovers):
 
 
 @pytest.mark.slow
+def test_diloco_with_h_1_plain_sgd_and_a_plain_outer_step_equals_fsa(no_leftovers):
+    """2 DCs x 2 workers, plain SGD inner steps, outer lr 1 without momentum: each outer
+    round sets the weights to the workers' average, which is fsa's step on the averaged
+    gradient (fsa sums the gradients: its learning rate / 4)."""
+    _, fsa = _train(no_leftovers, "fsa", "fsa", "--steps", 6, "--lr", 0.1 / 4,
+                    "--momentum", 0)
+    _, diloco = _train(no_leftovers, "diloco", "diloco:h=1,outer_lr=1,outer_momentum=0",
+                       "--steps", 6, "--lr", 0.1, "--momentum", 0)
+    for rank, (want, got) in enumerate(zip(fsa, diloco)):
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6,
+                                       err_msg=f"rank {rank} {name}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compression", ["fp16", "int8", "topk2bit"])
+def test_diloco_replicas_are_bit_identical_after_every_outer_round(no_leftovers, compression):
+    """3 DCs x 2 workers, h = 3, Nesterov outer steps, fapt trees re-planned from
+    measurements, compressed pseudo-gradients: after each of the 4 outer rounds every
+    worker of every DC holds the same bits (what its DC server's replica sent it)."""
+    run, weights = _train(no_leftovers, "diloco", "diloco:h=3", "--steps", 12, "--digests",
+                          dcs=3, options=("--policy", "fapt", "--adapt", "--compression",
+                                          compression))
+    digests: dict = {}
+    for rank, rnd, digest in re.findall(r"rank (\d) round (\d+) weights (\w+)", run.output):
+        digests.setdefault(int(rnd), {})[int(rank)] = digest
+    assert sorted(digests) == [1, 2, 3, 4], run.output[-3000:]
+    for rnd, by_rank in digests.items():
+        assert len(by_rank) == 6 and len(set(by_rank.values())) == 1, (rnd, by_rank)
+    assert run.output.count("12 steps in 4 rounds") == 6
+
+
+@pytest.mark.slow
+def test_diloco_streams_fragments_and_every_worker_finishes(no_leftovers):
+    """h = 4 in 2 fragments, results merged one step late: each key synchronizes 3 times
+    in 12 steps, and training ends everywhere."""
+    run, _ = _train(no_leftovers, "streaming", "diloco:h=4,fragments=2,delay=1,mix=0.5",
+                    "--steps", 12)
+    assert run.output.count("12 steps in 3 rounds") == 4, run.output[-3000:]
+
+
+@pytest.mark.slow
 def test_esync_gives_the_fast_dc_more_steps_per_round_and_finishes(no_leftovers):
     """dc1's worker is slower: dc0's takes several steps per round, so it finishes its
     steps in fewer rounds; dc1 goes on alone afterwards (dc0's server sends zeros)."""
@@ -82,20 +125,22 @@ def test_esync_gives_the_fast_dc_more_steps_per_round_and_finishes(no_leftovers)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGSTOP, signal.SIGKILL])
-def test_mixed_a_stopped_or_killed_dc_is_a_clear_error_within_the_timeout(no_leftovers, sig):
-    """The other DC does not go on alone past the staleness bound, nor hang: the launcher
-    sees its own child killed at once; a stopped one, the scheduler names after
-    dead_after_s; every node stops and the launcher fails, naming it."""
+@pytest.mark.parametrize("sync", ["mixed:staleness=1", "diloco:h=5"])
+def test_a_stopped_or_killed_dc_is_a_clear_error_within_the_timeout(no_leftovers, sig, sync):
+    """The other DC does not go on alone (past mixed's staleness bound, or into diloco's
+    next outer round), nor hang: the launcher sees its own child killed at once; a stopped
+    one, the scheduler names after dead_after_s; every node stops and the launcher fails,
+    naming it."""
     dead_after_s, timeout_s = 2.0, 20.0
     config = pseudo_cluster(2, 1, free_port(), heartbeat_s=0.2, dead_after_s=dead_after_s,
-                            timeout_s=timeout_s, sync=SyncConfig(mode="mixed", staleness=1))
+                            timeout_s=timeout_s, sync=SyncConfig.parse(sync))
     cluster = no_leftovers / "cluster.toml"
     cluster.write_text(to_toml(config))
     out = no_leftovers / "out"
     out.mkdir()
     argv = [sys.executable, str(REPO / "scripts" / "launch.py"), "--cluster", str(cluster),
             "--", *worker_cmd("sync_worker.py", out, "--steps", 100000, "--optimizer",
-                              "dcasgd")]
+                              "dcasgd" if sync.startswith("mixed") else "sgd")]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, TMPDIR=str(no_leftovers)), cwd=REPO)
     lines, named_at = [], None

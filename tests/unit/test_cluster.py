@@ -57,7 +57,9 @@ def test_to_toml_roundtrips(tmp_path):
     assert load_cluster(path) == shared and load_cluster(path).trees == "shared"
 
 
-@pytest.mark.parametrize("sync", ["hfa:k1=4,k2=2", "mixed:staleness=3", "esync:max_steps=5"])
+@pytest.mark.parametrize("sync", ["hfa:k1=4,k2=2", "mixed:staleness=3", "esync:max_steps=5",
+                                  "diloco:h=7,outer_lr=1.0,outer_momentum=0.0,fragments=2,"
+                                  "delay=1,mix=0.25"])
 def test_sync_table_parses_and_roundtrips(tmp_path, sync):
     c = pseudo_cluster(2, 1, 9123, sync=SyncConfig.parse(sync))
     path = tmp_path / "c.toml"

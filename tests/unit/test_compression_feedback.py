@@ -25,6 +25,8 @@ CONFIGS = {
     "bsc": CompressionConfig("bsc", ratio=0.05, warmup_rounds=3),
     "mpq": CompressionConfig("mpq", ratio=0.05, size_threshold=1000),
     "bsc-momentum": CompressionConfig("bsc", ratio=0.05, warmup_rounds=3, momentum=0.5),
+    "int8": CompressionConfig("int8"),
+    "topk2bit": CompressionConfig("topk2bit", ratio=0.05, warmup_rounds=3),
 }
 
 
@@ -105,8 +107,10 @@ def test_mass_is_delayed_never_lost_and_replicas_stay_bit_identical(name, seed):
         assert np.array_equal(total + kept, given[key]), name
 
 
-def test_bsc_never_sends_more_than_its_budget_per_hop():
-    config = CONFIGS["bsc"]
+@pytest.mark.parametrize("name, formats", [("bsc", (payload.INDEX, payload.BITMAP)),
+                                           ("topk2bit", (payload.Q2INDEX, payload.Q2BITMAP))])
+def test_sparse_types_never_send_more_than_their_budget_per_hop(name, formats):
+    config = CONFIGS[name]
     _, _, _, _, _, sent = run(config, seed=7, rounds=8)
     assert sum(encoded for *_, encoded in sent) > 20
     for kind, cid, wire, encoded in sent:
@@ -114,7 +118,7 @@ def test_bsc_never_sends_more_than_its_budget_per_hop():
             assert len(wire) <= CHUNK_BYTES // 4
             continue
         fmt, _, n, count, _ = payload.HEADER.unpack(wire[:payload.HEADER.size].tobytes())
-        assert fmt in (payload.INDEX, payload.BITMAP)
+        assert fmt in formats
         assert count <= codecs.budget(n, config.ratio_at(cid.rnd)), (kind, cid)
         assert len(wire) < 4 * n
 
@@ -152,7 +156,7 @@ def test_a_compressed_partial_sum_may_come_before_the_key_is_known_here():
         return TreeExchange(dc, PolicyBook(policy), lambda *m: mail.append((dc, *m)),
                             lambda key, chunk, rnd, total: applied.setdefault(dc, total),
                             codec=codec), codec
-    (ex_root, codec), (ex_child, _) = make(root), make(child)
+    (ex_root, _), (ex_child, _) = make(root), make(child)
     cid = ChunkId(0, 0, 1, policy.version, 0)
     ex_child.contribute(cid, np.full(600, 0.5, np.float32), (0, 600, 600))
     (_, _, kind, _, wire, encoded), = mail
@@ -237,3 +241,103 @@ def test_momentum_correction_accumulates_velocity_and_masks_what_was_sent():
     assert np.array_equal(dense.correct(1, 0, np.zeros(8, np.float32), 8), 0.5 * g[:8])
     off = ErrorFeedback(CompressionConfig("bsc", ratio=0.25))
     assert off.correct(0, 0, g, 64) is g
+
+
+def _scale(wire) -> float:
+    return payload.HEADER.unpack(wire[:payload.HEADER.size].tobytes())[4]
+
+
+@pytest.mark.parametrize("direction", [UP, DOWN])
+def test_int8_sends_a_byte_per_element_and_errs_by_at_most_half_its_scale(direction):
+    n = 65536
+    x = (np.random.default_rng(12).standard_normal(n) * 0.01).astype(np.float32)
+    fb = ErrorFeedback(CONFIGS["int8"])
+    wire, encoded = fb.encode(0, 0, x, 1, n, direction)
+    assert encoded and len(wire) == n + payload.HEADER.size       # 1 byte + the scale
+    assert len(wire) / n < 1.001
+    sent, scale = payload.decode(wire, n), _scale(wire)
+    assert np.abs(x).max() / 127 <= scale <= np.abs(x).max() / 127 * (1 + 2 ** -7)
+    assert np.all(np.abs(x.astype(np.float64) - sent) <= scale / 2)
+    assert np.abs(x - sent).max() > scale / 4                       # really quantized
+    assert np.array_equal(sent + fb.residual(0, n), x)              # the rest is kept
+    again, _ = fb.encode(0, 0, np.zeros(n, np.float32), 2, n, direction)
+    assert np.array_equal(payload.decode(again, n) + fb.residual(0, n), x - sent)
+
+
+@pytest.mark.parametrize("direction", [UP, DOWN])
+def test_topk2bit_at_ratio_one_percent_sends_about_one_percent_of_dense_bytes(direction):
+    n, ratio = 65536, 0.01
+    x = np.random.default_rng(13).standard_normal(n).astype(np.float32)
+    fb = ErrorFeedback(CompressionConfig("topk2bit", ratio=ratio))
+    wire, encoded = fb.encode(0, 0, x, 1, n, direction)
+    assert encoded and 0.01 <= len(wire) / x.nbytes <= 0.012        # measured: 1.08%
+    fmt, _, _, count, _ = payload.HEADER.unpack(wire[:payload.HEADER.size].tobytes())
+    assert fmt == payload.Q2INDEX and codecs.budget(n, ratio) // 2 <= count
+    assert count <= codecs.budget(n, ratio)
+    sent = payload.decode(wire, n)
+    idx = np.flatnonzero(sent)
+    assert len(idx) == count and len(np.unique(np.abs(sent[idx]))) == 2     # two levels
+    assert np.array_equal(np.sign(sent[idx]), np.sign(x[idx]))               # signs kept
+    assert np.abs(x[idx]).min() >= np.quantile(np.abs(x), 1 - 3 * ratio)     # the top
+    kept = fb.residual(0, n)
+    assert np.array_equal(sent + kept, x)
+    assert np.array_equal(kept[sent == 0], x[sent == 0]) and kept[idx].any()
+
+
+def test_topk2bit_warm_up_starts_with_every_element_in_2_bits():
+    n = 8192
+    x = np.random.default_rng(14).standard_normal(n).astype(np.float32)
+    fb = ErrorFeedback(CompressionConfig("topk2bit", ratio=0.01, warmup_rounds=4))
+    wire, encoded = fb.encode(0, 0, x, 1, n, UP)
+    fmt, _, _, count, _ = payload.HEADER.unpack(wire[:payload.HEADER.size].tobytes())
+    assert encoded and fmt == payload.Q2BITMAP and count == n
+    assert len(wire) == payload.q2_bitmap_bytes(n, n) < 0.1 * x.nbytes   # 3/8 byte each
+    assert np.count_nonzero(payload.decode(wire, n)) == n
+
+
+@pytest.mark.parametrize("name", ["int8", "topk2bit"])
+def test_an_all_zero_chunk_is_encoded_as_zeros(name):
+    fb = ErrorFeedback(CONFIGS[name])
+    wire, encoded = fb.encode(0, 0, np.zeros(1000, np.float32), 1, 1000, UP)
+    assert encoded and not payload.decode(wire, 1000).any()
+    assert not fb.residual(0, 1000).any()
+    assert len(wire) == {"int8": payload.HEADER.size + 1000,
+                         "topk2bit": payload.q2_index_bytes(1000, 0)}[name]
+
+
+@pytest.mark.parametrize("name", ["int8", "topk2bit"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_chunk_not_finite_goes_dense_exact_and_flushes_its_residual(name, bad):
+    fb = ErrorFeedback(CONFIGS[name])
+    fb.encode(0, 0, np.linspace(-1, 1, 100, dtype=np.float32), 1, 100, UP)
+    assert fb.residual(0, 100).any()
+    x = np.ones(100, np.float32)
+    x[7] = bad
+    held = fb.residual(0, 100).copy()
+    wire, encoded = fb.encode(0, 0, x, 2, 100, UP)
+    assert not encoded and np.array_equal(wire, x + held, equal_nan=True)
+    assert not fb.residual(0, 100).any()
+
+
+def test_int8_takes_any_finite_magnitude_where_fp16_overflows():
+    fb = ErrorFeedback(CONFIGS["int8"])
+    x = np.array([3e38, -1e38, 70000.0, 1.0] * 25, np.float32)
+    wire, encoded = fb.encode(0, 0, x, 1, 100, UP)
+    sent = payload.decode(wire, 100)
+    assert encoded and np.all(np.isfinite(sent))
+    assert np.all(np.abs(x.astype(np.float64) - sent) <= _scale(wire) / 2)
+
+
+def test_tiny_chunks_go_dense_quantized_under_int8_and_exact_under_topk2bit():
+    """A payload (32 bytes of header, and more) is no smaller than 8 float32: int8's
+    quantized values go dense (the residual keeps what they lack), topk2bit's chunk goes
+    exact (its residual flushed), as 2bit's and bsc's."""
+    x = np.array([0.3, -1.7, 0.01, 2.2, -0.9, 1.1, 0.0, 0.5], np.float32)
+    int8 = ErrorFeedback(CONFIGS["int8"])
+    wire, encoded = int8.encode(0, 0, x, 1, 8, UP)
+    assert not encoded and wire.dtype == np.float32 and not np.array_equal(wire, x)
+    assert np.all(np.abs(x - wire) <= codecs.int8_scale(2.2) / 2)
+    assert np.array_equal(wire + int8.residual(0, 8), x)
+    topk = ErrorFeedback(CONFIGS["topk2bit"])
+    wire, encoded = topk.encode(0, 0, x, 1, 8, UP)
+    assert not encoded and np.array_equal(wire, x) and not topk.residual(0, 8).any()

@@ -12,7 +12,7 @@ from netstorm.geoserver.compression.registry import CODECS, Codec, codec_class, 
 from netstorm.geoserver.config.cluster import ClusterFileError, parse_cluster
 from netstorm.geoserver.config.compression import TYPES, CompressionConfig, CompressionError
 
-KNOWN = "'none', '2bit', 'fp16', 'bsc', 'mpq'"
+KNOWN = "'none', '2bit', 'fp16', 'bsc', 'mpq', 'int8', 'topk2bit'"
 
 
 def test_the_registry_and_the_setting_name_the_same_types():
@@ -42,14 +42,35 @@ def test_every_registered_codec_round_trips_a_chunk(name, direction, key_size):
 
 def test_an_unknown_name_is_refused_naming_the_field_and_the_known_names():
     with pytest.raises(CompressionError, match=re.escape(
-            f"[compression] type '3bit' has no codec; known: {KNOWN}")):
+            f"[compression] type '3bit' has no codec; known: {KNOWN}") + "$"):
         codec_class("3bit")
     cluster = {"scheduler": {"host": "127.0.0.1", "port": 9000},
                "dc": [{"name": "a", "host": "127.0.0.1", "server_port": 0, "workers": 1}],
                "compression": {"type": "3bit"}}
     with pytest.raises(ClusterFileError, match=re.escape(
-            f"c.toml [compression]: compression type '3bit' is unknown; accepted: {KNOWN}")):
+            f"c.toml [compression]: compression type '3bit' is unknown; accepted: {KNOWN}")
+            + "$"):
         parse_cluster(cluster, source="c.toml")
+
+
+def test_the_cluster_file_refuses_topk2bit_with_momentum_saying_why():
+    cluster = {"scheduler": {"host": "127.0.0.1", "port": 9000},
+               "dc": [{"name": "a", "host": "127.0.0.1", "server_port": 0, "workers": 1}],
+               "compression": {"type": "topk2bit", "ratio": 0.02, "momentum": 0.9}}
+    with pytest.raises(ClusterFileError, match=re.escape(
+            "c.toml [compression]: compression type 'topk2bit' takes no 'momentum': "
+            "SparseLoCo's error feedback")):
+        parse_cluster(cluster, source="c.toml")
+    cluster["compression"] = {"type": "topk2bit", "ratio": 0.02}
+    assert parse_cluster(cluster, source="c.toml").compression.type == "topk2bit"
+
+
+@pytest.mark.parametrize("name", ["int8", "topk2bit"])
+def test_int8_and_topk2bit_encode_both_directions_themselves(name):
+    """Unlike 2bit (half precision down) and mpq (by key size), one scheme everywhere:
+    the root re-encodes the total with its own residual."""
+    feedback = ErrorFeedback(CompressionConfig(name))
+    assert {feedback.scheme(d, size) for d in (UP, DOWN) for size in (10, 10**6)} == {name}
 
 
 def test_every_module_name_it_exports_exists():

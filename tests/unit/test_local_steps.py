@@ -1,9 +1,9 @@
-"""LocalSteps: the worker's side of hfa and esync, with a stand-in for the push operator."""
+"""LocalSteps: the worker's side of hfa, esync and diloco, with a stand-in for the push operator."""
 import mxnet as mx
 import pytest
 
 from netstorm.geoserver.config.sync import SyncConfig
-from netstorm.kvstore.local_steps import LocalSteps, LocalStepsError
+from netstorm.kvstore.local_steps import LocalSteps, LocalStepsError, fragments_of
 
 
 class Server:
@@ -59,3 +59,44 @@ def test_a_store_without_the_optimizer_is_refused_at_the_first_step():
         local.step(0, mx.nd.array([1.0]))
     with pytest.raises(LocalStepsError, match="no optimizer set"):
         local.save_states(False)
+
+
+def test_diloco_pushes_every_h_steps_like_hfa_with_k1_of_h():
+    server = Server()
+    local = make("diloco", server, h=3)
+    for _ in range(6):
+        local.step(0, mx.nd.array([1.0, -1.0]))
+    assert [d.tolist() for d in server.pushed] == [[-1.5, 1.5]] * 2
+    assert local.keys[0].weights.asnumpy().tolist() == [-2.0, 5.0]
+
+
+def test_fragments_cut_the_keys_in_order_into_runs_of_about_equal_size():
+    assert fragments_of({0: 10, 1: 10, 2: 10, 3: 10}, 2) == {0: 0, 1: 0, 2: 1, 3: 1}
+    assert fragments_of({5: 100, 1: 1, 2: 1}, 3) == {1: 0, 2: 0, 5: 0}
+    assert fragments_of({0: 1, 1: 1, 2: 1}, 1) == {0: 0, 1: 0, 2: 0}
+
+
+def test_streaming_fragments_leave_at_staggered_steps_and_merge_after_the_delay():
+    """h = 4, 2 fragments (key 0 at steps 4, 8; key 1 at 2, 6), delay 1, mix 0.5: the
+    value pushed at step s is mixed in after step s + 1, and the next delta starts from it."""
+    server = Server()
+    local = LocalSteps(SyncConfig(mode="diloco", h=4, fragments=2, delay=1, mix=0.5),
+                       server, server.push_value)
+    local.set_optimizer(mx.optimizer.SGD(learning_rate=1.0))
+    for key in (0, 1):
+        server.value[key] = mx.nd.array([0.0])
+        local.start(key, server.value[key].copy())
+    pushes = []
+    for step in range(1, 9):
+        for key in (0, 1):
+            before = len(server.pushed)
+            local.step(key, mx.nd.array([-1.0]))      # every step adds 1 to the weight
+            if len(server.pushed) > before:
+                pushes.append((step, key))
+    assert pushes == [(2, 1), (4, 0), (6, 1), (8, 0)]
+    # key 1: pushed 2 at step 2 (server: 2); step 3 the weight is 3, mixed with 2 -> 2.5;
+    # steps 4..6 add 3 -> 5.5, pushed delta 5.5 - 2 = 3.5 at step 6 (server: 5.5)
+    assert [d.tolist() for d in server.pushed] == [[2.0], [4.0], [3.5], [3.5]]   # key 0 alike
+    assert local.keys[1].pending is None         # step 6's value was mixed in after step 7
+    assert local.keys[1].base.asnumpy().tolist() == [5.5]
+    assert local.keys[0].pending is not None     # step 8's value waits for step 9

@@ -17,7 +17,7 @@ W1, W2 = 11, 12
 
 
 class Harness:
-    def __init__(self, chunk_bytes=16, sync=SyncConfig(), staleness=0):
+    def __init__(self, chunk_bytes=16, sync=SyncConfig(), staleness=0, all_workers=None):
         self.replies, self.contributed, self.forwarded, self.updates = [], [], [], []
         mixed = MixedExchange("dc0", ["dc0", "dc1"], staleness,
                               star_policy(["dc0", "dc1"], "dc0").trees[0].children_from,
@@ -29,7 +29,7 @@ class Harness:
                               reply=lambda w, m: self.replies.append((w, m)),
                               contribute=lambda cid, a, where: self.contributed.append((cid, a)),
                               forward_init=lambda e, g: self.forwarded.append((e.key, g)),
-                              sync=sync, mixed=mixed)
+                              sync=sync, mixed=mixed, all_workers=all_workers)
 
     def init(self, worker, key, value=None, shape=(10,), gen=1):
         self.store.on_init(init_message(worker, key, value, shape, gen, request=1))

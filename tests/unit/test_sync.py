@@ -36,6 +36,14 @@ def test_esync_and_mixed_cross_the_wan_every_round():
     ({"mode": "fsa", "k1": 2}, r"mode 'fsa' takes no 'k1' \(it takes nothing\)"),
     ({"mode": "dcasgd"}, r"sync mode 'dcasgd' is unknown; accepted: 'fsa', 'hfa'"),
     ("hfa", r"must be a table"),
+    ({"mode": "diloco", "h": 0}, r"h must be a whole number in 1\.\."),
+    ({"mode": "diloco", "outer_lr": 0}, r"outer_lr must be a number with 0 < outer_lr"),
+    ({"mode": "diloco", "outer_lr": float("nan")}, r"outer_lr must be a number"),
+    ({"mode": "diloco", "outer_momentum": 1.0}, r"0 <= outer_momentum < 1, got 1\.0"),
+    ({"mode": "diloco", "mix": True}, r"mix must be a number"),
+    ({"mode": "diloco", "h": 4, "fragments": 5}, r"fragments \(5\) must be at most h \(4\)"),
+    ({"mode": "diloco", "h": 4, "delay": 4}, r"delay \(4\) must be less than h \(4\)"),
+    ({"mode": "diloco", "k1": 2}, r"mode 'diloco' takes no 'k1' \(it takes 'h', "),
 ])
 def test_bad_settings_name_the_field(params, message):
     with pytest.raises(SyncError, match=message):
@@ -43,7 +51,8 @@ def test_bad_settings_name_the_field(params, message):
 
 
 def test_the_flag_form_reads_back_what_describe_writes():
-    for text in ("fsa", "hfa:k1=4,k2=2", "mixed:staleness=0", "esync:max_steps=3"):
+    for text in ("fsa", "hfa:k1=4,k2=2", "mixed:staleness=0", "esync:max_steps=3",
+                 "diloco:h=50,outer_lr=0.7,outer_momentum=0.9,fragments=4,delay=5,mix=0.5"):
         sync = SyncConfig.parse(text)
         assert sync.describe() == text and SyncConfig.parse(sync.describe()) == sync
     assert SyncConfig.parse("hfa:k1=3") == SyncConfig(mode="hfa", k1=3)
@@ -51,6 +60,20 @@ def test_the_flag_form_reads_back_what_describe_writes():
         SyncConfig.parse("hfa:k1")
     with pytest.raises(SyncError, match=r"--sync: sync mode 'mixed' takes no 'k1'"):
         SyncConfig.parse("mixed:k1=2")
+    for bad in ("diloco:outer_lr=inf", "diloco:outer_lr=x", "diloco:h=1e400"):
+        with pytest.raises(SyncError, match=r"--sync: expected NAME=N after 'diloco:'"):
+            SyncConfig.parse(bad)
+
+
+def test_diloco_is_a_local_steps_mode_that_averages_and_streams_with_fragments_or_delay():
+    plain = SyncConfig.parse("diloco:h=10")
+    assert plain.local_steps and plain.averaged and not plain.streaming
+    assert plain.rounds_per_wan_round == 1 and plain.crosses_wan(1)
+    assert (plain.outer_lr, plain.outer_momentum, plain.mix) == (0.7, 0.9, 0.5)
+    assert SyncConfig.parse("diloco:h=10,fragments=2").streaming
+    assert SyncConfig.parse("diloco:h=10,delay=3").streaming
+    assert SyncConfig.parse("hfa").averaged and not SyncConfig.parse("esync").averaged
+    assert isinstance(SyncConfig.parse("diloco:outer_lr=1").outer_lr, float)
 
 
 def test_json_round_trip_and_malformed_json_refused():

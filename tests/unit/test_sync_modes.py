@@ -12,8 +12,9 @@ from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.geoserver.core.wire import Flag, Kind, Message
 from netstorm.geoserver.model.optimizer_host import optimizer_spec
 from netstorm.geoserver.server.local_store import RequestError
-from netstorm.geoserver.server.sync_modes import (MODES, EsyncMode, FsaMode, HfaMode,
-                                                  MixedMode, SyncMode, create)
+from netstorm.geoserver.server.sync_modes import (MODES, DilocoMode, EsyncMode, FsaMode,
+                                                  HfaMode, MixedMode, OuterNesterov, SyncMode,
+                                                  create)
 from .test_local_store import W1, W2, Harness, value_of
 
 
@@ -21,7 +22,9 @@ def f32(*values):
     return np.array(values, dtype=np.float32)
 
 
-def test_hfa_local_rounds_add_deltas_and_every_k2th_sends_the_dc_delta_to_the_wan():
+def test_hfa_local_rounds_add_average_deltas_and_every_k2th_sends_the_dc_delta_to_the_wan():
+    """Averages: a DC round moves by its workers' mean delta; the WAN round's total is sent
+    weighted by the DC's workers and divided by every worker of the cluster."""
     h = Harness(sync=SyncConfig(mode="hfa", k2=2))
     h.init(W1, 0, f32(1, 2, 3), shape=(3,))
     h.init(W2, 0, shape=(3,))
@@ -29,7 +32,7 @@ def test_hfa_local_rounds_add_deltas_and_every_k2th_sends_the_dc_delta_to_the_wa
     h.push(W1, 0, 1, f32(1, 0, 0))              # DC round 1: within the DC only
     h.push(W2, 0, 1, f32(0, 2, 0))
     assert not h.contributed
-    assert [value_of(m).tolist() for _, m in h.replies] == [[2, 4, 3]] * 2
+    assert [value_of(m).tolist() for _, m in h.replies] == [[1.5, 3, 3]] * 2
     h.replies.clear()
     h.push(W1, 0, 2, f32(0, 0, 4))              # DC round 2 = WAN round 1
     h.push(W2, 0, 2, f32(8, 0, 0))
@@ -37,8 +40,8 @@ def test_hfa_local_rounds_add_deltas_and_every_k2th_sends_the_dc_delta_to_the_wa
     ((cid, delta),) = h.contributed
     assert cid.rnd == 1 and delta.tolist() == [9, 2, 4]     # both rounds' deltas
     h.store.deliver(0, 0, 1, f32(10, 20, 30))  # the WAN's sum of every DC's delta
-    assert [value_of(m).tolist() for _, m in h.replies] == [[11, 22, 33]] * 2
-    assert h.store.keys[0].base.tolist() == [11, 22, 33]
+    assert [value_of(m).tolist() for _, m in h.replies] == [[6, 12, 18]] * 2
+    assert h.store.keys[0].base.tolist() == [6, 12, 18]
     assert h.store.max_round == 1               # rounds reported are WAN rounds
 
 
@@ -152,3 +155,43 @@ def test_a_worker_leaving_or_an_update_outside_their_mode_is_logged_and_changes_
     assert not h.contributed and h.store.keys[0].value.tolist() == [1, 2, 3]
     h.push(W2, 0, 1, f32(1, 1, 1))              # round 1 still needs W2
     assert len(h.contributed) == 1
+
+
+def test_diloco_applies_an_outer_nesterov_step_to_the_average_over_every_worker():
+    """2 local workers of 4 in the cluster; outer lr 0.5, momentum 0.5. Round 1's total
+    delta (8, -4) is an average (2, -1), pseudo-gradient g = (-2, 1): b = g, w -= 0.5 (g +
+    0.5 b). Round 2 with the same total: b = 0.5 b + g = 1.5 g, w -= 0.5 (g + 0.75 g)."""
+    h = Harness(sync=SyncConfig(mode="diloco", h=5, outer_lr=0.5, outer_momentum=0.5),
+                all_workers=4)
+    h.init(W1, 0, f32(1, 1), shape=(2,))
+    h.init(W2, 0, shape=(2,))
+    for rnd, want in ((1, [2.5, 0.25]), (2, [4.25, -0.625])):
+        h.replies.clear()
+        h.push(W1, 0, rnd, f32(3, -1))
+        h.push(W2, 0, rnd, f32(1, -1))
+        ((cid, delta),) = h.contributed
+        assert cid.rnd == rnd and delta.tolist() == [4, -2]     # the DC's sum travels
+        h.contributed.clear()
+        h.store.deliver(0, 0, rnd, f32(8, -4))                  # every DC's sum
+        assert [value_of(m).tolist() for _, m in h.replies] == [want] * 2
+        assert h.store.keys[0].base.tolist() == want
+    with pytest.raises(RequestError, match="workers run the optimizer themselves"):
+        h.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=W1, request=4, meta={
+            "spec": optimizer_spec(mx.optimizer.SGD(learning_rate=0.1))}))
+
+
+def test_outer_nesterov_with_lr_1_and_no_momentum_is_model_averaging_and_keeps_no_state():
+    outer = OuterNesterov(1.0, 0.0)
+    w = f32(1, 2, 3)
+    assert outer.step(0, w, -f32(0.5, 0, -1)).tolist() == [1.5, 2, 2]
+    assert not outer.buffers and w.tolist() == [1, 2, 3]
+
+
+def test_outer_nesterov_is_the_same_bits_in_every_dc_for_the_same_totals():
+    rng = np.random.default_rng(3)
+    a, b = OuterNesterov(0.7, 0.9), OuterNesterov(0.7, 0.9)
+    wa = wb = rng.standard_normal(1000).astype(np.float32)
+    for _ in range(5):
+        g = rng.standard_normal(1000).astype(np.float32)
+        wa, wb = a.step(7, wa, g), b.step(7, wb, g.copy())
+    assert wa.dtype == np.float32 and wa.tobytes() == wb.tobytes()

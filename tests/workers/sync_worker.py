@@ -2,11 +2,14 @@
 and batches under any [sync] mode, optionally with one DC's workers slower.
 
     sync_worker.py OUT_DIR [--steps S] [--wd WD] [--optimizer sgd|dcasgd]
-                   [--slow-dc DC --slow-s SECONDS]
+                   [--lr LR] [--momentum M] [--slow-dc DC --slow-s SECONDS] [--digests]
 
 Prints ``rank R step S`` every 10 steps and ``rank R done: S steps in N rounds`` at the end
-(rounds: the synchronizations of key 0 under hfa/esync); saves its weights as rankR.params.
+(rounds: the synchronizations of key 0 under hfa/esync/diloco); saves its weights as
+rankR.params. ``--digests``: after every step that synchronized every key (diloco without
+fragments: every h-th), prints ``rank R round N weights SHA256`` of all its weights.
 """
+import hashlib
 import argparse
 import os
 import time
@@ -25,12 +28,15 @@ def main():
     p.add_argument("--optimizer", default="sgd")
     p.add_argument("--slow-dc", default="")
     p.add_argument("--slow-s", type=float, default=0.0)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--digests", action="store_true")
     args = p.parse_args()
     ctxs = [mx.cpu(0)]
     net = tw.build_net(ctxs)
-    params = {"learning_rate": 0.1, "wd": args.wd}
+    params = {"learning_rate": args.lr, "wd": args.wd}
     if args.optimizer == "sgd":
-        params["momentum"] = 0.9
+        params["momentum"] = args.momentum
     trainer = gluon.Trainer(net.collect_params(), args.optimizer, params, kvstore="netstorm")
     rank = tw.trainer_rank(trainer)
     kv = trainer._kvstore
@@ -40,6 +46,15 @@ def main():
         tw.train_step(net, trainer, ctxs, *tw.batches(rank, step))
         if step % 10 == 9:
             print(f"rank {rank} step {step + 1}", flush=True)
+        if args.digests and kv._local is not None:
+            rounds = {local.rounds for local in kv._local.keys.values()}
+            steps = {local.synced_at for local in kv._local.keys.values()}
+            if steps == {step + 1} and len(rounds) == 1:
+                digest = hashlib.sha256()
+                for param in net.collect_params().values():
+                    digest.update(param.data().asnumpy().tobytes())
+                print(f"rank {rank} round {rounds.pop()} weights {digest.hexdigest()}",
+                      flush=True)
     mx.nd.waitall()
     net.save_parameters(os.path.join(args.out, f"rank{rank}.params"))
     local = kv._local.keys[0].rounds if kv._local is not None else args.steps
