@@ -64,8 +64,10 @@ def table(result: dict) -> str:
             "yes" if r["correct"] else "NO"), loss))
     versus = result.get("comparisons") or {}
     for c in versus.get("time_to_target", []):
-        lines.append(f"time to {target_text(result)}: {c['system']} {c['speedup']:.2f}x "
-                     f"sooner than {c['against']}")
+        sooner = c["speedup"] >= 1
+        lines.append(f"time to {target_text(result)}: {c['system']} "
+                     f"{c['speedup'] if sooner else 1 / c['speedup']:.2f}x "
+                     f"{'sooner' if sooner else 'later'} than {c['against']}")
     for c in versus.get("wan_bytes_per_sample", []):
         lines.append(f"WAN bytes per sample: {c['system']} {c['ratio']:.2f}x fewer than "
                      f"{c['against']}")

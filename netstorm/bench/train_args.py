@@ -6,9 +6,10 @@ line, the cluster's ``[sync]`` (:class:`SyncConfig`) and ``[compression]``
 from __future__ import annotations
 
 import argparse
+import sys
 
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
-from netstorm.geoserver.config.sync import SyncConfig, SyncError
+from netstorm.geoserver.config.sync import SyncConfig
 
 from .systems import COMPRESSED, SYNCED
 from .workloads import HYPER_PARAMETERS, WORKLOADS, resolve
@@ -174,6 +175,11 @@ def check_train_args(p: argparse.ArgumentParser, args) -> None:
     except ValueError as exc:
         p.error(str(exc))
     args.model = args.workload
+    outer = [s for s in args.systems if SYNCED.get(s) == "diloco"]
+    if outer and args.eval_every % args.h:
+        print(f"bench: warning: --eval-every {args.eval_every} is not a multiple of --h "
+              f"{args.h}: rank 0 of {', '.join(outer)} evaluates its own local weights "
+              f"between outer rounds, not the global model (docs/sync.md)", file=sys.stderr)
 
 
 def compression_params(args) -> dict:

@@ -88,13 +88,63 @@ def test_bench_train_mode_reports_time_to_accuracy(tmp_path):
     assert result["compression"]["netstorm-bsc"] == {"type": "bsc", "ratio": 0.1,
                                                      "warmup_rounds": 0}
     assert result["straggler"] == {"dc": "dc1", "extra_compute_s": 0.2}
+    assert result["target"] == {"metric": "accuracy", "value": 0.3, "from": None}
     for name, r in result["systems"].items():
         assert r["correct"], name
         assert [p[2] for p in r["accuracy_curve"]] == [5, 10], name
         assert r["compute_s_per_iter"] >= 0.2, name       # dc1's worker, stock and netstorm
         assert r["final_accuracy"] > 0.2 and 0 < r["comm_fraction"] < 1, name
+        assert 0 < r["compute_utilization"] < 1 and r["metric"] == "accuracy", name
+        assert r["wan_bytes_per_sample"] == pytest.approx(
+            r["wan_bytes_per_iter"] / (32 * 3), rel=0.02), name
+        if r["iterations_to_target"]:
+            assert r["samples_to_target"] == r["iterations_to_target"] * 32 * 3, name
     bsc, twobit = result["systems"]["netstorm-bsc"], result["systems"]["mxnet-2bit"]
     assert 0 < bsc["wan_bytes_per_iter"] < twobit["wan_bytes_per_iter"]
     assert (tmp_path / "acc.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "acc-iterations.png").stat().st_size > 0
+    assert not [n for n in list_netns() if n.startswith("netstorm-")]
+
+
+@pytest.mark.slow
+@needs_wan
+def test_bench_train_mode_runs_the_language_model_to_another_systems_final_loss(tmp_path):
+    """A tiny transformer on a tiny corpus; the target is where mxnet-1ps ends, and the
+    local-update systems (DiLoCo, compressed; streaming in 2 fragments) run twice the
+    iterations, evaluated after every outer round."""
+    from unit.test_text_corpus import write_corpus
+    write_corpus(tmp_path / "html")
+    out = tmp_path / "r.json"
+    local = ["netstorm-diloco", "netstorm-diloco-topk2bit", "netstorm-streaming"]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench.py"), "--mode", "train", "--workload",
+         "lm", "--data", str(tmp_path / "html"), "--hidden", "32", "--heads", "2", "--layers",
+         "1", "--seq-len", "8", "--vocab", "64", "--batch-size", "4", "--eval-tokens", "64",
+         "--lr", "0.01", "--iters", "8", "--eval-every", "4", "--h", "4", "--fragments", "2",
+         "--delay", "1", "--systems", ",".join(["mxnet-1ps", "netstorm-fapt", *local]),
+         "--iters-for", ",".join(f"{name}=16" for name in local),
+         "--target-from", "mxnet-1ps", "--bandwidth-scale", "5", "--json", str(out),
+         "--plot", str(tmp_path / "lm.png")],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env={**__import__("os").environ, "NETSTORM_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    stock = result["systems"]["mxnet-1ps"]
+    assert result["target"] == {"metric": "loss", "value": stock["final_loss"],
+                                "from": "mxnet-1ps"}
+    assert stock["time_to_target_s"] is not None       # it reaches its own final loss
+    assert [r["iters"] for r in result["systems"].values()] == [8, 8, 16, 16, 16]
+    assert result["sync"]["netstorm-streaming"].startswith("diloco:h=4,")
+    assert result["compression"]["netstorm-streaming"] == {"type": "int8"}
+    for name, r in result["systems"].items():
+        assert r["correct"] and r["metric"] == "loss" and not r["higher_is_better"], name
+        assert r["final_perplexity"] > 1 and r["wan_bytes_per_sample"] > 0, name
+        assert [p[2] for p in r["curve"]] == list(range(4, r["iters"] + 1, 4)), name
+        if r["iterations_to_target"]:
+            assert r["samples_to_target"] == r["iterations_to_target"] * 4 * 3, name
+    fewer = {c["system"]: c["ratio"] for c in result["comparisons"]["wan_bytes_per_sample"]}
+    assert set(fewer) == {"netstorm-fapt", *local}
+    assert fewer["netstorm-diloco-topk2bit"] > fewer["netstorm-diloco"] > 2   # h = 4
+    assert "the final loss of mxnet-1ps" in proc.stdout and "ppl" in proc.stdout
+    assert (tmp_path / "lm.png").read_bytes()[:4] == b"\x89PNG"
     assert not [n for n in list_netns() if n.startswith("netstorm-")]

@@ -27,6 +27,9 @@ def _result(metric="accuracy", target=None):
 def test_table_compares_times_to_target_and_bytes_and_names_failures():
     text = table(_result())
     assert "time to 0.95: netstorm-diloco-topk2bit 4.00x sooner than mxnet-1ps" in text
+    slower = _result()
+    slower["comparisons"]["time_to_target"][0]["speedup"] = 0.25
+    assert "netstorm-diloco-topk2bit 4.00x later than mxnet-1ps" in table(slower)
     assert "WAN bytes per sample: netstorm-diloco-topk2bit 40.00x fewer than mxnet-1ps" in text
     assert "exit code 1" in text and "99.0%" in text and "1.2%" in text and "960" in text
     assert "ppl" not in text and "time to test accuracy" in text

@@ -8,11 +8,8 @@ from netstorm.bench.systems import COMPRESSED, SYNCED, SYSTEMS
 from netstorm.bench.train_args import (compression_params, hyper_parameters, iters_of,
                                        mixed_worker_args, parse_iters_for, sync_settings,
                                        worker_args)
-from netstorm.geoserver.config.compression import TYPES, CompressionConfig
-from netstorm.geoserver.config.sync import MODES, SyncConfig
-
-HAS_DILOCO = "diloco" in MODES
-HAS_NEW_CODECS = {"int8", "topk2bit"} <= set(TYPES)
+from netstorm.geoserver.config.compression import CompressionConfig
+from netstorm.geoserver.config.sync import SyncConfig
 
 
 def train(*argv):
@@ -103,7 +100,6 @@ def test_sync_settings_build_only_what_the_systems_run():
         "mixed": SyncConfig(mode="mixed", staleness=2)}
 
 
-@pytest.mark.skipif(not HAS_DILOCO, reason="this netstorm has no diloco sync mode yet")
 def test_diloco_flags_become_the_sync_config():
     args = train("--systems", "netstorm-diloco,netstorm-streaming", "--h", "20",
                  "--outer-lr", "0.5", "--outer-momentum", "0.8", "--fragments", "3",
@@ -115,13 +111,33 @@ def test_diloco_flags_become_the_sync_config():
     assert (streaming.mode, streaming.h, streaming.fragments, streaming.delay,
             streaming.mix) == ("diloco", 20, 3, 2, 0.25)
     assert SyncConfig.parse(streaming.describe()) == streaming
+    assert (plain.delay, plain.streaming, streaming.streaming) == (0, False, True)
     defaults = sync_settings(train("--systems", "netstorm-streaming"))["streaming"]
     assert (defaults.h, defaults.outer_lr, defaults.outer_momentum, defaults.fragments,
             defaults.delay, defaults.mix) == (50, 0.7, 0.9, 4, 5, 0.5)
 
 
-@pytest.mark.skipif(not HAS_NEW_CODECS, reason="this netstorm has no int8/topk2bit yet")
 def test_the_new_compression_types_are_accepted():
     params = compression_params(train())
     for kind in ("int8", "topk2bit", "streaming"):
-        assert CompressionConfig.from_params(params[kind]).to_params() == params[kind]
+        config = CompressionConfig.from_params(params[kind]).to_params()
+        assert config == {**params[kind], "scope": "wan"}      # between DC servers
+
+
+def test_settings_the_sync_config_refuses_name_the_flags(capsys):
+    with pytest.raises(SystemExit):
+        train("--systems", "netstorm-streaming", "--h", "4", "--delay", "4")
+    err = capsys.readouterr().err
+    assert "--h/--outer-lr/--outer-momentum/--fragments/--delay/--mix" in err
+    assert "delay (4) must be less than h (4)" in err
+    with pytest.raises(SystemExit):
+        train("--systems", "netstorm-diloco-topk2bit", "--topk-ratio", "2")
+    assert "--topk2bit settings: ratio must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_evaluations_between_outer_rounds_are_warned_about(capsys):
+    train("--systems", "netstorm-diloco,netstorm-fapt", "--eval-every", "30", "--h", "20")
+    assert "--eval-every 30 is not a multiple of --h 20" in capsys.readouterr().err
+    train("--systems", "netstorm-diloco", "--eval-every", "40", "--h", "20")
+    train("--systems", "netstorm-fapt", "--eval-every", "3")
+    assert capsys.readouterr().err == ""
