@@ -12,7 +12,8 @@ Per system (from the workers' result files, :func:`summarize`):
   (:func:`apply_target`, once the run's target is known: ``--target-from`` takes it from a
   system's final quality after every system ran);
 * ``comm_fraction``: the share of an iteration not spent computing (1 - the busiest rank's
-  mean compute seconds / the mean iteration seconds of the slowest rank, warm-up excluded);
+  mean compute seconds / the mean iteration seconds of the slowest rank, warm-up excluded,
+  rank 0's evaluation pauses taken out of the iterations they overlap);
 * ``compute_utilization``: the share of wall time the workers spend computing (forward and
   backward; the optimizer step is not compute), averaged over ranks; each rank's wall time
   runs from the end of its warm-up iteration to the end of its last, less its overlap
@@ -33,7 +34,7 @@ import numpy as np
 from .workloads import METRICS
 
 __all__ = ["DENSE", "apply_target", "comparisons", "compute_utilization", "overlap",
-           "summarize", "wan_bytes"]
+           "summarize", "wan_bytes", "without_pauses"]
 
 DENSE = "netstorm-fapt"         # the dense netstorm system every other is compared with
 
@@ -41,6 +42,15 @@ DENSE = "netstorm-fapt"         # the dense netstorm system every other is compa
 def overlap(intervals, start: float, end: float) -> float:
     """Seconds of ``[start, end]`` covered by disjoint ``intervals`` ([[a, b], ...])."""
     return float(sum(max(0.0, min(b, end) - max(a, start)) for a, b in intervals))
+
+
+def without_pauses(r: dict, pauses) -> list:
+    """A rank's iteration seconds less their overlap with evaluation ``pauses`` (as is when
+    the rank did not say when its iterations began)."""
+    starts = r.get("iter_start_monotonic")
+    if not starts or not pauses:
+        return list(r["iter_s"])
+    return [max(0.0, t - overlap(pauses, s, s + t)) for s, t in zip(starts, r["iter_s"])]
 
 
 def compute_utilization(ranks: list) -> float | None:
@@ -63,7 +73,8 @@ def summarize(ranks: list) -> dict:
     the target's figures are null until :func:`apply_target`."""
     metric = METRICS[ranks[0].get("metric", "accuracy")]
     curve = next((r["curve"] for r in ranks if r.get("curve")), [])
-    slowest = np.max(np.array([r["iter_s"] for r in ranks]), axis=0)[1:]
+    pauses = [p for r in ranks for p in (r.get("eval_monotonic") or [])]
+    slowest = np.max(np.array([without_pauses(r, pauses) for r in ranks]), axis=0)[1:]
     busiest = np.max(np.array([r["compute_s"] for r in ranks]), axis=0)[1:]
     final = curve[-1][1] if curve else None
     out = {"metric": metric.name, "higher_is_better": metric.higher_is_better, "curve": curve,

@@ -78,7 +78,7 @@ def train(kv, args) -> tuple:
         push_then_pull(kv)
     trainer = gluon.Trainer(net.collect_params(), args.optimizer, optimizer_params(args),
                             kvstore=kv, compression_params=args.compression)
-    times, compute, curve, pauses = [], [], [], []
+    times, compute, curve, pauses, starts = [], [], [], [], []
     clock, evaluating = time.perf_counter(), 0.0
     window = [None, None]
     for it in range(1, args.iters + 1):
@@ -86,6 +86,7 @@ def train(kv, args) -> tuple:
             window[0] = time.monotonic()        # the measured iterations start
         data, label = task.batch(it)
         start = time.perf_counter()
+        starts.append(time.monotonic())
         with autograd.record():
             loss = task.loss_fn(net(data), label)
         loss.backward()
@@ -115,7 +116,7 @@ def train(kv, args) -> tuple:
                    "model_bytes": gradient_bytes(net), "metric": metric.name, "curve": curve,
                    "batch_size": args.batch_size,
                    "window_monotonic": window if window[0] is not None else None,
-                   "eval_monotonic": pauses, **task.info}
+                   "eval_monotonic": pauses, "iter_start_monotonic": starts, **task.info}
 
 
 def gradient_bytes(net) -> int:

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from netstorm.bench.accuracy import (apply_target, comparisons, compute_utilization, overlap,
-                                     summarize, wan_bytes)
+                                     summarize, wan_bytes, without_pauses)
 
 
 def _rank(curve=None, iters=(5.0, 1.0, 1.0, 1.0), compute=(0.5, 0.1, 0.1, 0.1), metric=None,
@@ -46,6 +46,16 @@ def test_comm_fraction_uses_the_busiest_compute_and_the_slowest_iteration():
     s = summarize([fast, busy])       # slowest: 1.0, 2.0; busiest: 0.3, 0.1
     assert s["comm_fraction"] == pytest.approx(1 - 0.2 / 1.5, abs=1e-4)
     assert s["compute_s_per_iter"] == pytest.approx(0.2)
+
+
+def test_a_rank_waiting_out_rank_0s_evaluation_is_not_communicating():
+    # rank 1's third iteration (from 12 s, 3 s long) waited 2 s for rank 0's evaluation
+    r0 = _rank(iters=(9, 1.0, 1.0), compute=(9, 0.5, 0.5), iter_start_monotonic=[0, 10, 11],
+               eval_monotonic=[[12.0, 14.0]])
+    r1 = _rank(iters=(9, 1.0, 3.0), compute=(9, 0.5, 0.5), iter_start_monotonic=[0, 10, 12])
+    assert without_pauses(r1, r0["eval_monotonic"]) == [9, 1.0, 1.0]
+    assert summarize([r0, r1])["comm_fraction"] == pytest.approx(0.5)
+    assert without_pauses(_rank(), [[0, 100]]) == [5.0, 1.0, 1.0, 1.0]    # no start times
 
 
 def test_overlap_counts_only_the_part_inside_the_window():
