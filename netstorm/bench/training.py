@@ -78,6 +78,9 @@ def train(kv, args) -> tuple:
         push_then_pull(kv)
     trainer = gluon.Trainer(net.collect_params(), args.optimizer, optimizer_params(args),
                             kvstore=kv, compression_params=args.compression)
+    # wait for these arrays only, never mx.nd.waitall(): that also waits for a streamed
+    # fragment still on the WAN, which the worker is meant to compute through
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     times, compute, curve, pauses, starts = [], [], [], [], []
     clock, evaluating = time.perf_counter(), 0.0
     window = [None, None]
@@ -90,12 +93,14 @@ def train(kv, args) -> tuple:
         with autograd.record():
             loss = task.loss_fn(net(data), label)
         loss.backward()
-        mx.nd.waitall()
+        for param in params:
+            param.grad().wait_to_read()
         if args.extra_s:
             time.sleep(args.extra_s)          # a straggler: slower accelerators
         computed = time.perf_counter()
         trainer.step(args.batch_size)
-        mx.nd.waitall()
+        for param in params:
+            param.data().wait_to_read()
         ended = time.perf_counter()
         window[1] = time.monotonic()
         times.append(ended - start)
