@@ -67,6 +67,7 @@ class LocalSteps:
         self.updater = None
         self.keys: dict = {}
         self._offsets = None        # diloco: key -> its fragment's inner step (mod h)
+        self._updated: list = []    # the arrays the inner steps since the last wait wrote
 
     def set_optimizer(self, optimizer) -> None:
         self.updater = mx.optimizer.get_updater(optimizer)
@@ -105,6 +106,7 @@ class LocalSteps:
                 f"needs it (gluon.Trainer: update_on_kvstore=True; Module: kvstore update)")
         local = self.keys[key_id]
         self.updater(key_id, grad, local.weights)
+        self._updated.append(local.weights)
         local.steps += 1
         if local.pending is not None and local.steps >= local.merge_at:
             self._merge(local)
@@ -116,6 +118,14 @@ class LocalSteps:
             else:
                 local.base, local.weights = value, value.copy()
         self.pull(key_id, outs)
+
+    def wait_inner_steps(self) -> None:
+        """Wait until the optimizer steps taken since the last call are computed (not for
+        any synchronization they started): a training loop's compute, timed apart from
+        its waits for the WAN."""
+        for array in self._updated:
+            array.wait_to_read()
+        self._updated = []
 
     def _merge(self, local: _Local) -> None:
         """Streaming: the synchronized value that arrived while the worker went on is mixed

@@ -262,6 +262,17 @@ class NetStorm(KVStore):
                 f"for {wanted.to_params()}: one setting is in force cluster-wide; set it in "
                 f"the cluster file's [compression] table (docs/compression.md)")
 
+    def wait_inner_steps(self) -> bool:
+        """Under the local-update modes (hfa, esync, diloco): wait until this worker's own
+        optimizer steps since the last call are computed, but not for the synchronizations
+        they started, and return True; under the others (the optimizer runs on the
+        servers) return False at once. For timing a loop's compute apart from its waits
+        (``bench.py --mode train``'s compute utilization)."""
+        if self._local is None:
+            return False
+        self._local.wait_inner_steps()
+        return True
+
     def set_optimizer(self, optimizer):
         if self._local is not None:     # hfa / esync: the servers take no optimizer
             self._local.set_optimizer(optimizer)

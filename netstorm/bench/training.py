@@ -6,10 +6,11 @@ only the kvstore (and its compression and sync mode) differ. Rank 0 evaluates ev
 ``eval_every`` iterations (and after the last) — test accuracy, or validation loss for the
 language model; the time it spends evaluating is left out of its clock, so a curve point is
 (training seconds since the first iteration, quality, iteration). Each iteration also
-records how long this worker computed (forward and backward, before ``Trainer.step``: the
-optimizer step is not compute, since under the fully synchronous mode it runs on the
-servers and under the local-update modes inside the kvstore's push): the rest of an
-iteration is synchronization. Every rank records its measured window (after the warm-up
+records how long this worker computed: forward and backward, and under netstorm's
+local-update modes (hfa, esync, diloco) its own optimizer step, timed until it is done but
+not the synchronization it may start (``kv.wait_inner_steps()``); under the fully
+synchronous modes the optimizer runs on the servers. The rest of an iteration is
+synchronization. Every rank records its measured window (after the warm-up
 iteration) and rank 0 its evaluation pauses on ``time.monotonic()``, one clock for every
 process of the host, so that the pauses can be taken out of every rank's wall time
 (netstorm.bench.accuracy).
@@ -99,12 +100,16 @@ def train(kv, args) -> tuple:
             time.sleep(args.extra_s)          # a straggler: slower accelerators
         computed = time.perf_counter()
         trainer.step(args.batch_size)
+        # under netstorm's local-update modes the worker's own optimizer step is compute
+        # too: timed until it is done, apart from the synchronization it may have started
+        inner = getattr(kv, "wait_inner_steps", None)
+        stepping = time.perf_counter() - computed if inner is not None and inner() else 0.0
         for param in params:
             param.data().wait_to_read()
         ended = time.perf_counter()
         window[1] = time.monotonic()
         times.append(ended - start)
-        compute.append(computed - start)
+        compute.append(computed - start + stepping)
         if kv.rank == 0 and (it % args.eval_every == 0 or it == args.iters):
             paused, paused_at = time.perf_counter(), time.monotonic()
             value = task.evaluate()

@@ -100,3 +100,14 @@ def test_streaming_fragments_leave_at_staggered_steps_and_merge_after_the_delay(
     assert local.keys[1].pending is None         # step 6's value was mixed in after step 7
     assert local.keys[1].base.asnumpy().tolist() == [5.5]
     assert local.keys[0].pending is not None     # step 8's value waits for step 9
+
+
+def test_wait_inner_steps_waits_for_the_optimizer_outputs_only_and_forgets_them():
+    server = Server()
+    local = make("diloco", server, h=2)
+    local.step(0, mx.nd.array([1.0, -1.0]))
+    local.step(0, mx.nd.array([1.0, -1.0]))      # the second step synchronizes
+    assert len(local._updated) == 2
+    assert local._updated[1] is not local.keys[0].weights   # the synchronized copy is apart
+    local.wait_inner_steps()
+    assert local._updated == []
