@@ -46,6 +46,7 @@ from .accuracy import apply_target, comparisons, wan_bytes
 from .cpu import RoleCpu, cpu_by_role, measured_window
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
+from .train_args import eval_every_of
 from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
 from .train_args import (MOMENTUM, SYNC_FLAGS, add_train_arguments, check_compression,
                          check_train_args, compression_params, hyper_parameters, iters_of,
@@ -229,7 +230,7 @@ def main(argv=None) -> int:
                     if args.perf else None
                 with open(logs / f"{name}.log", "w") as log:
                     ctx = RunContext(wan, topology, args.workers_per_dc,
-                                     worker_args(args, wan, iters),
+                                     worker_args(args, wan, iters, eval_every_of(args, name)),
                                      out, Progress(log, name, recorder and recorder.start),
                                      args.chunk_bytes,
                                      compression_params(args), sync_settings(args),

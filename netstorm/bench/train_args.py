@@ -6,6 +6,7 @@ line, the cluster's ``[sync]`` (:class:`SyncConfig`) and ``[compression]``
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
@@ -16,8 +17,8 @@ from .workloads import HYPER_PARAMETERS, WORKLOADS, resolve
 
 __all__ = ["DILOCO_FLAGS", "LM_FLAGS", "MOMENTUM", "STREAMING_COMPRESSION", "SYNC_FLAGS",
            "add_train_arguments", "check_compression", "check_train_args",
-           "compression_params", "hyper_parameters", "iters_of", "mixed_worker_args",
-           "parse_iters_for", "sync_settings", "worker_args"]
+           "compression_params", "eval_every_of", "hyper_parameters", "iters_of",
+           "mixed_worker_args", "parse_iters_for", "sync_settings", "worker_args"]
 
 SYNC_FLAGS = (          # the sync modes' settings in train mode: flag, default, help
     ("--k1", 4, "netstorm-hfa: local steps between a DC's synchronizations"),
@@ -175,11 +176,12 @@ def check_train_args(p: argparse.ArgumentParser, args) -> None:
     except ValueError as exc:
         p.error(str(exc))
     args.model = args.workload
-    outer = [s for s in args.systems if SYNCED.get(s) == "diloco"]
+    outer = [s for s in args.systems if SYNCED.get(s) in ("diloco", "streaming")]
     if outer and args.eval_every % args.h:
-        print(f"bench: warning: --eval-every {args.eval_every} is not a multiple of --h "
-              f"{args.h}: rank 0 of {', '.join(outer)} evaluates its own local weights "
-              f"between outer rounds, not the global model (docs/sync.md)", file=sys.stderr)
+        print(f"bench: {', '.join(outer)} evaluate every {math.lcm(args.eval_every, args.h)} "
+              f"iterations (--eval-every {args.eval_every} rounded up to a multiple of --h "
+              f"{args.h}): the global model after an outer round, not one worker's own "
+              f"weights between rounds", file=sys.stderr)
 
 
 def compression_params(args) -> dict:
@@ -257,8 +259,22 @@ def hyper_parameters(args) -> dict:
     return out
 
 
-def worker_args(args, wan=None, iters: int | None = None) -> list:
-    """A worker's command line (``iters``: this system's, default ``--iters``)."""
+def eval_every_of(args, system: str) -> int | None:
+    """How often ``system``'s rank 0 evaluates: ``--eval-every``, except under diloco, where
+    it is rounded up to a multiple of ``--h`` (the least common multiple), so that what is
+    evaluated is the global model right after an outer round, never one worker's own weights
+    between rounds (docs/benchmarks.md). None in comm mode."""
+    if args.mode != "train":
+        return None
+    if SYNCED.get(system) in ("diloco", "streaming"):     # both run sync mode diloco
+        return math.lcm(args.eval_every, args.h)
+    return args.eval_every
+
+
+def worker_args(args, wan=None, iters: int | None = None,
+                eval_every: int | None = None) -> list:
+    """A worker's command line (``iters``: this system's, default ``--iters``;
+    ``eval_every``: this system's, default ``--eval-every``)."""
     common = ["--model", args.model, "--mode", args.mode,
               "--iters", str(args.iters if iters is None else iters)]
     if args.straggler is not None:
@@ -270,7 +286,7 @@ def worker_args(args, wan=None, iters: int | None = None) -> list:
                     str(args.hidden), "--batch-size", str(args.batch_size), "--optimizer",
                     args.optimizer, "--lr", str(args.lr), "--wd", str(args.wd), "--momentum",
                     str(MOMENTUM), "--seed", str(args.seed), "--eval-every",
-                    str(args.eval_every)]
+                    str(args.eval_every if eval_every is None else eval_every)]
     for flag, *_ in LM_FLAGS:
         out += [flag, str(getattr(args, flag[2:].replace("-", "_")))]
     return out

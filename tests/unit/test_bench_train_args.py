@@ -5,7 +5,8 @@ import pytest
 from netstorm.bench import worker
 from netstorm.bench.cli import parse_args
 from netstorm.bench.systems import COMPRESSED, SYNCED, SYSTEMS
-from netstorm.bench.train_args import (compression_params, hyper_parameters, iters_of,
+from netstorm.bench.train_args import (compression_params, eval_every_of, hyper_parameters,
+                                       iters_of,
                                        mixed_worker_args, parse_iters_for, sync_settings,
                                        worker_args)
 from netstorm.geoserver.config.compression import CompressionConfig
@@ -137,7 +138,18 @@ def test_settings_the_sync_config_refuses_name_the_flags(capsys):
 
 def test_evaluations_between_outer_rounds_are_warned_about(capsys):
     train("--systems", "netstorm-diloco,netstorm-fapt", "--eval-every", "30", "--h", "20")
-    assert "--eval-every 30 is not a multiple of --h 20" in capsys.readouterr().err
+    assert "netstorm-diloco evaluate every 60 iterations (--eval-every 30 rounded up" in \
+        capsys.readouterr().err
     train("--systems", "netstorm-diloco", "--eval-every", "40", "--h", "20")
     train("--systems", "netstorm-fapt", "--eval-every", "3")
     assert capsys.readouterr().err == ""
+
+
+def test_diloco_systems_evaluate_the_global_model_at_a_multiple_of_h():
+    args = parse_args(["--mode", "train", "--workload", "mlp-digits", "--eval-every", "5",
+                       "--h", "20", "--systems", "netstorm-fapt,netstorm-diloco,"
+                       "netstorm-streaming,netstorm-hfa"])
+    assert [eval_every_of(args, s) for s in args.systems] == [5, 20, 20, 5]
+    line = worker_args(args, iters=40, eval_every=eval_every_of(args, "netstorm-diloco"))
+    assert line[line.index("--eval-every") + 1] == "20"
+    assert eval_every_of(parse_args(["--h", "20"]), "netstorm-diloco") is None   # comm mode
