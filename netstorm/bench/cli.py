@@ -46,7 +46,7 @@ from .accuracy import apply_target, comparisons, wan_bytes
 from .cpu import RoleCpu, cpu_by_role, measured_window
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
-from .train_args import eval_every_of
+from .train_args import eval_every_of, steps_per_wan_round
 from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
 from .train_args import (MOMENTUM, SYNC_FLAGS, add_train_arguments, check_compression,
                          check_train_args, compression_params, hyper_parameters, iters_of,
@@ -256,6 +256,10 @@ def main(argv=None) -> int:
                     if r.get("samples_per_iter"):
                         r["wan_bytes_per_sample"] = round(
                             crossed / (iters * r["samples_per_iter"]), 1)
+                    period = steps_per_wan_round(args, name) if args.mode == "train" else None
+                    if period:      # the local-update systems: bytes per outer round
+                        r["wan_round_iters"] = period
+                        r["wan_bytes_per_outer_round"] = crossed // max(1, iters // period)
                     r["busiest_links"] = busiest_links(
                         before, after, topology, iters + (args.mode == "comm"))
                     if runner is not None and name in ADAPTIVE:

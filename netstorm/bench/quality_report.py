@@ -62,6 +62,11 @@ def table(result: dict) -> str:
             "-" if util is None else f"{100 * util:.1f}%",
             "-" if per_sample is None else f"{per_sample / 1e3:.1f}",
             "yes" if r["correct"] else "NO"), loss))
+    for name, r in result["systems"].items():
+        if r.get("wan_bytes_per_outer_round"):
+            lines.append(f"WAN bytes per outer round: {name} "
+                         f"{r['wan_bytes_per_outer_round'] / 1e6:.2f} MB (one every "
+                         f"{r['wan_round_iters']} iterations)")
     versus = result.get("comparisons") or {}
     for c in versus.get("time_to_target", []):
         sooner = c["speedup"] >= 1

@@ -18,7 +18,8 @@ from .workloads import HYPER_PARAMETERS, WORKLOADS, resolve
 __all__ = ["DILOCO_FLAGS", "LM_FLAGS", "MOMENTUM", "STREAMING_COMPRESSION", "SYNC_FLAGS",
            "add_train_arguments", "check_compression", "check_train_args",
            "compression_params", "eval_every_of", "hyper_parameters", "iters_of",
-           "mixed_worker_args", "parse_iters_for", "sync_settings", "worker_args"]
+           "mixed_worker_args", "parse_iters_for", "steps_per_wan_round", "sync_settings",
+           "worker_args"]
 
 SYNC_FLAGS = (          # the sync modes' settings in train mode: flag, default, help
     ("--k1", 4, "netstorm-hfa: local steps between a DC's synchronizations"),
@@ -269,6 +270,18 @@ def eval_every_of(args, system: str) -> int | None:
     if SYNCED.get(system) in ("diloco", "streaming"):     # both run sync mode diloco
         return math.lcm(args.eval_every, args.h)
     return args.eval_every
+
+
+def steps_per_wan_round(args, system: str) -> int | None:
+    """Iterations between ``system``'s synchronizations across the WAN when it does not
+    synchronize every iteration: ``--h`` under diloco (streamed or not: every fragment
+    once per ``h``), ``k1 · k2`` under hfa; else None."""
+    sync = SYNCED.get(system)
+    if sync in ("diloco", "streaming"):
+        return args.h
+    if sync == "hfa":
+        return args.k1 * args.k2
+    return None
 
 
 def worker_args(args, wan=None, iters: int | None = None,

@@ -12,7 +12,8 @@ def _result(metric="accuracy", target=None):
           "curve": [[10.0, 0.96, 10]], "time_to_target_s": 10.0, "iterations_to_target": 10,
           "samples_to_target": 960}
     fast = {**ok, "time_to_target_s": 2.5, "curve": [[2.5, 0.96, 10]], "iters": 500,
-            "wan_bytes_per_sample": 1e3}
+            "wan_bytes_per_sample": 1e3, "wan_bytes_per_outer_round": 2.5e6,
+            "wan_round_iters": 20}
     systems = {"mxnet-1ps": ok, "netstorm-diloco-topk2bit": fast,
                "netstorm-mpq": {"correct": False, "error": "exit code 1"}}
     if metric == "loss":
@@ -31,6 +32,8 @@ def test_table_compares_times_to_target_and_bytes_and_names_failures():
     slower["comparisons"]["time_to_target"][0]["speedup"] = 0.25
     assert "netstorm-diloco-topk2bit 4.00x later than mxnet-1ps" in table(slower)
     assert "WAN bytes per sample: netstorm-diloco-topk2bit 40.00x fewer than mxnet-1ps" in text
+    assert "WAN bytes per outer round: netstorm-diloco-topk2bit 2.50 MB (one every 20 " \
+        "iterations)" in text and text.count("per outer round") == 1
     assert "exit code 1" in text and "99.0%" in text and "1.2%" in text and "960" in text
     assert "ppl" not in text and "time to test accuracy" in text
     lines = text.splitlines()

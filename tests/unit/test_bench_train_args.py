@@ -6,7 +6,7 @@ from netstorm.bench import worker
 from netstorm.bench.cli import parse_args
 from netstorm.bench.systems import COMPRESSED, SYNCED, SYSTEMS
 from netstorm.bench.train_args import (compression_params, eval_every_of, hyper_parameters,
-                                       iters_of,
+                                       iters_of, steps_per_wan_round,
                                        mixed_worker_args, parse_iters_for, sync_settings,
                                        worker_args)
 from netstorm.geoserver.config.compression import CompressionConfig
@@ -153,3 +153,9 @@ def test_diloco_systems_evaluate_the_global_model_at_a_multiple_of_h():
     line = worker_args(args, iters=40, eval_every=eval_every_of(args, "netstorm-diloco"))
     assert line[line.index("--eval-every") + 1] == "20"
     assert eval_every_of(parse_args(["--h", "20"]), "netstorm-diloco") is None   # comm mode
+
+
+def test_the_local_update_systems_synchronize_across_the_wan_every_h_or_k1_k2_steps():
+    args = parse_args(["--mode", "train", "--h", "25", "--k1", "4", "--k2", "2", "--systems",
+                       "netstorm-diloco,netstorm-streaming,netstorm-hfa,netstorm-fapt"])
+    assert [steps_per_wan_round(args, s) for s in args.systems] == [25, 25, 8, None]
