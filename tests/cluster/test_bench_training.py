@@ -39,9 +39,10 @@ def test_the_cnn_trains_on_netstorm_with_identical_replicas(no_leftovers):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sync", ["fsa", "hfa:k1=2,k2=1"])
+@pytest.mark.parametrize("sync", ["fsa", "hfa:k1=2,k2=1", "diloco:h=4"])
 def test_the_language_model_trains_on_netstorm_with_adam(no_leftovers, sync):
-    """Adam on the servers (fsa) or on the workers (hfa: local steps)."""
+    """Adam on the servers (fsa) or on the workers (hfa, diloco: local steps, whose
+    optimizer step counts as compute)."""
     write_corpus(no_leftovers / "html")
     corpus = load_corpus(str(no_leftovers / "html"), 64, cache=no_leftovers / "cache")
     run, ranks = _run(no_leftovers, "lm", [*LM, "--data", str(no_leftovers / "html"),
@@ -51,5 +52,7 @@ def test_the_language_model_trains_on_netstorm_with_adam(no_leftovers, sync):
     assert curve[-1][1] < np.log(len(corpus.vocab))          # below a uniform guess
     assert "validation loss" in run.output and "perplexity" in run.output
     assert all(r["vocab"] == len(corpus.vocab) and r["batch_size"] == 4 for r in ranks)
-    # fsa: every step; hfa: its last step (the 8th, k1 = 2) synchronizes all replicas
+    # fsa: every step; hfa, diloco: the last step (the 8th) synchronizes all replicas
     assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"]
+    if sync != "fsa":       # compute includes the local optimizer step, never the wait
+        assert all(0 < c <= t for r in ranks for c, t in zip(r["compute_s"], r["iter_s"]))
