@@ -49,7 +49,8 @@ def test_table_reports_ratios_and_flags_cpu_bound_runs():
     assert text.count("CPU-bound") == 1 and "4.00" in text
     result["mode"] = "train"        # iterations of a local-update system are not comparable
     result["systems"]["netstorm-diloco"] = {"iter_s": [0.1], "median_s": 0.1, "p90_s": 0.1,
-                                            "correct": True, "wan_round_iters": 20}
+                                            "correct": True, "wan_round_iters": 20,
+                                            "cpu_util": 0.5}
     text = table(result)
     assert "speed-up netstorm-hips over mxnet-1ps: 2.00x per iteration" in text
     assert "speed-up netstorm-diloco" not in text
