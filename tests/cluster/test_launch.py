@@ -3,7 +3,6 @@ both use, are in tests/unit/test_launch.py."""
 
 import gzip
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -11,7 +10,7 @@ import sys
 import time
 import numpy as np
 import pytest
-from launching import REPO, free_port, launch, leftovers, worker_cmd
+from launching import REPO, free_port, launch, leftovers, train_example_compressed, worker_cmd
 from netstorm.datasets import load, write_idx
 from netstorm.launcher.keygen import keygen
 from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
@@ -37,17 +36,8 @@ def test_example_trains_to_accuracy(no_leftovers):
 def test_compression_from_the_command_line_trains_the_example(no_leftovers):
     """--compression without a cluster file: bsc on the WAN trees and on the workers'
     pushes; the example still learns and every replica agrees."""
-    run = launch(["--dcs", 3, "--policy", "fapt", "--compression",
-                  '{"type": "bsc", "ratio": 0.05, "warmup_rounds": 10, "scope": "all"}'],
-                 [sys.executable, str(REPO / "examples" / "train_gluon.py")], no_leftovers)
-    assert run.code == 0, run.output[-4000:]
-    summaries = [l for l in run.output.splitlines() if "summary rank=" in l]
-    accuracies = {l.split("accuracy=")[1].split()[0] for l in summaries}
-    assert len(summaries) == 3 and len(accuracies) == 1, summaries
-    assert float(accuracies.pop()) >= 0.9
-    pushes = [int(n) for n in re.findall(r"compressed pushes (\d+)", run.output)]
-    encoded = [int(n) for n in re.findall(r"'encoded': (\d+)", run.output)]
-    assert len(pushes) == len(encoded) == 3 and all(pushes) and all(encoded), run.output[-3000:]
+    train_example_compressed(no_leftovers, {"type": "bsc", "ratio": 0.05, "warmup_rounds": 10,
+                                            "scope": "all"})
 
 
 @pytest.mark.parametrize("flags, message", [
