@@ -40,7 +40,6 @@ class _Local:
     steps: int = 0          # optimizer steps taken on this key
     synced_at: int = 0      # the step of the last synchronization
     rounds: int = 0         # synchronizations sent
-    offset: int = 0         # diloco: the inner step (mod h) at which its fragment leaves
     pending: object = None  # streaming: the synchronized value not merged yet
     merge_at: int = 0       # streaming: the step after which it is merged
 
@@ -67,7 +66,8 @@ class LocalSteps:
         self.updater = None
         self.keys: dict = {}
         self._offsets = None        # diloco: key -> its fragment's inner step (mod h)
-        self._updated: list = []    # the arrays the inner steps since the last wait wrote
+        self._updated: dict = {}    # key -> the array its latest inner step wrote (one per
+                                    # key, so nothing accumulates if nobody waits)
 
     def set_optimizer(self, optimizer) -> None:
         self.updater = mx.optimizer.get_updater(optimizer)
@@ -106,7 +106,7 @@ class LocalSteps:
                 f"needs it (gluon.Trainer: update_on_kvstore=True; Module: kvstore update)")
         local = self.keys[key_id]
         self.updater(key_id, grad, local.weights)
-        self._updated.append(local.weights)
+        self._updated[key_id] = local.weights
         local.steps += 1
         if local.pending is not None and local.steps >= local.merge_at:
             self._merge(local)
@@ -123,9 +123,9 @@ class LocalSteps:
         """Wait until the optimizer steps taken since the last call are computed (not for
         any synchronization they started): a training loop's compute, timed apart from
         its waits for the WAN."""
-        for array in self._updated:
+        for array in self._updated.values():
             array.wait_to_read()
-        self._updated = []
+        self._updated = {}
 
     def _merge(self, local: _Local) -> None:
         """Streaming: the synchronized value that arrived while the worker went on is mixed

@@ -106,8 +106,10 @@ def test_wait_inner_steps_waits_for_the_optimizer_outputs_only_and_forgets_them(
     server = Server()
     local = make("diloco", server, h=2)
     local.step(0, mx.nd.array([1.0, -1.0]))
+    first = local._updated[0]
     local.step(0, mx.nd.array([1.0, -1.0]))      # the second step synchronizes
-    assert len(local._updated) == 2
-    assert local._updated[1] is not local.keys[0].weights   # the synchronized copy is apart
+    assert list(local._updated) == [0]           # one array per key: nothing accumulates
+    assert local._updated[0] is first            # the updater writes in place
+    assert local._updated[0] is not local.keys[0].weights   # the synchronized copy is apart
     local.wait_inner_steps()
-    assert local._updated == []
+    assert local._updated == {}
