@@ -9,7 +9,9 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON_BIN" -m venv "$VENV"
 fi
 STAMP="$VENV/.netstorm-installed"
-WANT="$(sha256sum "$REPO/setup.cfg" "$REPO/pyproject.toml" | sha256sum | cut -c1-16)"
+# the compiled data plane is rebuilt when its sources change (an editable install does not)
+WANT="$(sha256sum "$REPO/setup.cfg" "$REPO/pyproject.toml" "$REPO/setup.py" \
+    "$REPO"/geoserver/native/* | sha256sum | cut -c1-16)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     echo "[setup] installing netstorm and its dependencies into .venv"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
