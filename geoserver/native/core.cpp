@@ -47,7 +47,7 @@ BufRef copy_in(const py::buffer &data) {
 py::list frames_of(const OutMessage &m) {
     py::list out;
     out.append(view(m.header, 0));
-    out.append(m.meta ? view(m.meta, 0) : py::array(py::dtype("uint8"), {0}));
+    out.append(m.meta ? py::object(view(m.meta, 0)) : py::object(py::array_t<uint8_t>(0)));
     for (auto &p : m.payload) out.append(view(p, 0));
     return out;
 }
@@ -85,7 +85,7 @@ std::unique_ptr<DataPlane> make(uintptr_t router, int wake_fd, int own, int node
                                 std::map<std::string, int> principals, bool curve,
                                 size_t max_chunk_bytes, int64_t rounds_ahead, int64_t held_bytes,
                                 std::map<std::string, double> delays, size_t min_split_bytes,
-                                size_t keep_recent) {
+                                size_t keep_recent, py::object transmit, py::object clock) {
     std::string why;
     const ZmqApi *z = zmq_api(&why);
     if (z == nullptr) throw std::runtime_error(why);
@@ -102,7 +102,15 @@ std::unique_ptr<DataPlane> make(uintptr_t router, int wake_fd, int own, int node
     s.delays = std::move(delays);
     s.min_split_bytes = min_split_bytes;
     s.keep_recent = keep_recent;
-    return std::make_unique<DataPlane>(z, reinterpret_cast<void *>(router), wake_fd, std::move(s));
+    auto plane = std::make_unique<DataPlane>(z, reinterpret_cast<void *>(router), wake_fd,
+                                             std::move(s));
+    if (!transmit.is_none())        // socket-free: every call comes from Python (GIL held)
+        plane->queues.transmit = [transmit](int dc, OutMessage &m) {
+            return transmit(dc, frames_of(m)).cast<bool>();
+        };
+    if (!clock.is_none())
+        plane->clock = [clock]() { return clock().cast<double>(); };
+    return plane;
 }
 }  // namespace
 
@@ -123,8 +131,10 @@ void register_core(py::module_ &m) {
              py::arg("node_id"), py::arg("names"), py::arg("servers"), py::arg("principals"),
              py::arg("curve"), py::arg("max_chunk_bytes"), py::arg("rounds_ahead"),
              py::arg("held_bytes"), py::arg("delays"), py::arg("min_split_bytes"),
-             py::arg("keep_recent"))
+             py::arg("keep_recent"), py::arg("transmit") = py::none(),
+             py::arg("clock") = py::none())
         .def("run", [](DataPlane &d, double timeout_s, size_t max_arrivals) {
+            if (d.queues.transmit) throw std::logic_error("a socket-free data plane has no loop");
             py::gil_scoped_release free;
             d.run(timeout_s, max_arrivals);
         })
@@ -145,6 +155,7 @@ void register_core(py::module_ &m) {
             d.exchange.add_tree(version, (uint8_t)index, (uint8_t)trees, std::move(v));
         })
         .def("knows", [](DataPlane &d, uint32_t v) { return d.exchange.knows(v); })
+        .def("forget_version", [](DataPlane &d, uint32_t v) { d.exchange.forget_version(v); })
         .def("policy_added", [](DataPlane &d) { d.exchange.policy_added(); })
         .def("restart", [](DataPlane &d, uint32_t floor) { d.exchange.restart(floor); })
         .def("forget_after", [](DataPlane &d, std::map<uint32_t, uint64_t> rounds) {
@@ -170,9 +181,9 @@ void register_core(py::module_ &m) {
             if (meta->size()) msg.meta = meta;
             for (size_t i = 2; i < frames.size(); ++i)
                 msg.payload.push_back(copy_in(frames[i].cast<py::buffer>()));
-            d.queues.send(dc, std::move(msg), monotonic_s());
+            d.queues.send(dc, std::move(msg), d.clock());
         })
-        .def("flush", [](DataPlane &d, int dc) { d.queues.flush(dc, monotonic_s()); })
+        .def("flush", [](DataPlane &d, int dc) { d.queues.flush(dc, d.clock()); })
         .def("paused", [](DataPlane &d) { d.queues.paused(); })
         .def("backlogged", [](DataPlane &d) { return d.queues.backlogged(); })
         .def("waiting", [](DataPlane &d, int dc) {

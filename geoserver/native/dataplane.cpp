@@ -54,7 +54,7 @@ void DataPlane::send_chunk(int dc, uint8_t kind, const ChunkRef &cid, uint8_t dt
     msg.header = Buf::allocate(HEADER_BYTES);
     write_header(h, msg.header->data());
     msg.payload.push_back(data);
-    queues.send(dc, std::move(msg), monotonic_s());
+    queues.send(dc, std::move(msg), clock());
 }
 
 void DataPlane::deliver(const ChunkRef &cid, uint8_t dtype, const BufRef &total) {

@@ -2,6 +2,7 @@
 // of the common valid chunk message, the emulated WAN's delay line, and the events handed
 // back to Python (docs/dataplane.md). It never touches a Python object while it runs.
 #pragma once
+#include <functional>
 #include <map>
 #include <queue>
 #include <string>
@@ -67,6 +68,7 @@ public:
 
     Exchange exchange;
     SendQueues queues;
+    std::function<double()> clock = monotonic_s;     // a test's own clock when socket-free
     uint64_t fast = 0, handed_over = 0, delayed = 0;
 
     // ExchangeSink

@@ -50,6 +50,12 @@ void Exchange::add_tree(uint32_t version, uint8_t index, uint8_t trees, TreeView
     trees_[{version, index}] = std::move(view);
 }
 
+void Exchange::forget_version(uint32_t version) {
+    versions_.erase(version);
+    for (auto it = trees_.begin(); it != trees_.end();)
+        it = it->first.first == version ? trees_.erase(it) : std::next(it);
+}
+
 std::string Exchange::ident_text(const ChunkRef &c) const {
     return "(" + std::to_string(c.key) + ", " + std::to_string(c.chunk) + ", " +
            std::to_string(c.rnd) + ")";

@@ -72,6 +72,7 @@ public:
 
     void add_tree(uint32_t version, uint8_t index, uint8_t trees, TreeView view);
     bool knows(uint32_t version) const { return versions_.count(version) != 0; }
+    void forget_version(uint32_t version);      // the policy book dropped it
     // the chunks waiting for versions now known are handled (after add_tree calls)
     void policy_added();
     void restart(uint32_t floor);

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -46,6 +47,8 @@ public:
     std::pair<std::vector<OutMessage>, std::vector<OutMessage>> take(int peer);
     std::vector<OutMessage> take_waiting(int peer);
     uint64_t sent_messages = 0, sent_bytes = 0;
+    // socket-free (tests): hand a message over through this instead of a socket
+    std::function<bool(int, OutMessage &)> transmit;
 
 private:
     struct Later {      // heap order: the greatest (priority, order) first out of the
