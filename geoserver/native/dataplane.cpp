@@ -205,9 +205,10 @@ void DataPlane::run(double timeout_s, size_t max_arrivals) {
                 if (needs_python() || arrivals_ >= max_arrivals) break;
                 now = monotonic_s();
             }
+        } else if (!events_.empty()) {
+            return;         // nothing more waits: the link monitor hears of the arrivals
         }
         if (needs_python() || arrivals_ >= max_arrivals) return;
-        if (monotonic_s() >= deadline && held_.empty()) return;
         if (monotonic_s() >= deadline) return;
     }
 }

@@ -82,6 +82,8 @@ class WanTransport:
         for name, node in servers.items():
             if name != dc:
                 postoffice.connect(node, send_hwm=SEND_HWM)
+                if hasattr(self.outbox, "reconnected"):     # the compiled queues: its socket
+                    self.outbox.reconnected(node)
 
     def deliver_to(self, deliver) -> None:
         """Hand every whole chunk that arrives to ``deliver(origin, kind, cid, array,
