@@ -44,6 +44,7 @@ from pathlib import Path
 import psutil
 
 from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError, parse_cluster
+from netstorm.geoserver.config.settings import DATAPLANES
 from netstorm.launcher import free_port, run_cluster
 
 from .cli import Progress
@@ -51,16 +52,15 @@ from .cpu import RoleCpu, measured_window
 from .measure import collect
 from .throughput import _command, run_system
 
-__all__ = ["DATAPLANES", "LINK_MBPS", "ServerCpu", "add_arguments", "check_arguments",
+__all__ = ["LINK_MBPS", "ServerCpu", "add_arguments", "check_arguments",
            "cluster_table", "interpolate", "measure_wan", "pslite_figures", "run_order",
            "server_figures", "shutdown_sent", "summarize", "table_wan", "wan_config"]
 
-DATAPLANES = ("python", "native", "auto")      # [transport] dataplane values
 LINK_MBPS = 10000.0     # the declared loopback links: equal rates, for the planner only
 SOURCE = "<server_throughput --wan-dcs>"
 
 _SENT = re.compile(r"^\[server (\S+)\] .*WAN chunks sent \{[^}]*'bytes': (\d+)")
-_POLICY = re.compile(r"cluster complete: .*; policy (.*)$")
+_POLICY = re.compile(r"cluster complete: .*; policy (.*)$", re.MULTILINE)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -150,13 +150,14 @@ def interpolate(times: list, values: list, t: float) -> float:
     return values[i - 1] + share * (values[i] - values[i - 1])
 
 
-def server_figures(cpu_s: float, wan_bytes: float, window_s: float) -> dict:
+def server_figures(cpu_s: float, nbytes: float, window_s: float, wan: bool = True) -> dict:
     """One server's figures over a window of ``window_s`` in which it spent ``cpu_s`` CPU
-    seconds and moved ``wan_bytes`` (sent + received)."""
-    gb = wan_bytes / 1e9
-    return {"cpu_s": round(cpu_s, 4), "wan_bytes": int(wan_bytes),
-            "cpu_s_per_wan_gb": round(cpu_s / gb, 3) if gb else None,
-            "wan_gb_per_s": round(gb / window_s, 4) if window_s > 0 else None}
+    seconds and moved ``nbytes`` (sent + received); ``wan``: the keys say WAN (a netstorm
+    server's peers) or not (ps-lite's server: its workers)."""
+    gb, w = nbytes / 1e9, "wan_" if wan else ""
+    return {"cpu_s": round(cpu_s, 4), f"{w}bytes": int(nbytes),
+            f"cpu_s_per_{w}gb": round(cpu_s / gb, 3) if gb else None,
+            f"{w}gb_per_s": round(gb / window_s, 4) if window_s > 0 else None}
 
 
 class ServerCpu(RoleCpu):
@@ -225,7 +226,7 @@ def pslite_figures(dcs: int, model: str, iters: int, logs: Path, name: str) -> d
     cpu_s = sum(cpu.between(start, end).values())
     return {"correct": True, "exit_code": 0, "workers": dcs, "median_s": r["median_s"],
             "model_bytes": r["model_bytes"],
-            **server_figures(cpu_s, 2 * dcs * r["model_bytes"] * n, end - start)}
+            **server_figures(cpu_s, 2 * dcs * r["model_bytes"] * n, end - start, wan=False)}
 
 
 def wan_figures(dcs: int, dataplane: str, curve: bool, model: str, iters: int, logs: Path,
@@ -298,18 +299,18 @@ def summarize(runs: list) -> dict:
     base = {r["repetition"]: r["pslite"] for r in runs if (r.get("pslite") or {}).get("correct")}
     if base:
         out["pslite"] = {"runs": len(base),
-                         "cpu_s_per_gb": statistics.median(b["cpu_s_per_wan_gb"]
+                         "cpu_s_per_gb": statistics.median(b["cpu_s_per_gb"]
                                                            for b in base.values()),
-                         "gb_per_s": statistics.median(b["wan_gb_per_s"]
-                                                       for b in base.values())}
+                         "gb_per_s": statistics.median(b["gb_per_s"] for b in base.values())}
     return out
 
 
 def table_wan(runs: list, dcs: int, model: str, iters: int) -> str:
     """A readable table: one row per server per run, ps-lite's server per repetition."""
     lines = [f"{dcs} DC servers on loopback (fapt, shared trees, one worker each), {model}, "
-             f"{iters} measured iterations",
-             f"{'rep':<4}{'system':<17}{'server':<8}{'CPU-s':>8}{'WAN MB':>10}"
+             f"{iters} measured iterations; MB: what each server sent + received over them "
+             f"(netstorm: over the WAN; ps-lite: to and from its workers)",
+             f"{'rep':<4}{'system':<17}{'server':<8}{'CPU-s':>8}{'MB':>10}"
              f"{'CPU-s/GB':>10}{'GB/s':>8}"]
     shown = set()
     for r in runs:
@@ -340,8 +341,9 @@ def table_wan(runs: list, dcs: int, model: str, iters: int) -> str:
 
 
 def _row(k: int, system: str, server: str, s: dict) -> str:
-    per_gb, rate = s["cpu_s_per_wan_gb"], s["wan_gb_per_s"]
-    return (f"{k:<4}{system:<17}{server:<8}{s['cpu_s']:>8.2f}{s['wan_bytes'] / 1e6:>10.1f}"
+    w = "wan_" if "wan_bytes" in s else ""
+    per_gb, rate = s[f"cpu_s_per_{w}gb"], s[f"{w}gb_per_s"]
+    return (f"{k:<4}{system:<17}{server:<8}{s['cpu_s']:>8.2f}{s[f'{w}bytes'] / 1e6:>10.1f}"
             f"{'-' if per_gb is None else f'{per_gb:.2f}':>10}"
             f"{'-' if rate is None else f'{rate:.2f}':>8}")
 
