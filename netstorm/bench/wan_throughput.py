@@ -229,6 +229,18 @@ def pslite_figures(dcs: int, model: str, iters: int, logs: Path, name: str) -> d
             **server_figures(cpu_s, 2 * dcs * r["model_bytes"] * n, end - start, wan=False)}
 
 
+def _wan_problem(code: int, r: dict, window, missing: list, sent: dict, dataplane: str,
+                 path: Path) -> str | None:
+    """Why a netstorm run has no figures ("": see its log), or None when it has."""
+    if code != 0 or not r.get("correct") or window is None:
+        return ""
+    if missing:
+        return f"no shutdown line of {missing} in {path}"
+    if not sum(sent.values()):
+        return f"the servers said they sent no WAN bytes (dataplane {dataplane}); see {path}"
+    return None
+
+
 def wan_figures(dcs: int, dataplane: str, curve: bool, model: str, iters: int, logs: Path,
                 name: str) -> dict:
     """One netstorm run of ``dcs`` DCs on ``dataplane`` (see the module doc)."""
@@ -241,10 +253,9 @@ def wan_figures(dcs: int, dataplane: str, curve: bool, model: str, iters: int, l
                                                                         out=log))
     window, sent = measured_window(r), shutdown_sent(text)
     missing = [dc.name for dc in config.dcs if dc.name not in sent]
-    if code != 0 or not r.get("correct") or window is None or missing:
-        why = f"no shutdown line of {missing} in {logs / (name + '.log')}" \
-            if code == 0 and missing else ""
-        return _failed(code, r, logs / f"{name}.log", why)
+    problem = _wan_problem(code, r, window, missing, sent, dataplane, logs / f"{name}.log")
+    if problem is not None:
+        return _failed(code, r, logs / f"{name}.log", problem)
     n, start, end = window
     used = cpu.between(start, end)
     share = n / (iters + 1)              # the measured rounds' part of every round's bytes

@@ -116,3 +116,16 @@ def test_wan_flags_that_do_not_fit_are_refused_naming_the_flag(capsys, argv, mes
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_run_without_every_servers_wan_bytes_has_no_figures_and_says_why():
+    from pathlib import Path
+
+    from netstorm.bench.wan_throughput import _wan_problem
+    ok, window, log = {"correct": True}, (3, 0.0, 1.0), Path("run.log")
+    assert _wan_problem(0, ok, window, [], {"dc0": 8, "dc1": 8}, "python", log) is None
+    assert _wan_problem(1, ok, window, [], {}, "python", log) == ""     # its log says why
+    assert "no shutdown line of ['dc1']" in _wan_problem(0, ok, window, ["dc1"], {"dc0": 8},
+                                                         "python", log)
+    assert "sent no WAN bytes (dataplane native)" in _wan_problem(
+        0, ok, window, [], {"dc0": 0, "dc1": 0}, "native", log)
