@@ -13,6 +13,9 @@ per GB of it (:mod:`netstorm.bench.cpu`), over the measured iterations only.
 
 Both run one after the other in one invocation, on the same machine state, and the ratio is
 printed. No root and no namespaces are needed.
+
+With ``--wan-dcs N`` it measures the WAN hop instead: each of N DC servers' CPU seconds per
+WAN GB, per ``[transport] dataplane`` (:mod:`netstorm.bench.wan_throughput`).
 """
 from __future__ import annotations
 
@@ -106,7 +109,8 @@ def table(results: dict, workers: int, model: str) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--workers", type=int, default=2, help="workers pushing to the one server")
+    p.add_argument("--workers", type=int, default=None,
+                   help="workers pushing to the one server (default 2)")
     p.add_argument("--model", default="resnet18_v1", help="gluon model_zoo name")
     p.add_argument("--iters", type=int, default=10, help="measured iterations (+1 warm-up)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
@@ -115,11 +119,16 @@ def main(argv=None) -> int:
                    help="also sample the machine with Linux perf and say where the CPU went")
     p.add_argument("--json", help="write every figure to this file")
     p.add_argument("--keep-logs", help="folder for the processes' logs (default: temporary)")
+    from . import wan_throughput    # noqa: PLC0415  (it imports this module)
+    wan_throughput.add_arguments(p)
     args = p.parse_args(argv)
+    wan_throughput.check_arguments(p, args)
+    args.workers = 2 if args.workers is None else args.workers
     systems = [s for s in args.systems.split(",") if s]
     unknown = [s for s in systems if s not in SYSTEMS]
-    if unknown or args.workers < 1 or args.iters < 1:
-        p.error(f"unknown systems {unknown}" if unknown else "--workers and --iters must be >= 1")
+    if unknown or not systems or args.workers < 1 or args.iters < 1:
+        p.error(f"unknown systems {unknown}" if unknown or not systems
+                else "--workers and --iters must be >= 1")
     why = perf_profile.unavailable() if args.perf else ""
     if why:
         p.error(f"--perf: {why}")
@@ -127,6 +136,8 @@ def main(argv=None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     try:
         with interrupts_raise():
+            if args.wan_dcs:
+                return wan_throughput.main_wan(args, systems, logs)
             results = measure(systems, args.workers, args.model, args.iters, logs, args.perf)
     except KeyboardInterrupt:
         print("throughput: interrupted; every process was stopped", file=sys.stderr)
