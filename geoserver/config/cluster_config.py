@@ -60,6 +60,7 @@ class ClusterConfig:
     stall_s: float = DEFAULT_STALL_S
     fuse_bytes: int = DEFAULT_FUSE_BYTES
     fuse_linger_s: float = DEFAULT_FUSE_LINGER_S
+    dataplane: str = "auto"    # [transport] dataplane: "auto", "native" or "python"
     policy: str = "star"
     hub: str = ""
     adapt: bool = False

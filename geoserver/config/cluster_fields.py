@@ -22,7 +22,7 @@ FIELDS = {     # what each table of a cluster file may hold; anything else is a 
     "scheduler": ("host", "advertise", "port", "stats"),
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s",
-                  "fuse_bytes", "fuse_linger_s"),
+                  "fuse_bytes", "fuse_linger_s", "dataplane"),
     "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s",
             "trees"),
     "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"),

@@ -14,7 +14,7 @@ from .hosts import SshConfig, reachable
 from .hosts import parse_ssh as parse_ssh_table
 from .keys import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .links import Link
-from .settings import MAX_FUSE_LINGER_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES
+from .settings import DATAPLANES, MAX_FUSE_LINGER_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES
 
 __all__ = ["POLICIES", "TREE_KINDS", "parse_dcs", "parse_links", "parse_recovery",
            "parse_scheduler", "parse_security", "parse_ssh", "parse_timeouts", "parse_transport",
@@ -91,6 +91,12 @@ def parse_transport(transport: dict, where: str) -> dict:
         kwargs["fuse_bytes"] = need(transport, "fuse_bytes", int, where)
         if kwargs["fuse_bytes"] < 0:
             raise ClusterFileError(f"{where}: fuse_bytes must be >= 0 (0: no fusion)")
+    if "dataplane" in transport:
+        kwargs["dataplane"] = need(transport, "dataplane", str, where)
+        if kwargs["dataplane"] not in DATAPLANES:
+            raise ClusterFileError(f"{where}: dataplane must be one of "
+                                   f"{', '.join(map(repr, DATAPLANES))}, got "
+                                   f"{kwargs['dataplane']!r}")
     if "fuse_linger_s" in transport:
         kwargs["fuse_linger_s"] = need(transport, "fuse_linger_s", float, where)
         if not 0 <= kwargs["fuse_linger_s"] <= MAX_FUSE_LINGER_S:

@@ -44,7 +44,7 @@ def to_toml(config: ClusterConfig) -> str:
         "chunk_bytes": config.chunk_bytes, "timeout_s": config.timeout_s,
         "heartbeat_s": config.heartbeat_s, "dead_after_s": config.dead_after_s,
         "stall_s": config.stall_s, "fuse_bytes": config.fuse_bytes,
-        "fuse_linger_s": config.fuse_linger_s}) + [""]
+        "fuse_linger_s": config.fuse_linger_s, "dataplane": config.dataplane}) + [""]
     lines += _table("[wan]", {
         "policy": config.policy, "adapt": config.adapt,
         "replan_threshold": config.replan_threshold, "min_dwell_s": config.min_dwell_s,

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from .compression import CompressionConfig, CompressionError
 from .sync import SyncConfig, SyncError
 
-__all__ = ["CURVE_FRAME_OVERHEAD", "DEFAULT_CHUNK_BYTES", "DEFAULT_DEAD_AFTER_S",
+__all__ = ["CURVE_FRAME_OVERHEAD", "DATAPLANES", "DEFAULT_CHUNK_BYTES", "DEFAULT_DEAD_AFTER_S",
            "DEFAULT_FUSE_BYTES", "DEFAULT_FUSE_LINGER_S", "DEFAULT_HEARTBEAT_S", "DEFAULT_STALL_S",
            "DEFAULT_TIMEOUT_S", "IDLE_PROBE_S", "LOG_INTERVAL_S", "LOG_LINES_PER_PEER",
            "MAX_EARLY_MESSAGES", "MAX_FRAME_BYTES", "MAX_FUSE_LINGER_S", "MAX_HELD_BYTES_PER_PEER",
@@ -34,6 +34,7 @@ DEFAULT_FUSE_BYTES = 1 << 16   # a worker's requests of smaller keys (and every 
 DEFAULT_FUSE_LINGER_S = 0.001   # that moment (0: until the worker's I/O thread, woken by
                                 # the first request, next looks); docs/kvstore.md, Fusion
 MAX_FUSE_LINGER_S = 1.0
+DATAPLANES = ("auto", "native", "python")   # [transport] dataplane (docs/dataplane.md)
 DEFAULT_TIMEOUT_S = 60.0        # how long any node waits for a peer before a clear error
 DEFAULT_HEARTBEAT_S = 0.5       # how often every node tells the scheduler it is alive
                                 # (and the scheduler every node)
@@ -134,6 +135,11 @@ def _decode(cls, data, what: str) -> dict:
                 if not isinstance(value, str) or len(value) > 4096:
                     raise SettingsError(f"{f.name} must be a path (a string), got {value!r}")
                 kwargs[f.name] = value
+            elif f.name == "dataplane":
+                if data[f.name] not in DATAPLANES:
+                    raise SettingsError(f"dataplane must be one of {', '.join(DATAPLANES)}, "
+                                        f"got {data[f.name]!r}")
+                kwargs[f.name] = data[f.name]
             elif f.name in TYPED:
                 try:
                     kwargs[f.name] = TYPED[f.name].from_json(data[f.name])
@@ -169,6 +175,7 @@ class RuntimeSettings(_Wire):
     chunk_bytes: int = _setting(DEFAULT_CHUNK_BYTES, int, minimum=MIN_CHUNK_BYTES)
     timeout_s: float = _setting(DEFAULT_TIMEOUT_S, float, positive=True)
     fuse_bytes: int = _setting(DEFAULT_FUSE_BYTES, int, minimum=0)   # 0: no fusion
+    dataplane: str = field(default="auto")  # "auto" | "native" | "python" (docs/dataplane.md)
     fuse_linger_s: float = _setting(DEFAULT_FUSE_LINGER_S, float, minimum=0.0,
                                     maximum=MAX_FUSE_LINGER_S)
     heartbeat_s: float = _setting(DEFAULT_HEARTBEAT_S, float, positive=True)
@@ -192,7 +199,7 @@ class RuntimeSettings(_Wire):
         re-plans (adapt, multi-root trees, several DCs); idle links are probed with adapt."""
         return cls(chunk_bytes=int(config.chunk_bytes), timeout_s=float(config.timeout_s),
                    fuse_bytes=int(config.fuse_bytes),
-                   fuse_linger_s=float(config.fuse_linger_s),
+                   fuse_linger_s=float(config.fuse_linger_s), dataplane=config.dataplane,
                    heartbeat_s=float(config.heartbeat_s),
                    dead_after_s=float(config.dead_after_s), stall_s=float(config.stall_s),
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,

@@ -73,6 +73,21 @@ def _private_dir(parent: str) -> str:
     return path
 
 
+class _Properties:
+    """A received message's connection properties as the data plane read them (what a
+    ``zmq.Frame`` answers to ``get``)."""
+
+    def __init__(self, user_id, peer_address: str):
+        self._values = {"User-Id": user_id, "Peer-Address": peer_address}
+
+    def get(self, name: str):
+        return self._values[name]
+
+
+def _buffer_of(frame):
+    return frame.buffer if hasattr(frame, "buffer") else memoryview(frame)
+
+
 class Van:
     def __init__(self, name: str, host: str, port: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES,
@@ -277,35 +292,85 @@ class Van:
                         return None
                     continue
             frames = self._router.recv_multipart(copy=False)
-            try:
-                # frames[0]: the identity ZeroMQ gave the sending DEALER's connection
-                msg = kinds.validate(wire.decode(frames[1:], kinds.META_LIMITS))
-                if self.credentials is not None:
-                    msg.origin = self._origin(frames[1])
-                if msg.kind == wire.Kind.INIT and "shm_fd" in msg.meta:
-                    msg.peer_pid = self._local_pid(frames[1])
-                carried = batch.unpack(msg) if msg.kind == wire.Kind.BATCH else [msg]
-                delay = self._delays.get(self._source(frames[1])) if self._delays else None
-                if delay:
-                    for one in carried:
-                        self._line.hold(one, time.monotonic() + delay)
-                    continue
+            carried = self._accept(frames, frames[1] if len(frames) > 1 else None, True)
+            frames = None       # the refused message's buffers go back to malloc first
+            if carried:
                 self._unpacked.extend(carried[1:])
                 return carried[0]
-            except wire.WireError as exc:
-                self.dropped += 1
-                peer = bytes(frames[0].buffer).hex()
-                # the text only: a handler that keeps records (pytest's, a MemoryHandler)
-                # must not keep the message alive through the exception's traceback
-                self._bad.log(peer, "%s: dropped malformed message from connection %s "
-                              "(header claims node %s): %s", self.name, peer,
-                              wire.claimed_sender(frames[1:]), str(exc))
-                size = sum(map(len, frames))
-            # the refused message's buffers go back to malloc before its free pages go back
-            # to the system (trimmed while they were alive, they stayed resident)
-            frames = None
-            if size >= RELEASE_AFTER_BYTES:
-                self._heap.request()
+
+    def accept_raw(self, frames: list, user_id, peer_address: str) -> list:
+        """The valid messages in one multipart message received by someone else (the
+        compiled data plane, which owns this node's ROUTER and applies the emulated delays
+        itself): ``frames`` with the routing id first, the connection's ``User-Id`` (None if
+        unset) and ``Peer-Address``. Validated, stamped and unpacked as :meth:`recv` does;
+        ``[]`` for a malformed message (logged). O(frames)."""
+        return self._accept(frames, _Properties(user_id, peer_address), False)
+
+    def _accept(self, frames: list, properties, delay: bool) -> list:
+        """``frames`` (routing id first) as the messages they carry, after validation; the
+        messages of an emulated WAN's link are held instead (``delay``) and ``[]`` returned.
+        ``properties``: something with ``get(name)`` for the connection's properties."""
+        try:
+            # frames[0]: the identity ZeroMQ gave the sending DEALER's connection
+            msg = kinds.validate(wire.decode(frames[1:], kinds.META_LIMITS))
+            if self.credentials is not None:
+                msg.origin = self._origin(properties)
+            if msg.kind == wire.Kind.INIT and "shm_fd" in msg.meta:
+                msg.peer_pid = self._local_pid(properties)
+            carried = batch.unpack(msg) if msg.kind == wire.Kind.BATCH else [msg]
+            held = self._delays.get(self._source(properties)) if delay and self._delays \
+                else None
+            if held:
+                for one in carried:
+                    self._line.hold(one, time.monotonic() + held)
+                return []
+            return carried
+        except wire.WireError as exc:
+            self.dropped += 1
+            peer = bytes(_buffer_of(frames[0])).hex()
+            # the text only: a handler that keeps records (pytest's, a MemoryHandler)
+            # must not keep the message alive through the exception's traceback
+            self._bad.log(peer, "%s: dropped malformed message from connection %s "
+                          "(header claims node %s): %s", self.name, peer,
+                          wire.claimed_sender(frames[1:]), str(exc))
+            size = sum(map(len, frames))
+        if size >= RELEASE_AFTER_BYTES:
+            self._heap.request()
+        return []
+
+    def take_received(self) -> list:
+        """The messages received but not yet returned by :meth:`recv` (the rest of a BATCH,
+        those held by the emulated delay), oldest first, for whoever receives from now on
+        (the compiled data plane). O(messages)."""
+        held = []
+        while True:
+            msg = self._line.pop_due(float("inf"))
+            if msg is None:
+                break
+            held.append(msg)
+        unpacked, self._unpacked = list(self._unpacked), collections.deque()
+        return held + unpacked
+
+    def handles(self) -> dict:
+        """What the compiled data plane needs to work on this Van's own sockets: the
+        ROUTER's native handle, the wake-up descriptor (-1: none), the emulated delays by
+        source address. O(1)."""
+        return {"router": self._router.underlying,
+                "wake_fd": -1 if self._wake_fd is None else self._wake_fd,
+                "delays": dict(self._delays)}
+
+    def socket_handle(self, peer) -> int:
+        """The native handle of the DEALER towards ``peer`` (connected). O(1)."""
+        with self._send_lock:
+            sock = self._peers.get(peer)
+        if sock is None:
+            raise TransportError(f"{self.name}: no connection to peer {peer!r}")
+        return sock.underlying
+
+    def poll_heap(self) -> None:
+        """Return freed memory to the system if a large refused message asked for it
+        (:meth:`recv` does this while it waits)."""
+        self._heap.poll()
 
     def _poll_in(self, wait_ms) -> tuple:
         """Wait up to ``wait_ms`` (None: forever) for a message or a :meth:`wake`:

@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 
+from . import native_plane
 from .aggregation import TreeExchange
 from ..compression.feedback import WanCodec
 from .init_spread import InitSpread
@@ -36,7 +37,9 @@ from ..core.nodes import SERVER, NodeInfo, SilenceJudge
 from ..core.postoffice import AbortedByScheduler, AbortError, Postoffice
 from ..core.ratelog import RateLimitedLog
 from .round_gate import RoundGate
-from .wan.transport import WanTransport
+from .wan.routing import MIN_SPLIT_BYTES
+from .wan.transport import AWAY_S, RECENT, WanTransport
+from ..config.settings import MAX_FRAME_BYTES, MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
 from .worker_requests import WorkerRequests
 from ..policy.tree import Policy, PolicyBook, PolicyError
 from ..core.wire import Kind, Message
@@ -62,17 +65,30 @@ class GeoServer:
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
+        # the compiled data plane where it is built and applies (docs/dataplane.md)
+        module, why = native_plane.choose(settings)
+        self.plane = None if module is None else native_plane.NativePlane(
+            module, self.dc, self.table.dcs, self.servers, postoffice, settings,
+            time.monotonic, MAX_ROUNDS_AHEAD, MAX_HELD_BYTES_PER_PEER, MIN_SPLIT_BYTES,
+            RECENT, MAX_FRAME_BYTES)
+        log.info("%s: data plane: %s", self.dc, "native" if self.plane else f"python ({why})")
         # links: the WAN the scheduler planned on (detours choose by its rates)
         self.wan = WanTransport(self.dc, self.servers, self.po, settings.rates(),
                                 settings.chunk_bytes, settings.stall_s, time.monotonic,
-                                settings.fuse_bytes)
+                                settings.fuse_bytes,
+                                outbox=self.plane and native_plane.NativeSendQueue(
+                                    self.plane, postoffice.van))
         self.probing = Probing(self.dc, [dc for dc in self.servers if dc != self.dc],
                                self.wan, self.po)
         codec = WanCodec(settings.compression, seed=self.po.me.id,
                          max_elements=max(1, settings.chunk_bytes // 4)) \
             if settings.compression.on else None
         self.exchange = TreeExchange(self.dc, self.policies, send=self.wan.send_chunk,
-                                     deliver=self._deliver, codec=codec)
+                                     deliver=self._deliver, codec=codec) \
+            if self.plane is None else native_plane.NativeExchange(self.plane, self.policies)
+        if self.plane is not None:
+            self.plane.deliver, self.plane.route = self._deliver, self.wan.send_chunk
+            self.plane.arrival, self.plane.handle = self.wan.monitor.on_arrival, self._handle
         self.wan.deliver_to(self.exchange.on_chunk)
         self.mixed = MixedExchange(self.dc, self.table.dcs, settings.sync.staleness,
                                    route=self._update_route, send=self._send_update,
@@ -304,6 +320,8 @@ class GeoServer:
                  self.store.compressed_received,
                  self.store.buffers.reused + self.exchange.buffers.reused,
                  self.store.buffers.made + self.exchange.buffers.made)
+        if self.plane is not None:
+            log.info("%s: data plane: %s", self.dc, self.plane.core.counters)
         if self.gate.enabled:
             log.info("%s: round gate: %d rounds waited for the scheduler, %.3fs in all",
                      self.dc, self.gate.waits, self.gate.waited_s)
@@ -318,6 +336,11 @@ class GeoServer:
         for msg in self.po.take_early():
             if not self.handle(msg):
                 return
+        looping = self.plane is not None and not self.plane.socket_free     # tests: no loop
+        if looping:
+            for msg in self.po.van.take_received():
+                if not self.handle(msg):
+                    return
         next_beat = 0.0
         looked = time.monotonic()         # when the server last looked at its sockets
         while True:
@@ -341,6 +364,11 @@ class GeoServer:
                 self._send_heartbeat()
                 next_beat = now + self.settings.heartbeat_s
             self.replies.flush()            # nothing waits while the server does
+            if looping:
+                if not self._run_plane(next_beat, looked):
+                    return
+                looked = time.monotonic()
+                continue
             away = time.monotonic() - looked
             readable, writable = self.po.wait(max(0.0, next_beat - now), self.wan.backlogged())
             looked = time.monotonic()
@@ -352,6 +380,25 @@ class GeoServer:
             finally:
                 self.replies.flush()        # what this drain made, fused per worker
             self.probing.maybe_report()       # a measurement's timeout also ends it
+
+    def _run_plane(self, next_beat: float, looked: float) -> bool:
+        """One turn of the compiled data plane until the next beat at the latest; False
+        once the server should stop."""
+        now = time.monotonic()
+        if now - looked >= AWAY_S:          # a backlogged link may have drained meanwhile
+            self.wan.outbox.paused()
+        for dc in self.servers:             # whole chunks to relayed or stalled links: Python
+            if dc != self.dc:
+                self.plane.core.set_route(self.plane.index[dc],
+                                          self.wan.router.is_stalled(dc, now),
+                                          bool(self.wan.router.relays.get(dc)))
+        try:
+            ok = self.plane.run(max(0.0, next_beat - now))
+            self.requests.take_built_optimizer()    # at the latest a beat after it
+        finally:
+            self.replies.flush()
+        self.probing.maybe_report()
+        return ok
 
     def _drain(self, readable: bool, next_beat: float) -> bool:
         """Handle up to :data:`DRAIN_MESSAGES` that already wait, without a poll each

@@ -26,7 +26,7 @@ from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, 
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
-from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES
 
 from netstorm.geoserver.config.hosts import resolve_host
 
@@ -74,6 +74,10 @@ def parse_args(argv):
     parser.add_argument("--chunk-bytes", type=int, default=None,
                         help=f"WAN chunk size, bytes (pipelining granularity; default: the "
                              f"cluster file's, else {DEFAULT_CHUNK_BYTES})")
+    parser.add_argument("--dataplane", choices=DATAPLANES, default=None,
+                        help="the DC servers' WAN chunk path: the compiled core ('native'), "
+                             "the Python one, or 'auto' (native where it is built and "
+                             "applies; docs/dataplane.md); overrides [transport] dataplane")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds any node waits for a peer before a clear error")
     parser.add_argument("--insecure", action="store_true",
@@ -180,6 +184,8 @@ def main(argv=None) -> int:
         transport["chunk_bytes"] = args.chunk_bytes
     if args.timeout is not None:
         transport["timeout_s"] = args.timeout
+    if args.dataplane is not None:
+        transport["dataplane"] = args.dataplane
     if args.worker_restarts is not None:
         transport["worker_restarts"] = args.worker_restarts
     for key in ("resume", "checkpoint"):

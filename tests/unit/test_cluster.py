@@ -346,3 +346,24 @@ def test_bad_fusion_settings_are_refused_naming_the_field(tmp_path, line, messag
     path.write_text(GOOD.replace("timeout_s = 5", f"timeout_s = 5\n{line}"))
     with pytest.raises(ClusterFileError, match=re.escape(message)):
         load_cluster(path)
+
+
+def test_the_dataplane_setting_parses_roundtrips_travels_and_refuses_unknown_values(tmp_path):
+    from netstorm.geoserver.config.settings import RuntimeSettings, SettingsError
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD.replace("timeout_s = 5", 'timeout_s = 5\ndataplane = "python"'))
+    c = load_cluster(path)
+    assert c.dataplane == "python"
+    path.write_text(to_toml(c))
+    assert load_cluster(path) == c
+    assert RuntimeSettings.from_json(RuntimeSettings.from_cluster(c).to_json()).dataplane == \
+        "python"
+    assert pseudo_cluster(2, 1, 9123).dataplane == "auto"
+    path.write_text(GOOD.replace("timeout_s = 5", 'timeout_s = 5\ndataplane = "c++"'))
+    with pytest.raises(ClusterFileError, match=r"\[transport\].*dataplane must be one of "
+                                               r"'auto', 'native', 'python', got 'c\+\+'"):
+        load_cluster(path)
+    data = RuntimeSettings().to_json()
+    data["dataplane"] = "fast"
+    with pytest.raises(SettingsError, match="dataplane must be one of auto, native, python"):
+        RuntimeSettings.from_json(data)

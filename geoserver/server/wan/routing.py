@@ -12,13 +12,14 @@ A relay only forwards: it sends a relayed part straight on, or around its own st
 """
 from __future__ import annotations
 
-__all__ = ["MAX_HOPS", "Router"]
+__all__ = ["MAX_HOPS", "MIN_SPLIT_BYTES", "Router"]
 
 MAX_HOPS = 3
+MIN_SPLIT_BYTES = 64 * 1024     # chunks smaller than this are not split over relays
 
 
 class Router:
-    def __init__(self, dc: str, rates: dict, min_split_bytes: int = 64 * 1024,
+    def __init__(self, dc: str, rates: dict, min_split_bytes: int = MIN_SPLIT_BYTES,
                  revive_s: float = 30.0):
         self.dc = dc
         self.rates = dict(rates)          # (a, b) -> Mbit/s of the links this DC knows

@@ -55,16 +55,18 @@ def probe_pieces(known_mbps: float) -> int:
 
 class WanTransport:
     def __init__(self, dc: str, servers: dict, postoffice, rates: dict, chunk_bytes: int,
-                 stall_s: float, clock, fuse_bytes: int = 0):
+                 stall_s: float, clock, fuse_bytes: int = 0, outbox=None):
         """``servers``: DC -> server node id; ``rates``: (a, b) -> Mbit/s of known links;
-        ``fuse_bytes``: waiting chunks smaller than this leave together (a BATCH)."""
+        ``fuse_bytes``: waiting chunks smaller than this leave together (a BATCH);
+        ``outbox``: the send queues to use instead of a :class:`SendQueue` of the Van's (the
+        compiled data plane's, :mod:`netstorm.geoserver.server.native_plane`)."""
         self.dc = dc
         self.servers = servers
         self.dc_of = {node: name for name, node in servers.items()}
         self.clock = clock
         self.stall_s = stall_s
-        self.outbox = SendQueue(postoffice.van, clock, keep_recent=RECENT,
-                                fuse_bytes=fuse_bytes)
+        self.outbox = outbox or SendQueue(postoffice.van, clock, keep_recent=RECENT,
+                                          fuse_bytes=fuse_bytes)
         # another message already waits on the socket (the rest of a BATCH came with this
         # one: it does not make the receiver late)
         self._behind = postoffice.van.socket_pending
@@ -340,6 +342,8 @@ class WanTransport:
         where): reconnect, and try its direct link again."""
         postoffice.van.disconnect(node, linger_s=0)
         postoffice.connect(node, send_hwm=SEND_HWM)
+        if hasattr(self.outbox, "reconnected"):
+            self.outbox.reconnected(node)
         self.router.stalled.pop(dc, None)
         self.outbox.flush(node)
 

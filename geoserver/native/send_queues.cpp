@@ -1,0 +1,189 @@
+#include "send_queues.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace netstorm {
+
+namespace {
+constexpr size_t LAST_SIZES = 3;        // SEND_HWM + 2 (send_queue.py)
+
+void release(void *, void *hint) { delete static_cast<BufRef *>(hint); }
+}  // namespace
+
+uint64_t OutMessage::payload_bytes() const {
+    uint64_t n = 0;
+    for (auto &p : payload) n += p->size();
+    return n;
+}
+
+bool OutMessage::queued() const {
+    uint16_t flags;
+    std::memcpy(&flags, header->data() + FLAGS_AT, 2);
+    return flags & FLAG_QUEUED;
+}
+
+void OutMessage::set_queued(bool on) {
+    uint16_t flags;
+    std::memcpy(&flags, header->data() + FLAGS_AT, 2);
+    flags = on ? (flags | FLAG_QUEUED) : (flags & ~FLAG_QUEUED);
+    std::memcpy(header->data() + FLAGS_AT, &flags, 2);
+}
+
+bool SendQueues::Later::operator()(const OutMessage &a, const OutMessage &b) const {
+    if (a.priority != b.priority)
+        return std::lexicographical_compare(b.priority.begin(), b.priority.end(),
+                                            a.priority.begin(), a.priority.end());
+    return a.order > b.order;
+}
+
+void *SendQueues::socket(int peer) const {
+    auto it = sockets_.find(peer);
+    return it == sockets_.end() ? nullptr : it->second;
+}
+
+bool SendQueues::try_send(int peer, OutMessage &msg) {
+    if (transmit) {
+        if (!transmit(peer, msg)) return false;
+        ++sent_messages;
+        sent_bytes += msg.payload_bytes();
+        return true;
+    }
+    void *sock = socket(peer);
+    if (sock == nullptr) throw std::runtime_error("no connection to peer " + std::to_string(peer));
+    int events = 0;
+    size_t len = sizeof events;
+    if (z_->getsockopt(sock, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLOUT))
+        return false;
+    size_t frames = 2 + msg.payload.size();
+    for (size_t i = 0; i < frames; ++i) {
+        zmq_msg part;
+        int more = i + 1 < frames ? ZMQ_SNDMORE : 0;
+        if (i == 0 || i == 1) {
+            const BufRef &buf = i == 0 ? msg.header : msg.meta;
+            size_t n = buf ? buf->size() : 0;
+            z_->msg_init_size(&part, n);
+            if (n) std::memcpy(z_->msg_data(&part), buf->data(), n);
+        } else {
+            const BufRef &buf = msg.payload[i - 2];
+            z_->msg_init_data(&part, buf->data(), buf->size(), release, new BufRef(buf));
+        }
+        if (z_->msg_send(&part, sock, ZMQ_DONTWAIT | more) < 0) {
+            z_->msg_close(&part);
+            if (i == 0) return false;       // nothing of it left; a later part cannot fail
+            throw std::runtime_error("ZeroMQ refused part of a message it had accepted");
+        }
+    }
+    ++sent_messages;
+    sent_bytes += msg.payload_bytes();
+    return true;
+}
+
+void SendQueues::handed(Peer &p, OutMessage msg, double now) {
+    p.progress = now;
+    if (msg.queued()) p.timed = now;
+    p.sizes.push_back(msg.payload_bytes());
+    if (p.sizes.size() > LAST_SIZES) p.sizes.pop_front();
+    if (keep_) {
+        p.recent.push_back(std::move(msg));
+        if (p.recent.size() > keep_) p.recent.pop_front();
+    }
+}
+
+void SendQueues::send(int peer, OutMessage msg, double now) {
+    Peer &p = peers_[peer];
+    bool waited = !p.heap.empty();
+    if (!waited) {
+        if (try_send(peer, msg)) {
+            handed(p, std::move(msg), now);
+            return;
+        }
+        p.progress = now;
+    }
+    msg.set_queued(true);
+    msg.order = order_++;
+    p.heap.push_back(std::move(msg));
+    std::push_heap(p.heap.begin(), p.heap.end(), Later());
+    if (waited) flush(peer, now);
+}
+
+void SendQueues::flush(int peer, double now) {
+    auto found = peers_.find(peer);
+    if (found == peers_.end()) return;
+    Peer &p = found->second;
+    while (!p.heap.empty()) {
+        OutMessage &top = p.heap.front();
+        if (p.paused) top.set_queued(false);
+        if (!try_send(peer, top)) return;
+        std::pop_heap(p.heap.begin(), p.heap.end(), Later());
+        OutMessage msg = std::move(p.heap.back());
+        p.heap.pop_back();
+        p.paused = false;
+        handed(p, std::move(msg), now);
+    }
+}
+
+void SendQueues::paused() {
+    for (auto &[peer, p] : peers_)
+        if (!p.heap.empty()) p.paused = true;
+}
+
+std::vector<int> SendQueues::backlogged() const {
+    std::vector<int> out;
+    for (auto &[peer, p] : peers_)
+        if (!p.heap.empty()) out.push_back(peer);
+    return out;
+}
+
+size_t SendQueues::waiting(int peer) const {
+    auto it = peers_.find(peer);
+    return it == peers_.end() ? 0 : it->second.heap.size();
+}
+
+size_t SendQueues::waiting_all() const {
+    size_t n = 0;
+    for (auto &[peer, p] : peers_) n += p.heap.size();
+    return n;
+}
+
+double SendQueues::progress(int peer) const {
+    auto it = peers_.find(peer);
+    return it == peers_.end() ? 0.0 : it->second.progress;
+}
+
+uint64_t SendQueues::last_bytes(int peer) const {
+    auto it = peers_.find(peer);
+    uint64_t n = 0;
+    if (it != peers_.end())
+        for (auto s : it->second.sizes) n += s;
+    return n;
+}
+
+double SendQueues::last_timed(int peer) const {
+    auto it = peers_.find(peer);
+    return it == peers_.end() ? 0.0 : it->second.timed;
+}
+
+std::vector<OutMessage> SendQueues::take_waiting(int peer) {
+    std::vector<OutMessage> out;
+    auto it = peers_.find(peer);
+    if (it == peers_.end()) return out;
+    out.swap(it->second.heap);
+    std::sort(out.begin(), out.end(), [](const OutMessage &a, const OutMessage &b) {
+        return Later()(b, a);
+    });
+    return out;
+}
+
+std::pair<std::vector<OutMessage>, std::vector<OutMessage>> SendQueues::take(int peer) {
+    std::vector<OutMessage> handed;
+    auto it = peers_.find(peer);
+    if (it != peers_.end()) {
+        for (auto &m : it->second.recent) handed.push_back(std::move(m));
+        it->second.recent.clear();
+    }
+    auto waiting = take_waiting(peer);
+    return {std::move(handed), std::move(waiting)};
+}
+
+}  // namespace netstorm
