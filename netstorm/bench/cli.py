@@ -44,10 +44,14 @@ from netstorm.geoserver.config.sync import SyncError
 from . import awareness, perf_profile, quality_report
 from .accuracy import apply_target, comparisons, wan_bytes
 from .cpu import RoleCpu, cpu_by_role, measured_window
+from .dataplane import dataplane_record
+from .link_sampler import LinkSampler, write_samples
+from .link_table import measured_links
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
 from .train_args import eval_every_of, steps_per_wan_round
-from .systems import ADAPTIVE, COMPRESSED, STATS_FILE, SYNCED, SYSTEMS, RunContext
+from .systems import (ADAPTIVE, COMPRESSED, DATAPLANE_OF, FAPT_TREES, STATS_FILE, SYNCED,
+                      SYSTEMS, RunContext, cluster_dataplane_missing, configured_dataplane)
 from .train_args import (MOMENTUM, SYNC_FLAGS, add_train_arguments, check_compression,
                          check_train_args, compression_params, hyper_parameters, iters_of,
                          mixed_worker_args, sync_settings, worker_args)
@@ -117,6 +121,10 @@ def parse_args(argv=None):
         p.error(f"--latency delays messages in netstorm's own transport (this machine has no "
                 f"netem); stock MXNet's ps-lite would run delay-free, an unfair comparison: "
                 f"drop {', '.join(stock)} or --latency")
+    missing = cluster_dataplane_missing([s for s in args.systems if s in DATAPLANE_OF])
+    if missing:
+        p.error(f"--systems {','.join(missing)}: {missing[0]} sets the cluster file's "
+                f"[transport] dataplane, which this checkout's cluster files do not have")
     compressed = [s for s in args.systems if s in COMPRESSED or s in SYNCED]
     if args.mode == "comm" and compressed:
         p.error(f"{', '.join(compressed)} change the values they move, which comm mode checks "
@@ -215,12 +223,13 @@ def main(argv=None) -> int:
                                    for s in args.systems if s in COMPRESSED},
                       sync={s: sync_settings(args)[SYNCED[s]].describe()
                             for s in args.systems if s in SYNCED})
-    if "netstorm-fapt" in args.systems:
+    if any(s in FAPT_TREES for s in args.systems):
         result["fapt_plan"] = fapt_plan(topology, nbytes, args.chunk_bytes)
     logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
     logs.mkdir(parents=True, exist_ok=True)
     try:
-        with interrupts_raise(), wanlib.EmulatedWan(topology) as wan:
+        with interrupts_raise(), wanlib.EmulatedWan(topology) as wan, \
+                wanlib.LinkCounters(wan) as counters:
             for name in args.systems:
                 iters = iters_of(args, name)
                 out = logs / name
@@ -240,7 +249,8 @@ def main(argv=None) -> int:
                     before = wan.link_bytes()
                     runner = wanlib.TraceRunner(wan, trace).start() if trace else None
                     try:
-                        with CpuSampler() as cpu, RoleCpu() as roles:
+                        with CpuSampler() as cpu, RoleCpu() as roles, \
+                                LinkSampler(counters.read, wan.rates) as link_samples:
                             code = SYSTEMS[name](ctx, out)
                     finally:
                         recorded = recorder is not None and recorder.stop()
@@ -271,12 +281,20 @@ def main(argv=None) -> int:
                         r["rounds"] = rows
                         r["trace_started_monotonic"] = runner.started
                         r["round_costs"] = awareness.round_costs_summary(rows)
+                    write_samples(link_samples.samples, logs / f"{name}.link-samples.jsonl")
+                    r["links"] = measured_links(
+                        link_samples.samples, r,
+                        result.get("fapt_plan") if name in FAPT_TREES else None, nbytes)
                     r.update(cpu_by_role(roles, r, iters))
                     if recorded:    # the measured iterations only, as r["cpu"]
                         r["cpu_profile"] = perf_profile.cpu_profile(
                             recorder.path, measured_window(r), r["cpu"]["machine_s"])
                     r.pop("_iter_start", None)
                     r.pop("_iter_all_s", None)
+                dataplane = dataplane_record(configured_dataplane(name),
+                                             logs / f"{name}.log")
+                if dataplane:
+                    r["dataplane"] = dataplane
                 r.update(exit_code=code, cpu_util=round(cpu.mean, 3),
                          wall_s=round(time.monotonic() - started, 1))
                 if code != 0:

@@ -7,6 +7,7 @@ from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
 
 from . import perf_profile
 from .cpu import describe
+from .link_table import summary as links_summary
 
 __all__ = ["CPU_BOUND", "fapt_plan", "plot", "plot_trees", "table"]
 
@@ -40,6 +41,8 @@ def table(result: dict) -> str:
                           f"{100 * t['share']:.0f}%" for t in plan["trees"])
         lines.append(f"netstorm-fapt trees: {roots}; time model predicted "
                      f"{plan['predicted_s']:.3f}s"
+                     + (f" with framing, {plan['payload_predicted_s']:.3f}s without"
+                        if "payload_predicted_s" in plan else "")
                      + (f" (shared trees only: {plan['shared_predicted_s']:.3f}s)"
                         if "shared_predicted_s" in plan else "")
                      + (f" (measured {100 * plan['prediction_error']:+.0f}% vs prediction)"
@@ -54,6 +57,16 @@ def table(result: dict) -> str:
         if r.get("cpu_profile"):
             lines.append(f"{name} where the CPU went (perf, CPU-s/iter): "
                          f"{perf_profile.describe(r['cpu_profile']['cpu_s_per_iter'])}")
+    for name, r in result["systems"].items():
+        if r.get("links"):
+            lines.append(f"{name} busiest links over the measured iterations (per iteration):\n"
+                         + links_summary(r["links"]))
+        plane = r.get("dataplane")
+        if plane:
+            lines.append(f"{name} data plane: {plane['ran']} ({plane['source']}; configured "
+                         f"{plane['configured']}"
+                         + (f"; python because {', '.join(plane['python_reasons'])}"
+                            if plane.get("python_reasons") else "") + ")")
     for name, r in result["systems"].items():
         aware = r.get("awareness")
         if aware:
@@ -100,18 +113,23 @@ def table(result: dict) -> str:
 
 def fapt_plan(topology, nbytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> dict:
     """The trees the scheduler will choose for this topology (the same call it makes) and
-    the time model's prediction for this model, to compare with the measured time."""
-    from netstorm.scheduler.planning import (NOMINAL_MODEL_BYTES, compute_policy,
-                                             predict_iteration_s)
-    def predicted(plan):
+    the time model's prediction for this model, to compare with the measured time:
+    ``predicted_s`` at the emulator's rates, which count frames (payload at
+    :data:`~netstorm.scheduler.planning.TCP_GOODPUT` of them), ``payload_predicted_s`` as
+    the planner sees it (rates taken as payload rates; what earlier runs reported)."""
+    from netstorm.scheduler.planning import (NOMINAL_MODEL_BYTES, TCP_GOODPUT,
+                                             compute_policy, predict_iteration_s)
+
+    def predicted(plan, goodput=TCP_GOODPUT):
         pairs = list(zip(plan.policy.trees, plan.shares))
-        return round(predict_iteration_s(pairs, topology, nbytes, chunk_bytes), 4)
+        return round(predict_iteration_s(pairs, topology, nbytes, chunk_bytes, goodput), 4)
     plan = compute_policy(topology, NOMINAL_MODEL_BYTES, chunk_bytes=chunk_bytes)
     shared = compute_policy(topology, NOMINAL_MODEL_BYTES, chunk_bytes=chunk_bytes,
                             split=False)
     return {"trees": [{**t.to_json(), "share": round(s, 4)}
                       for t, s in zip(plan.policy.trees, plan.shares)],
-            "predicted_s": predicted(plan), "method": plan.method,
+            "predicted_s": predicted(plan), "payload_predicted_s": predicted(plan, 1.0),
+            "goodput": round(TCP_GOODPUT, 4), "method": plan.method,
             "shared_predicted_s": predicted(shared)}   # netstorm-shared's trees
 
 

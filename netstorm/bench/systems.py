@@ -2,6 +2,7 @@
 (``dist_sync`` with one PS or one PS per DC) and netstorm's policies."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
@@ -16,8 +17,12 @@ from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 from netstorm.wan.routes import path_delays_ms
 
-__all__ = ["ADAPTIVE", "COMPRESSED", "STATS_FILE", "SYNCED", "SYSTEMS", "VARIANTS",
-           "RunContext", "cluster_config", "run_mxnet", "run_netstorm"]
+from .dataplane import DEFAULT_DATAPLANE
+
+__all__ = ["ADAPTIVE", "COMPRESSED", "DATAPLANE_OF", "FAPT_TREES", "STATS_FILE", "SYNCED",
+           "SYSTEMS", "VARIANTS", "RunContext", "cluster_config", "cluster_dataplane_missing",
+           "configured_dataplane",
+           "run_mxnet", "run_netstorm"]
 
 
 STATS_FILE = "scheduler-stats.jsonl"
@@ -71,7 +76,7 @@ def run_mxnet(ctx: RunContext, out: Path, sharded: bool, compression: str | None
 def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                  multipath: bool = False, curve: bool = True,
                  compression: str | None = None, sync: str = "fsa",
-                 trees: str = "split") -> int:
+                 trees: str = "split", dataplane: str | None = None) -> int:
     """netstorm with the scheduler in the best-connected DC. ``hips``: the star rooted there;
     ``fapt``: multi-root trees computed at start from the links' rates (declared in the
     cluster file, as an operator would), never updated unless ``adapt`` (re-planned from
@@ -85,10 +90,11 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
     The scheduler's estimates and policies go to ``out/scheduler-stats.jsonl``. With
     ``ctx.latency`` the links' delays are declared (for planning) and emulated
     (``[emulation]``: every process holds what it receives from another DC for the delay
-    along the emulated route)."""
+    along the emulated route). ``dataplane``: the cluster file's ``[transport] dataplane``
+    ("auto", "native", "python"; None: the file does not say, the servers' default)."""
     params = ctx.compression.get(compression)
     config = cluster_config(ctx, out, policy, adapt=adapt, multipath=multipath, curve=curve,
-                            params=params, sync=sync, trees=trees)
+                            params=params, sync=sync, trees=trees, dataplane=dataplane)
     extra = ctx.mixed_args if sync == "mixed" else ()
     return run_cluster(config, ctx.command("netstorm", out, params, extra),
                        wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
@@ -96,9 +102,11 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
 
 def cluster_config(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                    multipath: bool = False, curve: bool = True, params: dict | None = None,
-                   sync: str = "fsa", trees: str = "split") -> ClusterConfig:
+                   sync: str = "fsa", trees: str = "split",
+                   dataplane: str | None = None) -> ClusterConfig:
     """The cluster file :func:`run_netstorm` runs (its arguments; ``params``: the
-    compression's MXNet params)."""
+    compression's MXNet params). A ``dataplane`` this checkout's cluster files cannot say
+    is an error naming the field."""
     hub = ctx.best_dc
     links = ctx.topology.links
     emulation = EmulationConfig(tuple(
@@ -113,8 +121,38 @@ def cluster_config(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
                          trees=trees,
                          stats=str(out / STATS_FILE), security=SecurityConfig(curve=curve),
                          compression=CompressionConfig.from_params(params),
-                         sync=ctx.sync.get(sync, SyncConfig()), emulation=emulation)
+                         sync=ctx.sync.get(sync, SyncConfig()), emulation=emulation,
+                         **_dataplane_field(dataplane))
 
+
+def cluster_dataplane_missing(names) -> list:
+    """Those of the systems ``names`` that need the cluster file's ``[transport]
+    dataplane`` field, if this checkout's :class:`ClusterConfig` has none (else [])."""
+    if "dataplane" in {f.name for f in dataclasses.fields(ClusterConfig)}:
+        return []
+    return [name for name in names if name in DATAPLANE_OF]
+
+
+def _dataplane_field(dataplane: str | None) -> dict:
+    """``{"dataplane": value}`` for :class:`ClusterConfig`, {} for None; ValueError when
+    this checkout's ClusterConfig has no such field (``[transport] dataplane``)."""
+    if dataplane is None:
+        return {}
+    if cluster_dataplane_missing(["netstorm-fapt-python"]):
+        raise ValueError(f"[transport] dataplane = {dataplane!r}: this checkout's cluster "
+                         f"files have no dataplane field (geoserver/config/cluster_fields.py)")
+    return {"dataplane": dataplane}
+
+
+def configured_dataplane(name: str) -> str | None:
+    """What the cluster file of system ``name`` says in ``[transport] dataplane`` (the
+    default, "auto", unless the system sets it); None for stock MXNet's systems."""
+    if not name.startswith("netstorm"):
+        return None
+    return DATAPLANE_OF.get(name, DEFAULT_DATAPLANE)
+
+
+DATAPLANE_OF = {"netstorm-fapt-python": "python"}    # system -> its [transport] dataplane
 
 VARIANTS = {    # system -> (sync setting, compression setting), on fapt's trees
     "netstorm-fp16": (None, "fp16"),
@@ -142,6 +180,8 @@ SYSTEMS = {
     "netstorm-hips": lambda ctx, out: run_netstorm(ctx, out, "star"),
     "netstorm-fapt": lambda ctx, out: run_netstorm(ctx, out, "fapt"),
     "netstorm-fapt-insecure": lambda ctx, out: run_netstorm(ctx, out, "fapt", curve=False),
+    "netstorm-fapt-python": lambda ctx, out: run_netstorm(
+        ctx, out, "fapt", dataplane=DATAPLANE_OF["netstorm-fapt-python"]),
     "netstorm-shared": lambda ctx, out: run_netstorm(ctx, out, "fapt", trees="shared"),
     "netstorm-aware": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True),
     "netstorm-full": lambda ctx, out: run_netstorm(ctx, out, "fapt", adapt=True,
@@ -154,3 +194,6 @@ SYSTEMS = {
 SYNCED = {name: sync for name, (sync, _) in VARIANTS.items() if sync}
 COMPRESSED = {"mxnet-2bit": "2bit",
               **{name: kind for name, (_, kind) in VARIANTS.items() if kind}}
+# systems that start on fapt's split trees (report.fapt_plan): their links' assigned bytes
+FAPT_TREES = ("netstorm-fapt", "netstorm-fapt-insecure", "netstorm-fapt-python",
+              "netstorm-aware", "netstorm-full", *VARIANTS)

@@ -316,18 +316,26 @@ class EmulatedWan:
         with self._lock:
             return dict(self._rates)
 
+    def link_devices(self) -> dict:
+        """``{(a, b): (namespace, device)}``: the veth whose transmit counter is the bytes
+        sent from ``a`` to ``b`` (in ``a``'s namespace). O(links)."""
+        out = {}
+        for k, link in enumerate(self.topology.links):
+            for dc, other in ((link.a, link.b), (link.b, link.a)):
+                out[(dc, other)] = (self.netns(dc), self.veth(k, self._end(k, dc)))
+        return out
+
     def link_bytes(self) -> dict:
         """Bytes sent so far in each link direction, ``{(a, b): bytes}`` (the sending veth's
-        tx counter, i.e. what left the shaper)."""
-        sent = {}
+        tx counter, i.e. what left the shaper). One ``ip`` per DC: to sample often, use
+        :class:`netstorm.wan.counters.LinkCounters`."""
+        counters = {}
         for dc in self.topology.dcs:
             out = _run(["ip", "-n", self.netns(dc), "-j", "-s", "link", "show"]).stdout
-            counters = {dev["ifname"]: dev["stats64"]["tx"]["bytes"] for dev in json.loads(out)}
-            for k, link in enumerate(self.topology.links):
-                if dc in (link.a, link.b):
-                    other = link.b if link.a == dc else link.a
-                    sent[(dc, other)] = counters.get(self.veth(k, self._end(k, dc)))
-        return sent
+            counters[self.netns(dc)] = {dev["ifname"]: dev["stats64"]["tx"]["bytes"]
+                                        for dev in json.loads(out)}
+        return {pair: counters[ns].get(dev)
+                for pair, (ns, dev) in self.link_devices().items()}
 
     def status(self) -> dict:
         """Namespaces, addresses, links with their current rates and byte counters."""

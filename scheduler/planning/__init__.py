@@ -14,8 +14,9 @@ One job per module (this package imports them; use the names below):
 * :mod:`.network`: the network as arrays (capacities, usable links, trees as parent
   arrays, minimum spanning trees), shared by all the others;
 * :mod:`.time_model`: the time model (busiest link + pipeline fill): :func:`link_loads`,
-  :func:`pipeline_fill_s`, :func:`predict_iteration_s`; :class:`PolicyPlan`; the
-  planning defaults :data:`DEFAULT_CHUNK_BYTES` and :data:`NOMINAL_MODEL_BYTES`;
+  :func:`pipeline_fill_s`, :func:`predict_iteration_s`; :class:`PolicyPlan`;
+  :data:`TCP_GOODPUT` (the payload part of a frame-counting rate); the planning
+  defaults :data:`DEFAULT_CHUNK_BYTES` and :data:`NOMINAL_MODEL_BYTES`;
 * :mod:`.cut_bound`: the lower bounds no policy beats: :func:`cut_lower_bound` (the
   narrowest cut), :func:`volume_lower_bound_s` (the total bytes over the total rate) and
   their maximum :func:`lower_bound_s`;
@@ -49,13 +50,13 @@ from .simplex import LPError, LPResult, solve_lp
 from .single_trees import best_single_tree, best_star
 from .split_trees import SPLIT_MAX_DCS, split_packing
 from .two_level import two_level_packing, two_level_parent
-from .time_model import (DEFAULT_CHUNK_BYTES, NOMINAL_MODEL_BYTES, PolicyPlan, link_loads,
-                         pipeline_fill_s, predict_iteration_s)
+from .time_model import (DEFAULT_CHUNK_BYTES, NOMINAL_MODEL_BYTES, TCP_GOODPUT, PolicyPlan,
+                         link_loads, pipeline_fill_s, predict_iteration_s)
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES", "HEAVIEST_START_MAX_DCS", "LPError", "LPResult", "MAX_CUT_DCS",
     "MAX_MIXED_COLUMNS", "MAX_POLICY_TREES", "NOMINAL_MODEL_BYTES", "Packing", "PolicyPlan",
-    "SPLIT_MAX_DCS", "TREES_PER_DC", "split_packing", "lower_bound_s",
+    "SPLIT_MAX_DCS", "TCP_GOODPUT", "TREES_PER_DC", "split_packing", "lower_bound_s",
     "two_level_packing", "two_level_parent", "volume_lower_bound_s",
     "best_root", "best_single_tree", "best_star", "compute_policy", "cut_lower_bound",
     "cut_lower_bound_s", "fapt_policy", "fapt_score", "fapt_tree", "link_loads",

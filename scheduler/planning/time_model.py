@@ -29,6 +29,14 @@ each direction on its own.
 
 ``trees_with_shares`` is ``[(Tree, share)]`` (shares >= 0, sum 1), a Policy or a
 :class:`PolicyPlan`; k = trees.
+
+Framing: a link's rate counts whole frames, so TCP moves payload at
+:data:`TCP_GOODPUT` (1448 bytes of a 1514-byte Ethernet frame, TCP/IPv4 with timestamps)
+of it. :func:`predict_iteration_s` and :func:`pipeline_fill_s` take that fraction as
+``goodput`` (default 1.0: the rates are payload rates; planning keeps that default, as a
+uniform factor changes no choice between policies without delays); the benchmark
+predicts with :data:`TCP_GOODPUT`, the emulator's shapers counting frames
+(docs/benchmarks.md, "Where the half-rate gap goes").
 """
 from __future__ import annotations
 
@@ -41,12 +49,22 @@ from netstorm.geoserver.policy.tree import Policy
 
 from .network import Net, as_net, down_of, parent_array, up_of
 
-__all__ = ["NOMINAL_MODEL_BYTES", "PolicyPlan", "by_direction", "fill_s", "link_loads",
+__all__ = ["NOMINAL_MODEL_BYTES", "PolicyPlan", "TCP_GOODPUT", "by_direction", "fill_s", "link_loads",
            "load_matrix", "pipeline_fill_s", "predict", "predict_iteration_s", "tree_pairs"]
 
 # The trees and shares that minimise the bottleneck do not depend on the model's size; only
 # the pipeline-fill term does, for which planning assumes this typical model size.
 NOMINAL_MODEL_BYTES = 50 * 10**6
+# payload per frame byte of TCP/IPv4 with timestamps over Ethernet: 1448 of 1514 bytes
+TCP_GOODPUT = 1448 / 1514
+
+
+def _wire(model_bytes: float, chunk_bytes: float, goodput: float) -> tuple:
+    """(model, chunk) bytes as the links count them: the payload over ``goodput``, which
+    must lie in (0, 1]. O(1)."""
+    if not 0 < goodput <= 1:
+        raise ValueError(f"goodput must be in (0, 1], got {goodput!r}")
+    return model_bytes / goodput, chunk_bytes / goodput
 
 
 @dataclass(frozen=True)
@@ -153,9 +171,10 @@ def link_loads(trees_with_shares, topology_or_graph, model_bytes: float) -> dict
 
 
 def pipeline_fill_s(trees_with_shares, topology_or_graph, model_bytes: float,
-                    chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> float:
-    """The pipeline-fill term of the time model alone (see the module docstring).
-    O(k·n + n^2)."""
+                    chunk_bytes: float = DEFAULT_CHUNK_BYTES, goodput: float = 1.0) -> float:
+    """The pipeline-fill term of the time model alone (see the module docstring; ``goodput``:
+    the payload fraction of a link's rate). O(k·n + n^2)."""
+    model_bytes, chunk_bytes = _wire(model_bytes, chunk_bytes, goodput)
     net = as_net(topology_or_graph)
     pairs = tree_pairs(trees_with_shares)
     return max((fill_s(net, parent_array(net, t), s, model_bytes, chunk_bytes)
@@ -163,12 +182,16 @@ def pipeline_fill_s(trees_with_shares, topology_or_graph, model_bytes: float,
 
 
 def predict_iteration_s(trees_with_shares, topology_or_graph, model_bytes: float,
-                        chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> float:
+                        chunk_bytes: float = DEFAULT_CHUNK_BYTES,
+                        goodput: float = 1.0) -> float:
     """Predicted seconds of one all-reduce of ``model_bytes``: busiest link + pipeline fill.
 
     ``trees_with_shares``: ``[(Tree, share)]`` (shares >= 0, sum 1), a Policy or a
-    PolicyPlan. O(k·n + n^2) for k trees.
+    PolicyPlan. ``goodput``: the part of a link's rate that is payload (1.0: rates are
+    payload rates; :data:`TCP_GOODPUT` for rates that count frames, as the emulator's do):
+    every byte and chunk counts 1/goodput times. O(k·n + n^2) for k trees.
     """
+    model_bytes, chunk_bytes = _wire(model_bytes, chunk_bytes, goodput)
     net = as_net(topology_or_graph)
     pairs = tree_pairs(trees_with_shares)
     parents = [parent_array(net, t) for t, _ in pairs]

@@ -148,3 +148,31 @@ def test_bench_train_mode_runs_the_language_model_to_another_systems_final_loss(
     assert "the final loss of mxnet-1ps" in proc.stdout and "ppl" in proc.stdout
     assert (tmp_path / "lm.png").read_bytes()[:4] == b"\x89PNG"
     assert not [n for n in list_netns() if n.startswith("netstorm-")]
+
+
+@pytest.mark.slow
+@needs_wan
+def test_bench_reports_per_link_bytes_and_the_data_plane(tmp_path):
+    """Each netstorm system's result has the per-link table (bytes carried near the time
+    model's, sampled over the measured iterations) and which data plane its servers ran."""
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench.py"), "--topology", "small",
+         "--model", "squeezenet1.0", "--iters", "2", "--bandwidth-scale", "5",
+         "--systems", "netstorm-fapt-python", "--json", str(out),
+         "--keep-logs", str(tmp_path / "logs")],
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    for name, r in result["systems"].items():
+        links = r["links"]
+        assert links and all(0.9 < x["carried_vs_assigned"] < 1.3 for x in links
+                             if x["carried_vs_assigned"] and x["assigned_bytes_per_iter"]
+                             > 10 ** 6), (name, links)
+        assert 0 < links[0]["busy_s_per_iter"] <= max(r["iter_s"]) + 0.1
+        assert 0 < links[0]["efficiency"] <= 1.05
+        assert (tmp_path / "logs" / f"{name}.link-samples.jsonl").stat().st_size > 0
+    plane = result["systems"]["netstorm-fapt-python"]["dataplane"]
+    assert plane["ran"] == "python" and plane["configured"] == "python"
+    assert plane["source"] == "server logs" and plane["servers"] == {"python": 3}
+    assert "busiest links over the measured iterations" in proc.stdout

@@ -42,3 +42,14 @@ def test_latency_is_declared_for_planning_and_emulated_along_the_routes(tmp_path
     scheduler = receive_delays(config.emulation, hosts, config.scheduler_host,
                                ClusterFileError)
     assert bool(scheduler) == latency       # the scheduler sits in the hub DC's namespace
+
+
+def test_the_python_system_says_its_data_plane_in_the_cluster_file(tmp_path):
+    topology = load_topology("small")
+    config = cluster_config(context(topology, False, tmp_path), tmp_path, "fapt",
+                            dataplane="python")
+    path = tmp_path / "cluster.toml"
+    path.write_text(to_toml(config))
+    assert load_cluster(path).dataplane == "python"
+    plain = cluster_config(context(topology, False, tmp_path), tmp_path, "fapt")
+    assert plain.dataplane == "auto"

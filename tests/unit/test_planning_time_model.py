@@ -104,3 +104,25 @@ def test_path_sums_refuse_a_parent_array_with_a_cycle():
     assert list(_depths(np.array([-1, 0, 1, 2]), cap, lat, 10.0)) == [0.0, 1.0, 2.0, 3.0]
     with pytest.raises(ValueError, match="cycle"):
         _depths(np.array([-1, 2, 1, 0]), cap, lat, 10.0)
+
+
+def test_goodput_charges_every_byte_its_framing_but_not_the_delays():
+    from netstorm.scheduler.planning import TCP_GOODPUT
+    small = BUILTIN["small"]
+    star = tree("dc0", dc1="dc0", dc2="dc0")
+    plain = predict_iteration_s([(star, 1.0)], small, B, MIB)
+    assert TCP_GOODPUT == pytest.approx(1448 / 1514)
+    assert predict_iteration_s([(star, 1.0)], small, B, MIB, goodput=0.5) == \
+        pytest.approx(2 * plain)
+    fill = pipeline_fill_s([(star, 1.0)], small, B, MIB)
+    assert pipeline_fill_s([(star, 1.0)], small, B, MIB, goodput=TCP_GOODPUT) == \
+        pytest.approx(fill / TCP_GOODPUT)
+    line = topo("xy", ("x", "y", 10, 20))
+    slow = Topology("xy", line.dcs, tuple(replace(l, latency_ms=50.0) for l in line.links))
+    t = tree("x", y="x")
+    mbit = 8 * MIB / 1e6
+    assert pipeline_fill_s([(t, 1.0)], slow, B, MIB, goodput=0.5) == \
+        pytest.approx(2 * mbit / 20 + 0.05 + 2 * mbit / 10 + 0.05)
+    for bad in (0.0, 1.5, -1.0):
+        with pytest.raises(ValueError, match="goodput"):
+            predict_iteration_s([(star, 1.0)], small, B, MIB, goodput=bad)
