@@ -48,7 +48,8 @@ def main(argv=None) -> int:
         return config, dc, resumed, Van(f"server {dc.name}", dc.host, dc.server_port,
                                credentials=credentials, local_dir=args.run_dir,
                                advertise=dc.advertise, delays=delays,
-                               wakeable=True)   # a refused handshake ends registration
+                               wakeable=True,   # a refused handshake ends registration
+                               bulk=config.security.bulk)
     built, stop = start_node(build, log, args.reason_file)
     if built is None:
         return 2

@@ -49,6 +49,7 @@ FIELD_TYPES = {
     "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int, "stype": str,
     "node": dict, "pushed": list, "rejoined": bool, "base": int, "version": int, "keys": list,
     "opened": int, "states_digest": str, "shm_fd": int, "shared": bool, "items": list,
+    "epoch": int, "cipher": str, "max_frame": int,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -90,6 +91,8 @@ BASE_META = {
                              "trees": [{"root": "dc0", "parent": {"dc0": None, "dc1": "dc0"}}],
                              "shares": [1.0]}, "keys": [[0, 3, ["dc1"], "ab" * 32]], "opened": 3},
     Kind.STATE_REQUEST: {"keys": [0]},
+    Kind.LINK_KEY: {"epoch": 1, "cipher": "aegis256"},
+    Kind.LINK_KEY_DONE: {"epoch": 1, "address": "tcp://127.0.0.1:9", "max_frame": 1 << 20},
     Kind.STATE: {"keys": [[0, 3, [4], "<f4", False, "ab" * 32]], "spec": None,
                  "states": None},
     # one PUSH of 4 float32 to an unknown key, far ahead (the base payload is its frame)
@@ -121,12 +124,13 @@ NATURAL_SENDERS = {
     Kind.ROUTES: (0,), Kind.ROUND_OPEN: (0,), Kind.ERROR: (1, 0), Kind.WORKER_LEFT: (0,),
     Kind.UPDATE: (2,), Kind.NODE_MOVED: (0,), Kind.RESUME: (3,), Kind.RESUMED: (1,),
     Kind.RECOVER: (0,), Kind.STATE_REPORT: (1, 2), Kind.REPLAY: (0,), Kind.STATE_REQUEST: (2,),
-    Kind.STATE: (2,), Kind.RECOVERED: (1, 2), Kind.BATCH: (3, 1),
+    Kind.STATE: (2,), Kind.RECOVERED: (1, 2), Kind.BATCH: (3, 1), Kind.LINK_KEY: (2,),
+    Kind.LINK_KEY_DONE: (2,),
 }
 KINDS = {int(k) for k in Kind}
 DATA_KINDS = (Kind.INIT, Kind.PUSH, Kind.VALUE, Kind.STATES, Kind.LOAD_STATES,
               Kind.CHUNK_UP, Kind.CHUNK_DOWN, Kind.PROBE, Kind.RELAY, Kind.UPDATE, Kind.STATE,
-              Kind.BATCH)
+              Kind.BATCH, Kind.LINK_KEY)
 
 # Raw JSON fragments no ``json.dumps`` of a sane value produces.
 RAW = {

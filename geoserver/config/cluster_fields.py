@@ -26,7 +26,7 @@ FIELDS = {     # what each table of a cluster file may hold; anything else is a 
     "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s",
             "trees"),
     "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"),
-    "security": ("curve", "secret_keys", "scheduler_key", "dc_keys"),
+    "security": ("curve", "secret_keys", "scheduler_key", "dc_keys", "bulk_cipher"),
 }
 
 

@@ -12,7 +12,7 @@ from .cluster_config import ClusterFileError, DataCenter
 from .cluster_fields import advertise, host, known_fields, need, port
 from .hosts import SshConfig, reachable
 from .hosts import parse_ssh as parse_ssh_table
-from .keys import SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
+from .keys import BULK_CIPHERS, SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .links import Link
 from .settings import DATAPLANES, MAX_FUSE_LINGER_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES
 
@@ -182,6 +182,10 @@ def parse_security(raw, dcs: set, source: str) -> SecurityConfig:
     known_fields(raw, "security", where)
     curve = need(raw, "curve", bool, where) if "curve" in raw else True
     secret_keys = need(raw, "secret_keys", str, where) if "secret_keys" in raw else ""
+    bulk_cipher = need(raw, "bulk_cipher", str, where) if "bulk_cipher" in raw else "aegis256"
+    if bulk_cipher not in BULK_CIPHERS:
+        raise ClusterFileError(f"{where}: bulk_cipher must be one of "
+                               f"{', '.join(map(repr, BULK_CIPHERS))}, not {bulk_cipher!r}")
     keys = {}
     try:
         if "scheduler_key" in raw:
@@ -203,7 +207,7 @@ def parse_security(raw, dcs: set, source: str) -> SecurityConfig:
     if len(set(keys.values())) != len(keys):
         raise ClusterFileError(f"{where}: two principals share one public key")
     return SecurityConfig(curve=curve, public_keys=tuple(sorted(keys.items())),
-                          secret_keys=secret_keys)
+                          secret_keys=secret_keys, bulk_cipher=bulk_cipher)
 
 
 def parse_ssh(raw, where: str) -> SshConfig:

@@ -86,6 +86,8 @@ def security_toml(security: SecurityConfig) -> list:
     """The ``[security]`` table of ``security`` as lines of TOML."""
     keys = security.keys
     lines = ["", "[security]", f"curve = {str(security.curve).lower()}"]
+    if security.bulk_cipher != "aegis256":
+        lines.append(f"bulk_cipher = {_toml_str(security.bulk_cipher)}")
     if security.secret_keys:
         lines.append(f"secret_keys = {_toml_str(security.secret_keys)}")
     if SCHEDULER_PRINCIPAL in keys:

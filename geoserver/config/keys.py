@@ -18,7 +18,7 @@ import zmq
 import zmq.auth
 from zmq.utils import z85
 
-__all__ = ["INSECURE_WARNING", "KEY_CHARS", "KeyPair", "SCHEDULER_PRINCIPAL", "SecurityConfig",
+__all__ = ["BULK_CIPHERS", "INSECURE_WARNING", "KEY_CHARS", "KeyPair", "SCHEDULER_PRINCIPAL", "SecurityConfig",
            "SecurityError", "check_key", "describe", "generate_cluster_keys", "key_file_name",
            "read_key_pair", "write_key_pair"]
 
@@ -103,6 +103,9 @@ def read_key_pair(path, field: str = "") -> KeyPair:
     return pair
 
 
+BULK_CIPHERS = ("aegis256", "curve")
+
+
 @dataclass(frozen=True)
 class SecurityConfig:
     """The cluster file's ``[security]`` table. ``curve`` False turns encryption and
@@ -113,6 +116,15 @@ class SecurityConfig:
     curve: bool = True
     public_keys: tuple = ()          # ((principal, key), ...), principal "" = scheduler
     secret_keys: str = ""            # as read: relative to the cluster file's folder
+    # chunks between DC servers: sealed with AEGIS-256 on a plain socket under per-link keys
+    # sent over CURVE ("aegis256"), or on CURVE like everything else ("curve"); with curve
+    # off everything is plain and this is ignored (docs/security.md, "Bulk chunks")
+    bulk_cipher: str = "aegis256"
+
+    @property
+    def bulk(self) -> bool:
+        """Whether servers seal chunks to each other on the bulk channel."""
+        return self.curve and self.bulk_cipher == "aegis256"
 
     @property
     def keys(self) -> dict:

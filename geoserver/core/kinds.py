@@ -21,7 +21,7 @@ from .schema import (CHUNK_META, DATA, DIGEST, EMPTY, I64, KEY_DTYPES, KEY_STATE
                      MAX_BATCH_MESSAGES, MAX_DIMS, NODE, OPTIMIZER_SPEC, POLICY, PUSHES,
                      REASON, RELAY_META, STATES, U16, U32, AnyObj, Bool, Decoded, DictOf, Int,
                      ListOf, MessageSchema, Nullable, Num, Obj, Row, Str, check, check_batch,
-                     check_init, check_replica, check_states, not_shared_and_encoded)
+                     check_init, check_link_key, check_replica, check_states, not_shared_and_encoded)
 from .shared_memory import MAX_FD as MAX_SHM_FD
 from .wire import DTYPES, MAX_META_BYTES, Flag, Kind, Message
 
@@ -206,6 +206,16 @@ _ROWS = [
         check=check_replica, flags=Flag.QUEUED, max_meta_bytes=MAX_META_BYTES),
         *_PEER, handler="_on_state"),
     _spec(Kind.RECOVERED, EMPTY, *_SERVER_TO_SCHED, handler="_on_recovered"),
+    # the bulk channel's keys, over CURVE (core/bulk_channel.py, docs/security.md)
+    _spec(Kind.LINK_KEY, MessageSchema(Obj({"epoch": Int(1, U32),
+                                            "cipher": Str(16, ("aegis256",))},
+                                           required=("epoch", "cipher")),
+                                       frames=(1, 1), dtype="required", check=check_link_key),
+          *_PEER, handler="_on_link_key"),
+    _spec(Kind.LINK_KEY_DONE, MessageSchema(Obj({"epoch": Int(1, U32), "address": Str(256),
+                                                 "max_frame": Int(64, U32)},
+                                                required=("epoch", "address", "max_frame"))),
+          *_PEER, handler="_on_link_key_done"),
 ]
 FUSIBLE = frozenset(spec.kind for spec in _ROWS if spec.fusible)    # what a BATCH may carry
 _ROWS.append(_spec(

@@ -326,6 +326,13 @@ def check_batch(msg: Message) -> None:
         raise SchemaError(f"BATCH: header dtype {msg.dtype}, expected uint8")
 
 
+def check_link_key(msg: Message) -> None:
+    """A LINK_KEY carries one uint8 frame of exactly 32 bytes (an AEGIS-256 key)."""
+    if msg.dtype != np.uint8 or len(msg.frames[0]) != 32:
+        raise SchemaError(f"LINK_KEY: the key frame is {len(msg.frames[0])} bytes of "
+                          f"{msg.dtype}, expected 32 bytes of uint8")
+
+
 EMPTY = MessageSchema()
 DATA = MessageSchema(frames=(1, 1), dtype="required", flags=Flag.QUEUED)
 

@@ -37,6 +37,8 @@ __all__ = ["Credentials", "HANDSHAKE_TRIES", "ZAP_ENDPOINT", "ZapHandler", "cred
 log = logging.getLogger(__name__)
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"     # fixed by ZeroMQ's RFC 27
+BULK_DOMAIN = b"netstorm-bulk"    # the ZAP domain of a server's bulk ROUTER (NULL mechanism)
+BULK_USER = b"bulk"               # its User-Id: names no principal (the link key does)
 _USER_DC = "dc:"
 _USER_SCHEDULER = "scheduler"
 
@@ -89,15 +91,26 @@ def principal_of(user: str | None) -> str | None:
     return None
 
 
-def zap_reply(request: list, admitted: dict) -> tuple:
+def zap_reply(request: list, admitted: dict, bulk_hosts=frozenset()) -> tuple:
     """Answer one ZAP request (RFC 27): ``(reply frames, principal or None, address)``.
-    Admits CURVE clients whose key is in ``admitted`` and nothing else. Pure."""
+    Admits CURVE clients whose key is in ``admitted``, and on the bulk ROUTER's domain
+    (:data:`BULK_DOMAIN`, NULL mechanism) connections from ``bulk_hosts`` (the cluster's
+    server addresses; their principal is then "" and the link key names the sender), and
+    nothing else. Pure."""
     if len(request) < 6:
         request_id = request[1] if len(request) > 1 else b""
         return [b"1.0", request_id, b"400", b"malformed ZAP request", b"", b""], None, "?"
-    _version, request_id, _domain, address, _identity, mechanism = request[:6]
+    _version, request_id, domain, address, _identity, mechanism = request[:6]
     credentials = request[6:]
     peer = address.decode("ascii", "replace")
+    if domain == BULK_DOMAIN:
+        if mechanism != b"NULL" or credentials:
+            return [b"1.0", request_id, b"400", b"NULL expected on the bulk port", b"",
+                    b""], None, peer
+        if peer not in bulk_hosts:
+            return [b"1.0", request_id, b"400", b"not a server of the cluster (bulk port)",
+                    b"", b""], None, peer
+        return [b"1.0", request_id, b"200", b"OK", BULK_USER, b""], "", peer
     if mechanism != b"CURVE" or len(credentials) != 1 or len(credentials[0]) != 32:
         return [b"1.0", request_id, b"400", b"CURVE required", b"", b""], None, peer
     principal = admitted.get(z85.encode(credentials[0]))
@@ -206,6 +219,7 @@ class ZapHandler:
         self.name = name
         self.refused = 0
         self._admitted = dict(credentials.admitted)
+        self.bulk_hosts = frozenset()       # addresses admitted on the bulk port
         self._refusals = RateLimitedLog(log)
         self._lock = threading.Lock()       # the ZAP and the monitor threads both log
         self._socket = ctx.socket(zmq.REP)
@@ -221,12 +235,17 @@ class ZapHandler:
                     request = self._socket.recv_multipart()
                 except zmq.ContextTerminated:
                     return
-                reply, principal, peer = zap_reply(request, self._admitted)
+                reply, principal, peer = zap_reply(request, self._admitted, self.bulk_hosts)
                 if principal is None:
                     self._refuse(peer, reply[3].decode())
                 self._socket.send_multipart(reply)
         finally:
             self._socket.close(linger=0)
+
+    def allow_bulk(self, hosts) -> None:
+        """Admit on the bulk port only connections from ``hosts`` (IP addresses) from now
+        on (one reference swap: the ZAP thread reads it without a lock)."""
+        self.bulk_hosts = frozenset(hosts)
 
     def _refuse(self, peer: str, why: str) -> None:
         with self._lock:

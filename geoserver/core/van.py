@@ -26,6 +26,11 @@ while the TCP endpoint admits CURVE only; a message that came through it is acce
 from a process of this node's own Unix user (the kernel's peer credentials) and carries
 this node's own principal. See docs/security.md.
 
+Given ``bulk`` (a DC server with CURVE on), the Van also binds a bulk ROUTER
+(:class:`~netstorm.geoserver.core.bulk_channel.BulkReceiver`) and may seal whole chunks for a
+peer on a plain DEALER once that link has a key (:meth:`bulk_connect`): see
+:mod:`netstorm.geoserver.core.bulk_channel`. :meth:`recv` returns what it opens like any message.
+
 Given ``delays`` (``{source address: seconds}``, an emulated WAN's only: see
 :mod:`netstorm.geoserver.config.emulation`) every valid message whose TCP connection comes from such
 an address is held that long (a :class:`~netstorm.geoserver.core.delay_line.DelayLine`) before
@@ -45,7 +50,7 @@ import time
 
 import zmq
 
-from . import batch, kinds, security, wire
+from . import batch, bulk_channel, kinds, security, wire
 from .delay_line import DelayLine
 from .heap import RELEASE_AFTER_BYTES, HeapReleaser
 from .ratelog import RateLimitedLog
@@ -93,12 +98,13 @@ class Van:
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  credentials: security.Credentials | None = None,
                  local_dir: str | None = None, advertise: str = "", delays: dict | None = None,
-                 wakeable: bool = False):
+                 wakeable: bool = False, bulk: bool = False):
         """Bind ``host`` (TCP ``port``, 0: any free one); peers are told to reach this node
         at ``advertise`` ("": ``host``), e.g. its public address behind NAT.
         ``max_frame_bytes``: the largest frame taken (with CURVE, its box on top). ``delays``:
         emulated one-way delays by source address (see above). ``wakeable``: another thread
-        may end a :meth:`recv` early (:meth:`wake`)."""
+        may end a :meth:`recv` early (:meth:`wake`). ``bulk``: bind a bulk ROUTER (with
+        CURVE only, where AEGIS-256 is available; else logged once and off)."""
         self.name = name
         self.node_id = wire.NO_NODE
         self.credentials = credentials
@@ -147,12 +153,18 @@ class Van:
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
         self._unpacked = collections.deque()    # the rest of a BATCH received (batch.py)
+        self.bulk = self._bulk_receiver(host, advertise, max_frame_bytes) if bulk else None
+        self._bulk_out: dict = {}       # peer -> (plain DEALER, BulkSealer, largest frame)
+        self._blocked: dict = {}        # peer -> the socket whose full queue refused a send
         if wakeable:
             self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._in_poller = zmq.Poller()          # recv's: the ROUTER and the wake-up
         self._in_poller.register(self._router, zmq.POLLIN)
         if self._wake_fd is not None:
             self._in_poller.register(self._wake_fd, zmq.POLLIN)
+        if self.bulk is not None:
+            self._poller.register(self.bulk.socket, zmq.POLLIN)
+            self._in_poller.register(self.bulk.socket, zmq.POLLIN)
         self._watched: dict = {}        # DEALER socket -> peer, polled for POLLOUT
         self.dropped = 0
         self._bad = RateLimitedLog(log)
@@ -221,8 +233,9 @@ class Van:
         """Send without blocking; False (nothing sent) while ``peer``'s queue is full (asked
         of ZeroMQ first: a refused send would cost an exception and an encoding)."""
         with self._send_lock:
-            sock = self._peers.get(peer)
+            sock = self._bulk_socket(peer, msg) or self._peers.get(peer)
             if sock is not None and not sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT:
+                self._blocked[peer] = sock
                 return False
         try:
             self._send(peer, msg, zmq.NOBLOCK)
@@ -235,16 +248,21 @@ class Van:
         frames = wire.encode(msg)
         wire.check_sizes(msg.kind, frames, kinds.META_LIMITS[msg.kind], MAX_FRAME_BYTES)
         with self._send_lock:
+            if self._bulk_out and self._bulk_send(peer, msg, frames, flags):
+                self._blocked.pop(peer, None)
+                return
             sock = self._peers.get(peer)
             if sock is None:
                 raise TransportError(f"{self.name}: no connection to peer {peer!r}")
             sock.send_multipart(frames, flags=flags, copy=False)
+            if self._blocked:
+                self._blocked.pop(peer, None)
 
     def wait(self, timeout_s: float, writable=()) -> tuple:
         """Block until a message is waiting, a peer in ``writable`` can take more, or
         ``timeout_s`` passed: ``(message_waiting, [peers now writable])``; receive with
         ``recv(0)``. Only the receiving thread calls it."""
-        wanted = {self._peers[p]: p for p in writable}
+        wanted = {self._blocked.get(p) or self._peers[p]: p for p in writable}
         for sock in [s for s in self._watched if s not in wanted]:
             self._poller.unregister(sock)
         for sock in wanted:
@@ -257,8 +275,9 @@ class Van:
         if self._unpacked:          # the rest of a BATCH waits: look without waiting
             timeout_s = 0
         events = dict(self._poller.poll(max(0, int(math.ceil(timeout_s * 1000)))))
-        ready = [wanted[s] for s in events if s is not self._router]
+        ready = [wanted[s] for s in events if s in wanted]
         return self._router in events or bool(self._unpacked) or \
+            (self.bulk is not None and self.bulk.socket in events) or \
             self._line.wait_s(time.monotonic()) == 0, ready
 
     def recv(self, timeout_s: float | None):
@@ -276,6 +295,12 @@ class Van:
                 return held
             if self._unpacked:
                 return self._unpacked.popleft()
+            if self.bulk is not None:
+                got = self._bulk_take()
+                if got is not None:
+                    return got
+                if self._line.wait_s(time.monotonic()) == 0:
+                    continue            # a bulk message held by the emulated delay is due
             if self._router.poll(0, zmq.POLLIN) == 0:
                 self._heap.poll()
                 now = time.monotonic()
@@ -287,8 +312,9 @@ class Van:
                     remaining = due_in if remaining is None else min(remaining, due_in)
                 wait_ms = None if remaining is None else max(1, math.ceil(remaining * 1000))
                 readable, woken = self._poll_in(wait_ms)
-                if not readable:
-                    if woken or deadline is not None and time.monotonic() >= deadline:
+                if not readable or self.bulk is not None:  # (the bulk ROUTER may be the one)
+                    if not readable and (woken or deadline is not None
+                                         and time.monotonic() >= deadline):
                         return None
                     continue
             frames = self._router.recv_multipart(copy=False)
@@ -375,13 +401,14 @@ class Van:
     def _poll_in(self, wait_ms) -> tuple:
         """Wait up to ``wait_ms`` (None: forever) for a message or a :meth:`wake`:
         ``(message waiting, woken)``."""
-        if self._wake_fd is None:
+        if self._wake_fd is None and self.bulk is None:
             return bool(self._router.poll(wait_ms, zmq.POLLIN)), False
         events = dict(self._in_poller.poll(wait_ms))
-        woken = self._wake_fd in events
+        woken = self._wake_fd is not None and self._wake_fd in events
         if woken:
             os.eventfd_read(self._wake_fd)      # the count back to 0: one wake-up for all
-        return self._router in events, woken
+        return self._router in events or (self.bulk is not None
+                                          and self.bulk.socket in events), woken
 
     def wake(self) -> None:
         """Make the receiving thread's :meth:`recv` return now (None if no message waits);
@@ -399,7 +426,8 @@ class Van:
         """Whether a message already waits that came after the last one received (this
         node is behind its senders; the rest of a BATCH does not count). O(1)."""
         return bool(self._router.getsockopt(zmq.EVENTS) & zmq.POLLIN) or \
-            self._line.wait_s(time.monotonic()) == 0
+            self._line.wait_s(time.monotonic()) == 0 or \
+            (self.bulk is not None and self.bulk.pending())
 
     @staticmethod
     def _source(frame) -> str:
@@ -447,11 +475,106 @@ class Van:
     def _bad_origin(what: str):
         raise wire.WireError(f"message with {what}")
 
+    # ------------------------------------------------------------ the bulk channel
+    def _bulk_receiver(self, host: str, advertise: str, max_frame_bytes: int):
+        """The bulk ROUTER, or None (logged once) where it cannot be used."""
+        if self.credentials is None:
+            return None         # curve = false: plain everywhere, no bulk channel
+        why = bulk_channel.unavailable()
+        if why:
+            log.warning("%s: chunks to other servers stay on CURVE: %s", self.name, why)
+            return None
+        try:
+            receiver = bulk_channel.BulkReceiver(self._ctx, self.name, host, advertise,
+                                                 max_frame_bytes + bulk_channel.overhead()
+                                                 + wire.HEADER.size)
+        except zmq.ZMQError as exc:
+            self.close()
+            raise TransportError(f"{self.name}: cannot bind a bulk port on {host}: "
+                                 f"{exc.strerror}") from exc
+        return receiver
+
+    def bulk_connect(self, peer, address: str, rid: bytes, sealer, max_frame: int,
+                     send_hwm: int) -> None:
+        """From now on whole chunks (CHUNK_UP/CHUNK_DOWN without meta) for ``peer`` whose
+        sealed frame is at most ``max_frame`` go sealed by ``sealer`` to its bulk ROUTER at
+        ``address`` (a plain DEALER with routing id ``rid``); a link's earlier DEALER and
+        key are dropped."""
+        self.bulk_drop(peer)
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.SNDHWM, send_hwm)
+        sock.setsockopt(zmq.LINGER, 2000)
+        if rid:
+            sock.setsockopt(zmq.ROUTING_ID, rid)
+        sock.connect(address)
+        with self._send_lock:
+            self._bulk_out[peer] = (sock, sealer, max_frame)
+
+    def bulk_drop(self, peer) -> None:
+        """Chunks for ``peer`` go on CURVE again; its bulk DEALER is closed, its key
+        zeroed."""
+        with self._send_lock:
+            out = self._bulk_out.pop(peer, None)
+            if out is None:
+                return
+            sock = out[0]
+            if self._blocked.get(peer) is sock:
+                del self._blocked[peer]
+            if self._watched.pop(sock, None) is not None:
+                self._poller.unregister(sock)
+        out[1].close()
+        sock.close(linger=0)
+
+    def bulk_peers(self) -> list:
+        return list(self._bulk_out)
+
+    def _bulk_socket(self, peer, msg: wire.Message):
+        """The plain DEALER ``msg`` would leave by, or None (CURVE). Under the send lock."""
+        out = self._bulk_out.get(peer)
+        if out is None or msg.kind not in bulk_channel.BULK_KINDS or msg.meta or \
+                len(msg.frames) != 1:
+            return None
+        return out[0]
+
+    def _bulk_send(self, peer, msg: wire.Message, frames: list, flags: int) -> bool:
+        """Seal and send ``msg`` (encoded as ``frames``) on ``peer``'s bulk DEALER; False
+        if it goes by CURVE. Under the send lock. A frame refused by a full queue
+        (zmq.Again) leaves a gap in the counters, which the receiver allows."""
+        sock = self._bulk_socket(peer, msg)
+        if sock is None:
+            return False
+        _sock, sealer, max_frame = self._bulk_out[peer]
+        header, meta, payload = frames
+        size = len(header) + memoryview(payload).nbytes + bulk_channel.overhead()
+        if len(meta) or size > max_frame:
+            return False
+        sock.send(sealer.seal(header, payload), flags=flags, copy=False)
+        return True
+
+    def _bulk_take(self):
+        """The next opened bulk message due now (None if none); emulated delays apply as
+        to any message from that address."""
+        while True:
+            got = self.bulk.take()
+            if got is None:
+                return None
+            msg, frame = got
+            delay = self._delays.get(self._source(frame)) if self._delays else None
+            if not delay:
+                return msg
+            self._line.hold(msg, time.monotonic() + delay)
+
     def close(self) -> None:
         with self._send_lock:
             for sock in self._peers.values():
                 sock.close(linger=500)
             self._peers.clear()
+            bulk_out, self._bulk_out = getattr(self, "_bulk_out", {}), {}
+        for sock, sealer, _max in bulk_out.values():
+            sealer.close()
+            sock.close(linger=500)
+        if getattr(self, "bulk", None) is not None:
+            self.bulk.close()
         self._router.close(linger=0)
         self._ctx.term()
         with self._wake_lock:

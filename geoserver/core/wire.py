@@ -84,6 +84,10 @@ class Kind(enum.IntEnum):
     BATCH = 41          # several small PUSH, PULL or VALUE messages between a worker and
                         # its server, or CHUNK_UP/DOWN between servers, in one (batch.py);
                         # the receiving Van takes it apart
+    LINK_KEY = 42       # server -> server, over CURVE: the key (one 32-byte frame) and epoch
+                        # under which this server seals its bulk chunks to the receiver
+                        # (core/bulk_channel.py)
+    LINK_KEY_DONE = 43  # its answer: the key is installed; meta: the receiver's bulk address
 
 
 class Flag(enum.IntFlag):

@@ -6,9 +6,11 @@ namespace py = pybind11;
 
 namespace netstorm {
 void register_core(py::module_ &m);
+void register_bulk(py::module_ &m);
 }
 
 PYBIND11_MODULE(_dataplane, m) {
     m.doc() = "netstorm's compiled data plane: the WAN chunk path of a DC server";
     netstorm::register_core(m);
+    netstorm::register_bulk(m);
 }

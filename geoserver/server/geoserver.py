@@ -37,6 +37,7 @@ from ..core.nodes import SERVER, NodeInfo, SilenceJudge
 from ..core.postoffice import AbortedByScheduler, AbortError, Postoffice
 from ..core.ratelog import RateLimitedLog
 from .round_gate import RoundGate
+from .wan.link_keys import LinkKeys
 from .wan.routing import MIN_SPLIT_BYTES
 from .wan.transport import AWAY_S, RECENT, WanTransport
 from ..config.settings import MAX_FRAME_BYTES, MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
@@ -78,6 +79,9 @@ class GeoServer:
                                 settings.fuse_bytes,
                                 outbox=self.plane and native_plane.NativeSendQueue(
                                     self.plane, postoffice.van))
+        # bulk chunks sealed on a plain socket under per-link keys sent over CURVE
+        self.links = LinkKeys(self.dc, self.table.dcs, self.servers, self.po, self.wan.send,
+                              settings.chunk_bytes)
         self.probing = Probing(self.dc, [dc for dc in self.servers if dc != self.dc],
                                self.wan, self.po)
         codec = WanCodec(settings.compression, seed=self.po.me.id,
@@ -130,6 +134,7 @@ class GeoServer:
                                        self.gate, self.recovery, settings, self.balancer,
                                        self._send_heartbeat, self._drops)
         self._handlers = handlers_for(SERVER, self)     # kind -> its handler (core/kinds.py)
+        self.links.start()
 
     # ------------------------------------------------------------ callbacks
     def _deliver(self, key, chunk, rnd, total) -> None:
@@ -243,6 +248,12 @@ class GeoServer:
         self.store.worker_left(node.id, {int(k): int(n) for k, n in msg.meta["pushes"]},
                                everyone)
 
+    def _on_link_key(self, msg: Message) -> None:
+        self.links.on_link_key(msg)
+
+    def _on_link_key_done(self, msg: Message) -> None:
+        self.links.on_link_key_done(msg)
+
     def _on_node_moved(self, msg: Message) -> None:
         """A worker of this DC rejoined (a new process in its rank, docs/recovery.md):
         reach it at its new address; its rounds go on where the lost one stopped. Or
@@ -252,6 +263,7 @@ class GeoServer:
         if old is not None and old.role == SERVER and old.dc == moved.dc != self.dc:
             self.table.nodes[moved.id] = old.moved_to(moved)
             self.wan.moved(old.dc, old.id, self.po)
+            self.links.moved(old.dc)
             log.info("%s: the server of %s is now at %s", self.dc, old.dc, moved.address)
             return
         if old is None or old.id not in self.local_workers or \

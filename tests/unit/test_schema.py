@@ -86,6 +86,10 @@ VALID = {
         "keys": [[0, 11, [3], "<f4", False, "0f" * 32]], "spec": None, "states": None},
         dtype=np.uint8, frames=[np.zeros(12, np.uint8)], flags=Flag.QUEUED),   # it may wait
     Kind.RECOVERED: Message(Kind.RECOVERED),
+    Kind.LINK_KEY: Message(Kind.LINK_KEY, meta={"epoch": 1, "cipher": "aegis256"},
+                           dtype=np.uint8, frames=[np.zeros(32, np.uint8)]),
+    Kind.LINK_KEY_DONE: Message(Kind.LINK_KEY_DONE, meta={
+        "epoch": 1, "address": "tcp://10.0.0.2:7001", "max_frame": 1 << 20}),
     Kind.BATCH: Message(Kind.BATCH, dtype=np.uint8, frames=[F4], meta={"items": [
         [int(Kind.PUSH), 1, 2, 3, int(Flag.WANT_VALUE), 1, 1, {}],
         [int(Kind.PULL), 4, 2, 5, 0, 0, 0, {}]]}),
@@ -261,3 +265,18 @@ def test_a_push_or_value_in_shared_memory_has_no_frame_and_is_never_compressed()
         kinds.validate(roundtrip(Message(Kind.PULL, key=1, flags=Flag.SHARED)))
     with pytest.raises(schema.SchemaError, match=r"INIT_DONE: meta.shared must be"):
         kinds.validate(roundtrip(Message(Kind.INIT_DONE, meta={"shared": 1})))
+
+
+def test_link_key_frame_is_32_bytes_of_uint8():
+    good = VALID[Kind.LINK_KEY]
+    kinds.validate(roundtrip(good))
+    for dtype, size in ((np.uint8, 31), (np.uint8, 33), (np.int8, 32)):
+        bad = Message(Kind.LINK_KEY, meta=good.meta, dtype=np.dtype(dtype),
+                      frames=[np.zeros(size, dtype)])
+        with pytest.raises(schema.SchemaError, match="LINK_KEY: the key frame"):
+            kinds.validate(roundtrip(bad))
+    for meta in ({"epoch": 0, "cipher": "aegis256"}, {"epoch": 1, "cipher": "chacha"},
+                 {"epoch": 1}):
+        with pytest.raises(schema.SchemaError):
+            kinds.validate(roundtrip(Message(Kind.LINK_KEY, meta=meta, dtype=np.uint8,
+                                             frames=[np.zeros(32, np.uint8)])))
