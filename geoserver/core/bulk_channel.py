@@ -103,6 +103,7 @@ class BulkReceiver:
         self._conns: dict = {}          # connection (ZeroMQ's routing id) -> DC whose key
                                         # opened its first frame
         self._bad = RateLimitedLog(log)
+        self.on_change = None           # (dc, opener or None, node id): the data plane
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, BULK_RCVHWM)
@@ -124,6 +125,8 @@ class BulkReceiver:
         opened with ``opener`` and must name ``node_id`` (that DC's server) as their sender;
         the link's previous key is dropped (and zeroed)."""
         old = self._links.pop(dc, None)
+        if self.on_change is not None:
+            self.on_change(dc, opener, node_id)
         if old is not None:
             old[1].close()
         self._links[dc] = (node_id, opener)
@@ -131,6 +134,8 @@ class BulkReceiver:
     def forget(self, dc: str) -> None:
         """``dc``'s key is no longer valid (its server was replaced)."""
         old = self._links.pop(dc, None)
+        if self.on_change is not None:
+            self.on_change(dc, None, 0)
         if old is not None:
             old[1].close()
         self._conns = {conn: who for conn, who in self._conns.items() if who != dc}

@@ -210,11 +210,13 @@ _ROWS = [
     _spec(Kind.LINK_KEY, MessageSchema(Obj({"epoch": Int(1, U32),
                                             "cipher": Str(16, ("aegis256",))},
                                            required=("epoch", "cipher")),
-                                       frames=(1, 1), dtype="required", check=check_link_key),
+                                       frames=(1, 1), dtype="required", check=check_link_key,
+                                       flags=Flag.QUEUED),    # it may wait in a send queue
           *_PEER, handler="_on_link_key"),
     _spec(Kind.LINK_KEY_DONE, MessageSchema(Obj({"epoch": Int(1, U32), "address": Str(256),
                                                  "max_frame": Int(64, U32)},
-                                                required=("epoch", "address", "max_frame"))),
+                                                required=("epoch", "address", "max_frame")),
+                                            flags=Flag.QUEUED),
           *_PEER, handler="_on_link_key_done"),
 ]
 FUSIBLE = frozenset(spec.kind for spec in _ROWS if spec.fusible)    # what a BATCH may carry

@@ -155,6 +155,7 @@ class Van:
         self._unpacked = collections.deque()    # the rest of a BATCH received (batch.py)
         self.bulk = self._bulk_receiver(host, advertise, max_frame_bytes) if bulk else None
         self._bulk_out: dict = {}       # peer -> (plain DEALER, BulkSealer, largest frame)
+        self.on_bulk_change = None      # (peer) after bulk_connect/bulk_drop: the data plane
         self._blocked: dict = {}        # peer -> the socket whose full queue refused a send
         if wakeable:
             self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -509,6 +510,8 @@ class Van:
         sock.connect(address)
         with self._send_lock:
             self._bulk_out[peer] = (sock, sealer, max_frame)
+        if self.on_bulk_change is not None:
+            self.on_bulk_change(peer)
 
     def bulk_drop(self, peer) -> None:
         """Chunks for ``peer`` go on CURVE again; its bulk DEALER is closed, its key
@@ -522,11 +525,18 @@ class Van:
                 del self._blocked[peer]
             if self._watched.pop(sock, None) is not None:
                 self._poller.unregister(sock)
+        if self.on_bulk_change is not None:
+            self.on_bulk_change(peer)           # before the socket and the key go
         out[1].close()
         sock.close(linger=0)
 
     def bulk_peers(self) -> list:
         return list(self._bulk_out)
+
+    def bulk_link(self, peer):
+        """``(DEALER handle, BulkSealer, largest frame)`` of ``peer``'s bulk link, or None."""
+        out = self._bulk_out.get(peer)
+        return None if out is None else (out[0].underlying, out[1], out[2])
 
     def _bulk_socket(self, peer, msg: wire.Message):
         """The plain DEALER ``msg`` would leave by, or None (CURVE). Under the send lock."""

@@ -90,9 +90,17 @@ bool Buf::property(const char *name, std::string *value) const {
     return true;
 }
 
+BufRef Buf::slice(const BufRef &parent, size_t offset, size_t size) {
+    BufRef buf(new Buf());
+    buf->parent_ = parent;
+    buf->data_ = parent->data_ + offset;
+    buf->size_ = size;
+    return buf;
+}
+
 Buf::~Buf() {
     if (is_msg_) zmq_api(nullptr)->msg_close(&msg_);
-    else std::free(data_);
+    else if (!parent_) std::free(data_);
 }
 
 BufRef BufPool::take(size_t size) {

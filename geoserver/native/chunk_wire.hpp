@@ -43,12 +43,15 @@ class Buf {
 public:
     static std::shared_ptr<Buf> received(zmq_msg *msg);     // takes the message over
     static std::shared_ptr<Buf> allocate(size_t size);      // 64-byte aligned
+    // bytes [offset, offset + size) of `parent`, kept alive with it
+    static std::shared_ptr<Buf> slice(const std::shared_ptr<Buf> &parent, size_t offset,
+                                      size_t size);
     ~Buf();
     Buf(const Buf &) = delete;
     Buf &operator=(const Buf &) = delete;
     uint8_t *data() const { return data_; }
     size_t size() const { return size_; }
-    bool own() const { return !is_msg_; }
+    bool own() const { return !is_msg_ && !parent_; }
     // a received frame's connection property ("User-Id", "Peer-Address"); false if unset
     bool property(const char *name, std::string *value) const;
 
@@ -56,6 +59,7 @@ private:
     Buf() = default;
     zmq_msg msg_{};
     bool is_msg_ = false;
+    std::shared_ptr<Buf> parent_;
     uint8_t *data_ = nullptr;
     size_t size_ = 0;
 };

@@ -148,6 +148,18 @@ void register_core(py::module_ &m) {
             d.set_socket(dc, reinterpret_cast<void *>(sock));
         })
         .def("set_route", &DataPlane::set_route)
+        // the bulk channel: keys live as long as the data plane (re-keys are rare)
+        .def("set_bulk", [](DataPlane &d, int dc, uintptr_t sock, BulkSealer *sealer,
+                            size_t max_frame) {
+            d.queues.set_bulk(dc, reinterpret_cast<void *>(sock), sealer, max_frame);
+        }, py::keep_alive<1, 4>(), py::arg("dc"), py::arg("socket"), py::arg("sealer").none(true),
+           py::arg("max_frame"))
+        .def("set_bulk_router", [](DataPlane &d, uintptr_t sock) {
+            d.set_bulk_router(reinterpret_cast<void *>(sock));
+        })
+        .def("set_opener", [](DataPlane &d, int dc, BulkOpener *opener, int node) {
+            d.set_opener(dc, opener, (uint16_t)node);
+        }, py::keep_alive<1, 3>(), py::arg("dc"), py::arg("opener").none(true), py::arg("node"))
         .def("add_tree", [](DataPlane &d, uint32_t version, int index, int trees, int parent,
                             std::vector<int> children, int down_parent,
                             std::vector<int> down_children, int root) {
@@ -215,6 +227,9 @@ void register_core(py::module_ &m) {
             c["delayed"] = d.delayed;
             c["messages_out"] = d.queues.sent_messages;
             c["bytes_out"] = d.queues.sent_bytes;
+            c["sealed"] = d.queues.sealed_messages;
+            c["opened"] = d.opened;
+            c["refused"] = d.refused;
             return c;
         });
 }

@@ -80,6 +80,10 @@ bool DataPlane::pending() const {
     size_t len = sizeof events;
     if (z_->getsockopt(router_, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLIN))
         return true;
+    len = sizeof events;
+    if (bulk_router_ != nullptr && z_->getsockopt(bulk_router_, ZMQ_EVENTS, &events, &len) == 0 &&
+        (events & ZMQ_POLLIN))
+        return true;
     return !held_.empty() && held_.top().due <= monotonic_s();
 }
 
@@ -101,7 +105,7 @@ bool DataPlane::receive_one(double now) {
     if (frames.size() > 1 && !s_.delays.empty() && frames[1]->property("Peer-Address", &peer)) {
         auto delay = s_.delays.find(peer);
         if (delay != s_.delays.end() && delay->second > 0) {
-            held_.push({now + delay->second, held_order_++, std::move(frames)});
+            held_.push({now + delay->second, held_order_++, std::move(frames), false});
             ++delayed;
             return true;
         }
@@ -157,6 +161,137 @@ void DataPlane::classify(std::vector<BufRef> frames, double now) {
     exchange.on_chunk(source, h.kind, cid, h.dtype, std::move(frames[3]));
 }
 
+void DataPlane::set_opener(int dc, BulkOpener *opener, uint16_t node) {
+    if (opener == nullptr) openers_.erase(dc);
+    else openers_[dc] = {opener, node};
+    for (auto it = conns_.begin(); it != conns_.end();)
+        it = it->second == dc ? conns_.erase(it) : std::next(it);
+}
+
+bool DataPlane::receive_bulk_one(double now) {
+    std::vector<BufRef> frames;
+    for (;;) {
+        zmq_msg part;
+        z_->msg_init(&part);
+        if (z_->msg_recv(&part, bulk_router_, frames.empty() ? ZMQ_DONTWAIT : 0) < 0) {
+            z_->msg_close(&part);
+            if (frames.empty()) return false;
+            throw std::runtime_error("ZeroMQ lost the rest of a bulk message");
+        }
+        bool more = z_->msg_more(&part);
+        frames.push_back(Buf::received(&part));
+        if (!more) break;
+    }
+    std::string peer;
+    if (frames.size() == 2 && !s_.delays.empty() && frames[1]->property("Peer-Address", &peer)) {
+        auto delay = s_.delays.find(peer);
+        if (delay != s_.delays.end() && delay->second > 0) {
+            held_.push({now + delay->second, held_order_++, std::move(frames), true});
+            ++delayed;
+            return true;
+        }
+    }
+    open_bulk(std::move(frames), now);
+    return true;
+}
+
+void DataPlane::refuse_bulk(const BufRef &rid, const std::string &why) {
+    static const char *hex = "0123456789abcdef";
+    std::string conn;
+    for (size_t i = 0; i < rid->size(); ++i) {
+        conn += hex[rid->data()[i] >> 4];
+        conn += hex[rid->data()[i] & 15];
+    }
+    ++refused;
+    note(-1, 0, names_of_own() + ": dropped a bulk frame from connection " + conn + ": " + why);
+}
+
+void DataPlane::open_bulk(std::vector<BufRef> frames, double now) {
+    // bulk_channel.BulkReceiver's rules: one frame; opened by the key of the DC its
+    // connection is bound to, or (a connection's first frame) by whichever installed key
+    // opens it out of place; then a whole dense chunk whose header names that DC's server
+    if (frames.size() != 2) {
+        refuse_bulk(frames[0], std::to_string(frames.size() - 1) + " frames, a bulk message is one");
+        return;
+    }
+    std::string rid(reinterpret_cast<const char *>(frames[0]->data()), frames[0]->size());
+    BufRef sealed = frames[1], plain;
+    int dc = -1;
+    uint64_t counter = 0;
+    auto bound = conns_.find(rid);
+    try {
+        if (bound != conns_.end() && openers_.count(bound->second)) {
+            dc = bound->second;
+            OpenStatus status = openers_[dc].opener->open_in_place(sealed->data(), sealed->size(),
+                                                                   &counter);
+            if (status != OpenStatus::ok) {
+                refuse_bulk(frames[0], "on DC " + s_.names[dc] + "'s connection: " +
+                                           open_status_name(status));
+                return;
+            }
+            plain = Buf::slice(sealed, BULK_COUNTER_BYTES, sealed->size() - BULK_OVERHEAD);
+        } else {
+            if (sealed->size() < BULK_OVERHEAD) {
+                refuse_bulk(frames[0], "no link key opens it (a short frame)");
+                return;
+            }
+            BufRef out = Buf::allocate(sealed->size() - BULK_OVERHEAD);
+            for (auto &[candidate, o] : openers_)
+                if (o.opener->open(sealed->data(), sealed->size(), out->data(), &counter) ==
+                    OpenStatus::ok) {
+                    dc = candidate;
+                    break;
+                }
+            if (dc < 0) {
+                refuse_bulk(frames[0], "no link key opens it (a stranger, a wrong key or a "
+                                       "forged, replayed or truncated frame)");
+                return;
+            }
+            if (conns_.size() >= 4 * std::max<size_t>(1, openers_.size())) conns_.clear();
+            conns_[rid] = dc;
+            plain = out;
+        }
+    } catch (const std::exception &exc) {       // a key closed meanwhile
+        refuse_bulk(frames[0], exc.what());
+        return;
+    }
+    ++opened;
+    Header h;
+    std::string why;
+    size_t item = 0;
+    if (plain->size() < HEADER_BYTES || !parse_header(plain->data(), HEADER_BYTES, &h))
+        why = "no valid header";
+    else if (h.kind != KIND_CHUNK_UP && h.kind != KIND_CHUNK_DOWN)
+        why = "kind " + std::to_string(h.kind) + " on the bulk channel, which carries CHUNK_UP "
+              "and CHUNK_DOWN only";
+    else if ((h.flags & ~FLAG_QUEUED) != 0)
+        why = "flags " + std::to_string(h.flags) + " (a compressed or unknown chunk)";
+    else if ((item = itemsize_of(h.dtype)) == 0)
+        why = "dtype " + std::to_string(h.dtype);
+    else if (plain->size() == HEADER_BYTES || (plain->size() - HEADER_BYTES) % item != 0 ||
+             plain->size() - HEADER_BYTES > s_.max_chunk_bytes)
+        why = "a payload of " + std::to_string(plain->size() - HEADER_BYTES) + " bytes";
+    else if (h.sender != openers_[dc].node)
+        why = "header's sender is node " + std::to_string(h.sender) + ", not node " +
+              std::to_string(openers_[dc].node) + ", DC " + s_.names[dc] +
+              "'s server that holds this link key";
+    if (!why.empty()) {
+        refuse_bulk(frames[0], "from DC " + s_.names[dc] + "'s link: " + why);
+        return;
+    }
+    Event a{Event::ARRIVAL};
+    a.dc = dc;
+    a.bytes = plain->size();
+    a.queued = h.flags & FLAG_QUEUED;
+    a.t = now;
+    a.behind = pending();
+    events_.push_back(std::move(a));
+    ++arrivals_;
+    ChunkRef cid{h.key, h.chunk, h.seq, h.policy, h.tree};
+    exchange.on_chunk(dc, h.kind, cid, h.dtype,
+                      Buf::slice(plain, HEADER_BYTES, plain->size() - HEADER_BYTES));
+}
+
 void DataPlane::run(double timeout_s, size_t max_arrivals) {
     double deadline = monotonic_s() + std::max(0.0, timeout_s);
     std::vector<zmq_pollitem> items;
@@ -166,7 +301,8 @@ void DataPlane::run(double timeout_s, size_t max_arrivals) {
         while (!held_.empty() && held_.top().due <= now) {
             Held due = held_.top();
             held_.pop();
-            classify(std::move(due.frames), now);
+            if (due.bulk) open_bulk(std::move(due.frames), now);
+            else classify(std::move(due.frames), now);
         }
         if (needs_python() || arrivals_ >= max_arrivals) return;
         double wait_s = deadline - now;
@@ -178,8 +314,10 @@ void DataPlane::run(double timeout_s, size_t max_arrivals) {
         items.push_back({router_, 0, ZMQ_POLLIN, 0});
         if (wake_fd_ >= 0) items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
         size_t first_peer = items.size();
+        size_t bulk_item = items.size();
+        if (bulk_router_ != nullptr) items.push_back({bulk_router_, 0, ZMQ_POLLIN, 0});
         for (int peer : queues.backlogged()) {
-            void *sock = queues.socket(peer);
+            void *sock = queues.poll_socket(peer);
             if (sock == nullptr) continue;
             items.push_back({sock, 0, ZMQ_POLLOUT, 0});
             peers.push_back(peer);
@@ -197,6 +335,14 @@ void DataPlane::run(double timeout_s, size_t max_arrivals) {
             events_.push_back(std::move(e));
             ++python_events_;
         }
+        if (rc > 0 && bulk_router_ != nullptr && (items[bulk_item].revents & ZMQ_POLLIN)) {
+            for (int n = 0; n < 64 && receive_bulk_one(now); ++n) {
+                for (int peer : queues.backlogged()) queues.flush(peer, now);
+                if (needs_python() || arrivals_ >= max_arrivals) break;
+                now = monotonic_s();
+            }
+            if (needs_python() || arrivals_ >= max_arrivals) return;
+        }
         if (rc > 0 && (items[0].revents & ZMQ_POLLIN)) {
             // what already waits, without a poll each; links with room get their next
             // chunk in between (the Python loop's drain)
@@ -205,7 +351,7 @@ void DataPlane::run(double timeout_s, size_t max_arrivals) {
                 if (needs_python() || arrivals_ >= max_arrivals) break;
                 now = monotonic_s();
             }
-        } else if (!events_.empty()) {
+        } else if (!events_.empty() && !pending()) {
             return;         // nothing more waits: the link monitor hears of the arrivals
         }
         if (needs_python() || arrivals_ >= max_arrivals) return;

@@ -65,6 +65,11 @@ public:
     // relayed (then Python routes them; relayed chunks under min_split_bytes go direct).
     void set_route(int dc, bool stalled, bool relayed);
     void set_socket(int dc, void *socket) { queues.set_socket(dc, socket); }
+    // the bulk channel (bulk_aead.hpp): the bulk ROUTER to read, the opener of `dc`'s link
+    // into this server (null: none) and the node that must have sent what it opens
+    void set_bulk_router(void *router) { bulk_router_ = router; }
+    void set_opener(int dc, BulkOpener *opener, uint16_t node);
+    uint64_t opened = 0, refused = 0;
 
     Exchange exchange;
     SendQueues queues;
@@ -82,15 +87,27 @@ private:
         double due;
         uint64_t order;
         std::vector<BufRef> frames;
+        bool bulk;
         bool operator>(const Held &o) const { return due != o.due ? due > o.due : order > o.order; }
     };
     bool receive_one(double now);       // false: nothing was waiting
+    bool receive_bulk_one(double now);
+    void open_bulk(std::vector<BufRef> frames, double now);
+    void refuse_bulk(const BufRef &rid, const std::string &why);
     void classify(std::vector<BufRef> frames, double now);
     bool pending() const;               // a message waits on the ROUTER, or a held one is due
     bool needs_python() const { return python_events_ > 0; }
+    std::string names_of_own() const { return s_.names[s_.own]; }
 
     const ZmqApi *z_;
     void *router_;
+    void *bulk_router_ = nullptr;
+    struct Opener {
+        BulkOpener *opener;
+        uint16_t node;
+    };
+    std::map<int, Opener> openers_;
+    std::map<std::string, int> conns_;      // bulk connection -> the DC whose key opened it
     int wake_fd_;
     Settings s_;
     std::vector<Event> events_;

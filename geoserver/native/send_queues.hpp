@@ -11,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "bulk_aead.hpp"
 #include "chunk_wire.hpp"
 
 namespace netstorm {
@@ -30,7 +31,12 @@ class SendQueues {
 public:
     explicit SendQueues(const ZmqApi *z, size_t keep_recent) : z_(z), keep_(keep_recent) {}
     void set_socket(int peer, void *socket) { sockets_[peer] = socket; }
+    // whole chunks for `peer` whose sealed frame is at most `max_frame` go sealed by
+    // `sealer` on the plain DEALER `socket` (null: all on the CURVE DEALER again)
+    void set_bulk(int peer, void *socket, BulkSealer *sealer, size_t max_frame);
     void *socket(int peer) const;
+    void *poll_socket(int peer) const;      // the one whose full queue stopped the peer's
+    uint64_t sealed_messages = 0;
 
     // SendQueue.send / flush / paused / backlogged; `now`: monotonic seconds. O(log q).
     void send(int peer, OutMessage msg, double now);
@@ -60,7 +66,13 @@ private:
         std::deque<uint64_t> sizes;
         std::deque<OutMessage> recent;
         bool paused = false;
+        void *bulk = nullptr;
+        BulkSealer *sealer = nullptr;
+        size_t max_frame = 0;
+        void *blocked = nullptr;            // the socket that refused the last try
     };
+    void *socket_for(const Peer &p, int peer, const OutMessage &msg) const;
+    bool send_sealed(Peer &p, OutMessage &msg);
     bool try_send(int peer, OutMessage &msg);
     void handed(Peer &p, OutMessage msg, double now);
 

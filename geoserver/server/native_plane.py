@@ -263,6 +263,11 @@ class NativePlane:
             held_bytes=held_bytes, delays={str(k): float(v) for k, v in
                                            handles["delays"].items()},
             min_split_bytes=min_split_bytes, keep_recent=keep_recent, **extra)
+        bulk = getattr(van, "bulk", None)
+        if bulk is not None:        # the bulk channel's frames are the core's to open
+            self.core.set_bulk_router(bulk.socket.underlying)
+            bulk.on_change = self._opener_changed
+            van.on_bulk_change = self._sealer_changed
         self.drops = RateLimitedLog(_exchange_log)
         self._holds = RateLimitedLog(_exchange_log, level=logging.INFO)
         self._dispatching = False
@@ -271,6 +276,16 @@ class NativePlane:
         self.deliver = None         # (key, chunk, rnd, total)
         self.arrival = None         # (source, bytes, queued, t, behind)
         self.route = None           # (dc, kind, cid, array)
+
+    def _opener_changed(self, dc: str, opener, node: int) -> None:
+        self.core.set_opener(self.index[dc], opener, node)
+
+    def _sealer_changed(self, peer) -> None:
+        link = self.po.van.bulk_link(peer)
+        if link is None:
+            self.core.set_bulk(self.index_of_node[peer], 0, None, 0)
+        else:
+            self.core.set_bulk(self.index_of_node[peer], *link)
 
     def _transmit_to(self, van):
         """Socket-free: hand what the core sends to ``van.try_send`` as a Message."""

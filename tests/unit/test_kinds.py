@@ -102,3 +102,18 @@ def test_before_the_welcome_only_the_answers_to_a_register_need_the_schedulers_k
     refused = roles.welcome_refusal(Message(kind, origin="eu")) != ""
     assert refused == welcoming
     assert roles.welcome_refusal(Message(kind, origin="")) == ""
+
+
+def test_every_kind_servers_send_each_other_may_carry_the_queued_mark():
+    """What one server sends another passes a send queue, which marks what waited QUEUED
+    (send_queue.py, and the compiled data plane's queues): a kind refusing the mark would
+    be dropped whenever a link is busy (LINK_KEY_DONE once was)."""
+    from netstorm.geoserver.core.kinds import KINDS
+    from netstorm.geoserver.core.roles import FROM_OTHER_SERVER
+    from netstorm.geoserver.core.wire import Flag, Kind
+    peer_kinds = [kind for kind, spec in KINDS.items()
+                  if any(route.sender == FROM_OTHER_SERVER for route in spec.routes)]
+    assert len(peer_kinds) >= 8
+    for kind in peer_kinds:
+        if kind != Kind.BATCH:      # made as it leaves a queue, never waits in one
+            assert KINDS[kind].schema.flags & Flag.QUEUED, kind.name
