@@ -119,6 +119,33 @@ void register_core(py::module_ &m) {
         std::string why;
         return zmq_api(&why) == nullptr ? why : std::string();
     }, "Why the data plane cannot reach ZeroMQ ('' if it can).");
+    m.def("recognise", [](py::list frames, py::object user, int own, std::map<int, int> servers,
+                          std::map<std::string, int> principals, bool curve,
+                          size_t max_chunk_bytes) -> py::object {
+        // the data plane's fast-path test on a message's frames (routing id excluded)
+        Peers p;
+        p.own = own;
+        for (auto &[node, dc] : servers) p.servers[(uint16_t)node] = dc;
+        p.principals = std::move(principals);
+        p.curve = curve;
+        p.max_chunk_bytes = max_chunk_bytes;
+        std::vector<py::buffer_info> infos;
+        for (auto f : frames) infos.push_back(f.cast<py::buffer>().request());
+        auto bytes = [&](size_t i) { return i < infos.size() ? (size_t)(infos[i].size * infos[i].itemsize) : 0; };
+        std::string u = user.is_none() ? "" : user.cast<std::string>();
+        Header h;
+        int source = -1;
+        if (infos.empty() ||
+            !recognise(p, infos.size(), static_cast<const uint8_t *>(infos[0].ptr), bytes(0),
+                       bytes(1), bytes(2), user.is_none() ? nullptr : &u, &h, &source))
+            return py::none();
+        py::dict d;
+        d["kind"] = h.kind; d["sender"] = h.sender; d["flags"] = h.flags; d["dtype"] = h.dtype;
+        d["tree"] = h.tree; d["policy"] = h.policy; d["key"] = h.key; d["chunk"] = h.chunk;
+        d["seq"] = h.seq; d["request"] = h.request; d["source"] = source;
+        d["payload_bytes"] = bytes(2);
+        return d;
+    }, "The fast path's verdict on one message: its fields, or None (Python's path).");
     m.def("add_arrays", [](int dtype, py::buffer a, py::buffer b) {
         BufRef x = copy_in(a), y = copy_in(b);
         if (x->size() != y->size() || !itemsize_of(dtype)) throw std::invalid_argument("sizes");

@@ -18,7 +18,13 @@ double monotonic_s() {
 DataPlane::DataPlane(const ZmqApi *z, void *router, int wake_fd, Settings settings)
     : exchange(settings.own, settings.names, settings.rounds_ahead, settings.held_bytes, this),
       queues(z, settings.keep_recent), z_(z), router_(router), wake_fd_(wake_fd),
-      s_(std::move(settings)), stalled_(s_.names.size(), 0), relayed_(s_.names.size(), 0) {}
+      s_(std::move(settings)), stalled_(s_.names.size(), 0), relayed_(s_.names.size(), 0) {
+    peers_.own = s_.own;
+    peers_.servers = s_.servers;
+    peers_.principals = s_.principals;
+    peers_.curve = s_.curve;
+    peers_.max_chunk_bytes = s_.max_chunk_bytes;
+}
 
 void DataPlane::set_route(int dc, bool stalled, bool relayed) {
     if (dc < 0 || dc >= (int)stalled_.size()) throw std::out_of_range("no such DC");
@@ -115,32 +121,19 @@ bool DataPlane::receive_one(double now) {
 }
 
 void DataPlane::classify(std::vector<BufRef> frames, double now) {
-    // the common valid case, exactly the subset of what wire.decode, kinds.validate,
-    // roles.refusal and WanTransport.on_message accept as a whole dense chunk: routing id,
-    // header, empty meta, one payload frame of the header's dtype, flags within QUEUED, from
-    // another DC's server, with that DC's key
     Header h;
     std::string user;
-    bool ok = frames.size() == 4 && frames[2]->size() == 0 &&
-                parse_header(frames[1]->data(), frames[1]->size(), &h) &&
-                (h.kind == KIND_CHUNK_UP || h.kind == KIND_CHUNK_DOWN) &&
-                (h.flags & ~FLAG_QUEUED) == 0 && itemsize_of(h.dtype) != 0 &&
-                frames[3]->size() != 0 && frames[3]->size() <= s_.max_chunk_bytes &&
-                frames[3]->size() % itemsize_of(h.dtype) == 0;
+    bool has_user = frames.size() > 1 && frames[1]->property("User-Id", &user);
     int source = -1;
-    if (ok) {
-        auto server = s_.servers.find(h.sender);
-        ok = server != s_.servers.end() && server->second != s_.own;
-        if (ok) source = server->second;
-    }
-    if (ok && s_.curve) {
-        auto principal = frames[1]->property("User-Id", &user) ? s_.principals.find(user)
-                                                                : s_.principals.end();
-        ok = principal != s_.principals.end() && principal->second == source;
-    }
+    bool ok = frames.size() >= 2 &&
+              recognise(peers_, frames.size() - 1, frames[1]->data(), frames[1]->size(),
+                        frames.size() > 2 ? frames[2]->size() : 0,
+                        frames.size() > 3 ? frames[3]->size() : 0, has_user ? &user : nullptr,
+                        &h, &source);
     if (!ok) {
         Event e{Event::MSG};
-        e.has_user_id = frames.size() > 1 && frames[1]->property("User-Id", &e.user_id);
+        e.has_user_id = has_user;
+        e.user_id = user;
         if (frames.size() > 1) frames[1]->property("Peer-Address", &e.peer_address);
         e.frames = std::move(frames);
         events_.push_back(std::move(e));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "exchange.hpp"
+#include "recognise.hpp"
 #include "send_queues.hpp"
 
 namespace netstorm {
@@ -115,6 +116,7 @@ private:
     std::priority_queue<Held, std::vector<Held>, std::greater<Held>> held_;
     uint64_t held_order_ = 0;
     std::vector<char> stalled_, relayed_;
+    Peers peers_;
 };
 
 }  // namespace netstorm
