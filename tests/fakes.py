@@ -94,15 +94,26 @@ def random_policy(dcs, rng, max_trees: int, version: int = 1, start_round: int =
     return Policy(version, start_round, tuple(trees), tuple(shares))
 
 
+DATAPLANE = {"name": "python"}     # which aggregation exchanges() builds (the dataplane
+                                   # fixture of tests/unit/conftest.py sets it)
+
+
 def exchanges(dcs, policies, send_of, deliver_of) -> dict:
-    """One TreeExchange per DC, each on its own PolicyBook of ``policies``, sending through
-    ``send_of(dc)`` and delivering totals to ``deliver_of(dc)``."""
+    """One TreeExchange per DC (or, with ``DATAPLANE["name"] == "native"``, the compiled data
+    plane's aggregation behind the same interface), each on its own PolicyBook of
+    ``policies``, sending through ``send_of(dc)`` and delivering totals to
+    ``deliver_of(dc)``."""
     found = {}
     for dc in dcs:
         book = PolicyBook(policies[0])
         for policy in policies[1:]:
             book.add(policy)
-        found[dc] = TreeExchange(dc, book, send=send_of(dc), deliver=deliver_of(dc))
+        if DATAPLANE["name"] == "native":
+            from netstorm.geoserver.server.native_plane import socket_free_exchange
+            found[dc] = socket_free_exchange(dc, book, send_of(dc), deliver_of(dc),
+                                             dcs=list(dcs))
+        else:
+            found[dc] = TreeExchange(dc, book, send=send_of(dc), deliver=deliver_of(dc))
     return found
 
 

@@ -241,6 +241,7 @@ void register_core(py::module_ &m) {
             return queued_list(d.queues.take_waiting(dc));
         })
         .def_property_readonly("in_flight", [](DataPlane &d) { return d.exchange.in_flight(); })
+        .def_property_readonly("waiting_chunks", [](DataPlane &d) { return d.exchange.waiting(); })
         .def_property_readonly("held", [](DataPlane &d) { return d.exchange.held(); })
         .def_property_readonly("own_round", [](DataPlane &d) { return d.exchange.own_round(); })
         .def_property_readonly("counters", [](DataPlane &d) {

@@ -83,6 +83,7 @@ public:
     void contribute(const ChunkRef &cid, uint8_t dtype, BufRef data);   // data: a copy, ours
 
     size_t in_flight() const { return partials_.size(); }
+    size_t waiting() const { return waiting_.size(); }
     const std::map<int, int64_t> &held() const { return held_; }
     uint64_t own_round() const { return own_round_; }
     uint64_t sent_chunks = 0, sent_bytes = 0;

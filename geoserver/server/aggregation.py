@@ -306,3 +306,8 @@ class TreeExchange:
     @property
     def in_flight(self) -> int:
         return len(self._partials)
+
+    @property
+    def waiting(self) -> int:
+        """Chunks held for policy versions not announced yet."""
+        return len(self._waiting)

@@ -28,3 +28,19 @@ def _no_sockets_or_processes(monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse("start a process"))
     monkeypatch.setattr(os, "fork", refuse("fork"))
     yield
+
+
+@pytest.fixture(params=["python", "native"])
+def dataplane(request, monkeypatch):
+    """Run a data-path test on both implementations with the same assertions: the Python
+    path (the specification) and the compiled data plane (geoserver/native/). Servers built
+    by the test follow it, and so do :func:`fakes.exchanges`."""
+    import fakes
+    from netstorm.geoserver.server import native_plane
+    if request.param == "python":
+        monkeypatch.setattr(native_plane, "choose", lambda settings: (None, "the test's"))
+    else:
+        module, why = native_plane.core_module()
+        assert module is not None, f"the compiled data plane must be built here: {why}"
+    monkeypatch.setitem(fakes.DATAPLANE, "name", request.param)
+    return request.param

@@ -13,6 +13,8 @@ from netstorm.geoserver.policy.tree import Policy, Tree
 from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.geoserver.core.wire import Kind
 
+pytestmark = pytest.mark.usefixtures("dataplane")   # both data paths (conftest.py)
+
 
 class World:
     """D DCs with W workers each; a single queue of in-flight messages, delivered randomly."""
@@ -101,8 +103,13 @@ def test_each_round_uses_the_layout_of_its_own_policy():
     world = World(random.Random(0), dcs, 1, [p1, p2], chunk_bytes=64)
     world.init(0, np.zeros(100, np.float32))
     sent = []
-    original = world.exchanges["b"]._send
-    world.exchanges["b"]._send = lambda *m: (sent.append(m[2]), original(*m))
+
+    class Recording(list):          # the chunks b sends (each entry: "wan", dc, ..., cid, ...)
+        def append(self, item):
+            if item[0] == "wan" and item[1] == "b":
+                sent.append(item[4])
+            super().append(item)
+    world.queue = Recording(world.queue)
     for rnd in (1, 2):
         for dc in dcs:
             world.push(dc, f"{dc}/w0", 0, rnd, np.ones(100, np.float32))

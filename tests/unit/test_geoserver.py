@@ -13,6 +13,8 @@ from netstorm.geoserver.config.settings import RuntimeSettings
 from netstorm.geoserver.core.wire import Kind, Message
 from netstorm.scheduler.policy import star_policy
 
+pytestmark = pytest.mark.usefixtures("dataplane")   # both data paths (conftest.py)
+
 EU_SERVER, US_SERVER, EU_WORKER = 1, 2, 3
 
 

@@ -21,6 +21,8 @@ from netstorm.geoserver.server.recovery import ServerRecovery
 from netstorm.scheduler.policy import random_trees
 from netstorm.scheduler.replacement import ServerReplacement
 
+pytestmark = pytest.mark.usefixtures("dataplane")   # both data paths (conftest.py)
+
 _spec = importlib.util.spec_from_file_location("recover_values", WORKERS / "recover_values.py")
 _values = importlib.util.module_from_spec(_spec)
 

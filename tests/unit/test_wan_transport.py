@@ -10,6 +10,8 @@ from netstorm.geoserver.core import wire
 from netstorm.geoserver.policy.chunking import ChunkId
 from netstorm.geoserver.server.wan.transport import WanTransport, probe_pieces
 
+pytestmark = pytest.mark.usefixtures("dataplane")   # both data paths (conftest.py)
+
 
 class World:
     """One WanTransport and TreeExchange per DC over a :class:`fakes.Net`, whose buffered
