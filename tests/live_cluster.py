@@ -21,8 +21,9 @@ class Cluster:
     """2 DCs x 1 worker through the launcher, in a thread; tests/workers/fuzz_worker.py
     reports where everything listens and how far it trained (files in ``tmp``)."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, dataplane: str = "auto"):
         self.tmp = tmp
+        self.dataplane = dataplane
         tmp.mkdir(exist_ok=True)
         self.result = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -43,7 +44,8 @@ class Cluster:
     def _run(self):
         try:
             self.result = launch(["--dcs", 2, "--workers-per-dc", 1, "--timeout",
-                                  CLUSTER_TIMEOUT_S], worker_cmd("fuzz_worker.py", self.tmp),
+                                  CLUSTER_TIMEOUT_S, "--dataplane", self.dataplane],
+                                 worker_cmd("fuzz_worker.py", self.tmp),
                                  self.tmp, timeout=LAUNCH_TIMEOUT_S)
         except BaseException as exc:         # pytest.fail on a hang: re-raised by join()
             self.result = exc

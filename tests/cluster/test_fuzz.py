@@ -37,10 +37,14 @@ def first_failure(run) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("dataplane", ["native", "python"])
 def test_fuzz_a_live_cluster_keeps_every_process_up_and_every_sum_exact(messages,
-                                                                        no_leftovers):
+                                                                        no_leftovers,
+                                                                        dataplane):
+    """On both data paths: the compiled one recognises chunks and hands everything else to
+    the Python path, whose validation the fuzzer exercises."""
     started = time.monotonic()
-    cluster = Cluster(no_leftovers)
+    cluster = Cluster(no_leftovers, dataplane)
     problems, rss, sent = [], {}, []
     measured = [n for n in cluster.procs if not n.startswith("worker")]
     try:
@@ -59,6 +63,7 @@ def test_fuzz_a_live_cluster_keeps_every_process_up_and_every_sum_exact(messages
         raise
     finally:
         run = cluster.join()
+    assert sum(f"data plane: {dataplane}" in line for line in run.lines("server")) == 2
     for name, (b, a) in rss.items():
         growth = a / b - 1
         print(f"RSS {name}: {b / 2**20:.1f} -> {a / 2**20:.1f} MiB ({100 * growth:+.1f}%)")

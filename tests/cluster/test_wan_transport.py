@@ -1,11 +1,14 @@
 """wan_transport: the tests that start processes or open sockets; the rest, and the helpers
 both use, are in tests/unit/test_wan_transport.py."""
 
+import pytest
 from launching import needs_wan
 
 
 @needs_wan
-def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wan(tmp_path):
+@pytest.mark.parametrize("dataplane", ["native", "python"])
+def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wan(tmp_path,
+                                                                                   dataplane):
     """small (3 DCs, full mesh) at 20 Mbit/s with adapt: after a few rounds of 8 MB the link
     dc1-dc2 drops to 1 kbit/s both ways. The stuck chunks go around it through dc0, the
     scheduler re-plans without it, and every round's sums stay exact."""
@@ -28,6 +31,7 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
             scheduler_host=wan.dc_address("dc0"), scheduler_port=launch.free_port(),
             dcs=tuple(DataCenter(dc, wan.dc_address(dc), 0, 1) for dc in topology.dcs),
             policy="fapt", adapt=True, stall_s=2.0, timeout_s=120.0, stats=str(stats),
+            dataplane=dataplane,
             links=topology.without_latency().links)
         result = {}
         command = [sys.executable, str(WORKERS / "fault_worker.py"), "loop", str(rounds),
@@ -46,6 +50,7 @@ def test_a_tree_link_dropped_to_zero_mid_run_is_routed_around_on_the_emulated_wa
     assert result.get("code") == 0, text[-4000:]
     assert text.count(f"finished {rounds} rounds") == 3
     assert "stalled" in text and "go around it via dc0" in text
+    assert text.count(f"data plane: {dataplane}") == 3      # every server ran that path
     policies = [json.loads(l) for l in stats.read_text().splitlines()
                 if '"event":"policy"' in l]
     assert policies[-1]["reason"] == "re-planned"
