@@ -6,7 +6,7 @@ import glob
 from setuptools import setup
 
 try:
-    from pybind11.setup_helpers import Pybind11Extension, build_ext
+    from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 except ImportError:         # pip's build isolation always brings it; a bare setup.py may not
     ext_modules, cmdclass = [], {}
 else:
@@ -17,5 +17,6 @@ else:
     for ext in ext_modules:
         ext.optional = True         # no compiler: install the Python path, and say so
     cmdclass = {"build_ext": build_ext}
+    ParallelCompile("NETSTORM_BUILD_JOBS").install()     # one compiler per core
 
 setup(ext_modules=ext_modules, cmdclass=cmdclass)
