@@ -76,7 +76,8 @@ class NativeSendQueue:
         self._attached: set = set()
 
     def _dc(self, peer) -> int:
-        if peer not in self._attached and not self.plane.socket_free:
+        if peer not in self._attached and not self.plane.socket_free and \
+                self.van.is_connected(peer):      # (this server's own node is not)
             self.core.set_socket(self.plane.index_of_node[peer], self.van.socket_handle(peer))
             self._attached.add(peer)
         return self.plane.index_of_node[peer]
