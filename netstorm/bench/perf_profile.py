@@ -12,8 +12,9 @@ every other sample in one bucket by its call stack:
   for and waking each other);
 * ``network softirq``: the kernel's network stack and the emulator's shaping outside any
   call (in ksoftirqd or interrupting a process);
-* user space by library: ``Python``, ``CURVE`` (libsodium), ``ZeroMQ``, ``numpy``,
-  ``MXNet``, ``libc`` (copies, malloc), and ``other``.
+* user space by library: ``Python``, ``CURVE`` (libsodium), ``bulk AEAD`` (libsodium's
+  AEGIS: the bulk channel), ``data plane`` (the compiled core's own code), ``ZeroMQ``,
+  ``numpy``, ``MXNet``, ``libc`` (copies, malloc), and ``other``.
 
 :func:`per_iteration` turns bucket shares into CPU seconds per iteration with the machine's
 busy seconds per iteration (:mod:`netstorm.bench.cpu`). The samples cover all processes on
@@ -38,11 +39,13 @@ KERNEL_MARKS = (("TCP send", "tcp_sendmsg"), ("TCP receive", "tcp_recvmsg"),
                 ("poll and wake-ups", "__x64_sys_epoll_wait"),
                 ("poll and wake-ups", "__x64_sys_futex"),
                 ("poll and wake-ups", "__x64_sys_ppoll"))
-USER_LIBRARIES = (("CURVE", "sodium"), ("Python", "libpython"), ("ZeroMQ", "libzmq"),
+USER_LIBRARIES = (("bulk AEAD", "aegis"), ("CURVE", "sodium"), ("data plane", "_dataplane"),
+                  ("Python", "libpython"), ("ZeroMQ", "libzmq"),
                   ("ZeroMQ", "_zmq."), ("numpy", "numpy"), ("numpy", "_multiarray"),
                   ("MXNet", "mxnet"), ("libc", "libc.so"))
 BUCKETS = ("TCP send", "TCP receive", "same-host socket", "page faults", "poll and wake-ups",
-           "network softirq", "other kernel", "Python", "CURVE", "ZeroMQ", "numpy", "MXNet",
+           "network softirq", "other kernel", "Python", "CURVE", "bulk AEAD", "data plane",
+           "ZeroMQ", "numpy", "MXNet",
            "libc", "other")
 
 

@@ -24,6 +24,9 @@ K = "([kernel.kallsyms])"
     ("swapper", [f"pv_native_safe_halt {K}", f"do_idle {K}"], "idle"),
     ("python", ["_PyEval_EvalFrameDefault (libpython3.11.so.1.0)"], "Python"),
     ("ZMQbg/IO/0", ["crypto_core_salsa20 (libsodium-6c8f8377.so.26.4.0)"], "CURVE"),
+    ("python", ["aegis256_soft_encrypt_detached (libsodium-6c8f8377.so.26.4.0)"], "bulk AEAD"),
+    ("python", ["netstorm::add_plain<float> (_dataplane.cpython-311-x86_64-linux-gnu.so)"],
+     "data plane"),
     ("python", ["FLOAT_add_AVX512F (numpy/core/_multiarray_umath.so)"], "numpy"),
     ("python", ["[unknown] ([unknown])"], "other"),
 ])
