@@ -306,9 +306,9 @@ void DataPlane::run(double timeout_s, size_t max_arrivals) {
         peers.clear();
         items.push_back({router_, 0, ZMQ_POLLIN, 0});
         if (wake_fd_ >= 0) items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
-        size_t first_peer = items.size();
         size_t bulk_item = items.size();
         if (bulk_router_ != nullptr) items.push_back({bulk_router_, 0, ZMQ_POLLIN, 0});
+        size_t first_peer = items.size();       // then one item per backlogged peer
         for (int peer : queues.backlogged()) {
             void *sock = queues.poll_socket(peer);
             if (sock == nullptr) continue;
