@@ -11,4 +11,12 @@ if ! command -v perf >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)"
         (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q linux-perf >/dev/null 2>&1) || \
         echo "[setup] linux-perf could not be installed: its test will say so and skip"
 fi
+# clang with libFuzzer, for tests/cluster/test_dataplane_fuzz.py (the data plane's fuzzers):
+# Debian's clang
+if ! command -v clang++ >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "[setup] installing Debian's clang (libFuzzer for the data plane's fuzz test)"
+    apt-get install -y -q clang >/dev/null 2>&1 || \
+        (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q clang >/dev/null 2>&1) || \
+        echo "[setup] clang could not be installed: the fuzz test will say so and skip"
+fi
 python -m pytest -q "$@"
