@@ -1,5 +1,6 @@
 #include "chunk_wire.hpp"
 
+#include <cpuid.h>
 #include <cstdlib>
 #include <immintrin.h>
 
@@ -187,8 +188,19 @@ __attribute__((target("avx,f16c"))) void add_half_f16c(uint16_t *out, const uint
     for (; i < n; ++i) out[i] = float_to_half(half_to_float(a[i]) + half_to_float(b[i]));
 }
 
+// F16C and AVX in the CPU and AVX's registers saved by the OS (cpuid and xgetbv: clang
+// before 16 does not know "f16c" in __builtin_cpu_supports)
+bool cpu_has_f16c() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    if (!(c & bit_F16C) || !(c & bit_AVX) || !(c & bit_OSXSAVE)) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6) == 6;
+}
+
 void add_half(uint16_t *out, const uint16_t *a, const uint16_t *b, size_t n) {
-    static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    static const bool f16c = cpu_has_f16c();
     if (f16c) {
         add_half_f16c(out, a, b, n);
         return;
