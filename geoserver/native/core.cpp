@@ -222,6 +222,17 @@ void register_core(py::module_ &m) {
                 msg.payload.push_back(copy_in(frames[i].cast<py::buffer>()));
             d.queues.send(dc, std::move(msg), d.clock());
         })
+        .def("requeue", [](DataPlane &d, int dc, std::vector<double> priority, py::list frames) {
+            OutMessage msg;
+            msg.priority = std::move(priority);
+            msg.header = copy_in(frames[0].cast<py::buffer>());
+            if (msg.header->size() != HEADER_BYTES) throw std::invalid_argument("header size");
+            BufRef meta = copy_in(frames[1].cast<py::buffer>());
+            if (meta->size()) msg.meta = meta;
+            for (size_t i = 2; i < frames.size(); ++i)
+                msg.payload.push_back(copy_in(frames[i].cast<py::buffer>()));
+            d.queues.requeue(dc, std::move(msg));
+        })
         .def("flush", [](DataPlane &d, int dc) { d.queues.flush(dc, d.clock()); })
         .def("paused", [](DataPlane &d) { d.queues.paused(); })
         .def("backlogged", [](DataPlane &d) { return d.queues.backlogged(); })

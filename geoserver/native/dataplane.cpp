@@ -9,6 +9,10 @@
 
 namespace netstorm {
 
+namespace {
+constexpr size_t PLAIN_AT = 64 - HEADER_BYTES;     // an opened header's offset: its payload
+}                                                  // then starts 64-byte aligned
+
 double monotonic_s() {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);      // Python's time.monotonic() on Linux
@@ -213,25 +217,27 @@ void DataPlane::open_bulk(std::vector<BufRef> frames, double now) {
     uint64_t counter = 0;
     auto bound = conns_.find(rid);
     try {
+        if (sealed->size() < BULK_OVERHEAD) {
+            refuse_bulk(frames[0], "a frame shorter than a sealed one");
+            return;
+        }
+        // opened out of place into a buffer where the payload lands 64-byte aligned (the
+        // sums load whole elements); one pass either way
+        BufRef out = Buf::allocate(PLAIN_AT + sealed->size() - BULK_OVERHEAD);
         if (bound != conns_.end() && openers_.count(bound->second)) {
             dc = bound->second;
-            OpenStatus status = openers_[dc].opener->open_in_place(sealed->data(), sealed->size(),
-                                                                   &counter);
+            OpenStatus status = openers_[dc].opener->open(sealed->data(), sealed->size(),
+                                                          out->data() + PLAIN_AT, &counter);
             if (status != OpenStatus::ok) {
                 refuse_bulk(frames[0], "on DC " + s_.names[dc] + "'s connection: " +
                                            open_status_name(status));
                 return;
             }
-            plain = Buf::slice(sealed, BULK_COUNTER_BYTES, sealed->size() - BULK_OVERHEAD);
+            plain = Buf::slice(out, PLAIN_AT, sealed->size() - BULK_OVERHEAD);
         } else {
-            if (sealed->size() < BULK_OVERHEAD) {
-                refuse_bulk(frames[0], "no link key opens it (a short frame)");
-                return;
-            }
-            BufRef out = Buf::allocate(sealed->size() - BULK_OVERHEAD);
             for (auto &[candidate, o] : openers_)
-                if (o.opener->open(sealed->data(), sealed->size(), out->data(), &counter) ==
-                    OpenStatus::ok) {
+                if (o.opener->open(sealed->data(), sealed->size(), out->data() + PLAIN_AT,
+                                   &counter) == OpenStatus::ok) {
                     dc = candidate;
                     break;
                 }
@@ -242,7 +248,7 @@ void DataPlane::open_bulk(std::vector<BufRef> frames, double now) {
             }
             if (conns_.size() >= 4 * std::max<size_t>(1, openers_.size())) conns_.clear();
             conns_[rid] = dc;
-            plain = out;
+            plain = Buf::slice(out, PLAIN_AT, sealed->size() - BULK_OVERHEAD);
         }
     } catch (const std::exception &exc) {       // a key closed meanwhile
         refuse_bulk(frames[0], exc.what());
@@ -261,8 +267,8 @@ void DataPlane::open_bulk(std::vector<BufRef> frames, double now) {
         why = "flags " + std::to_string(h.flags) + " (a compressed or unknown chunk)";
     else if ((item = itemsize_of(h.dtype)) == 0)
         why = "dtype " + std::to_string(h.dtype);
-    else if (plain->size() == HEADER_BYTES || (plain->size() - HEADER_BYTES) % item != 0 ||
-             plain->size() - HEADER_BYTES > s_.max_chunk_bytes)
+    else if ((plain->size() - HEADER_BYTES) % item != 0 ||        // (an empty key's chunk
+             plain->size() - HEADER_BYTES > s_.max_chunk_bytes)    // is empty: accepted)
         why = "a payload of " + std::to_string(plain->size() - HEADER_BYTES) + " bytes";
     else if (h.sender != openers_[dc].node)
         why = "header's sender is node " + std::to_string(h.sender) + ", not node " +
@@ -291,7 +297,8 @@ void DataPlane::run(double timeout_s, size_t max_arrivals) {
     std::vector<int> peers;
     for (;;) {
         double now = monotonic_s();
-        while (!held_.empty() && held_.top().due <= now) {
+        while (!held_.empty() && held_.top().due <= now && !needs_python() &&
+               arrivals_ < max_arrivals) {     // in order: Python sees a held message first
             Held due = held_.top();
             held_.pop();
             if (due.bulk) open_bulk(std::move(due.frames), now);

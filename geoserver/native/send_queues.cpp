@@ -37,6 +37,19 @@ bool SendQueues::Later::operator()(const OutMessage &a, const OutMessage &b) con
     return a.order > b.order;
 }
 
+void SendQueues::set_socket(int peer, void *socket) {
+    sockets_[peer] = socket;
+    auto it = peers_.find(peer);
+    if (it != peers_.end() && it->second.blocked != it->second.bulk) it->second.blocked = nullptr;
+}
+
+void SendQueues::requeue(int peer, OutMessage msg) {
+    Peer &p = peers_[peer];
+    msg.order = order_++;
+    p.heap.push_back(std::move(msg));
+    std::push_heap(p.heap.begin(), p.heap.end(), Later());
+}
+
 void *SendQueues::socket(int peer) const {
     auto it = sockets_.find(peer);
     return it == sockets_.end() ? nullptr : it->second;
@@ -74,6 +87,7 @@ bool SendQueues::send_sealed(Peer &p, OutMessage &msg) {
     z_->msg_init_data(&part, frame->data(), frame->size(), release, new BufRef(frame));
     if (z_->msg_send(&part, p.bulk, ZMQ_DONTWAIT) < 0) {
         z_->msg_close(&part);       // a gap in the counters, which the receiver allows
+        p.blocked = p.bulk;         // poll it for room rather than retry at once
         return false;
     }
     ++sealed_messages;
@@ -118,7 +132,10 @@ bool SendQueues::try_send(int peer, OutMessage &msg) {
         }
         if (z_->msg_send(&part, sock, ZMQ_DONTWAIT | more) < 0) {
             z_->msg_close(&part);
-            if (i == 0) return false;       // nothing of it left; a later part cannot fail
+            if (i == 0) {                   // nothing of it left; a later part cannot fail
+                p.blocked = sock;           // poll it for room rather than retry at once
+                return false;
+            }
             throw std::runtime_error("ZeroMQ refused part of a message it had accepted");
         }
     }

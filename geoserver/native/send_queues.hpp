@@ -30,7 +30,7 @@ struct OutMessage {
 class SendQueues {
 public:
     explicit SendQueues(const ZmqApi *z, size_t keep_recent) : z_(z), keep_(keep_recent) {}
-    void set_socket(int peer, void *socket) { sockets_[peer] = socket; }
+    void set_socket(int peer, void *socket);
     // whole chunks for `peer` whose sealed frame is at most `max_frame` go sealed by
     // `sealer` on the plain DEALER `socket` (null: all on the CURVE DEALER again)
     void set_bulk(int peer, void *socket, BulkSealer *sealer, size_t max_frame);
@@ -40,6 +40,9 @@ public:
 
     // SendQueue.send / flush / paused / backlogged; `now`: monotonic seconds. O(log q).
     void send(int peer, OutMessage msg, double now);
+    // back into the queue as it was (taken by take_waiting and not chosen): not tried now,
+    // no progress time changed
+    void requeue(int peer, OutMessage msg);
     void flush(int peer, double now);
     void paused();
     std::vector<int> backlogged() const;

@@ -350,8 +350,8 @@ class GeoServer:
                 return
         looping = self.plane is not None and not self.plane.socket_free     # tests: no loop
         if looping:
-            for msg in self.po.van.take_received():
-                if not self.handle(msg):
+            for msg in self.po.van.take_received():     # (the Van's own receiving stops)
+                if self.po.admit(msg) and not self.handle(msg):
                     return
         next_beat = 0.0
         looked = time.monotonic()         # when the server last looked at its sockets
@@ -377,9 +377,8 @@ class GeoServer:
                 next_beat = now + self.settings.heartbeat_s
             self.replies.flush()            # nothing waits while the server does
             if looping:
-                if not self._run_plane(next_beat, looked):
+                if not self._run_plane(next_beat):
                     return
-                looked = time.monotonic()
                 continue
             away = time.monotonic() - looked
             readable, writable = self.po.wait(max(0.0, next_beat - now), self.wan.backlogged())
@@ -393,12 +392,12 @@ class GeoServer:
                 self.replies.flush()        # what this drain made, fused per worker
             self.probing.maybe_report()       # a measurement's timeout also ends it
 
-    def _run_plane(self, next_beat: float, looked: float) -> bool:
+    def _run_plane(self, next_beat: float) -> bool:
         """One turn of the compiled data plane until the next beat at the latest; False
         once the server should stop."""
         now = time.monotonic()
-        if now - looked >= AWAY_S:          # a backlogged link may have drained meanwhile
-            self.wan.outbox.paused()
+        if now - self.plane.returned >= AWAY_S:     # handling what the core handed over
+            self.wan.outbox.paused()                # took long: a link may have drained
         for dc in self.servers:             # whole chunks to relayed or stalled links: Python
             if dc != self.dc:
                 self.plane.core.set_route(self.plane.index[dc],

@@ -128,8 +128,8 @@ class NativeSendQueue:
         for priority, frames in self.core.take_waiting(dc):
             msg = self._message(frames)
             (taken if select(msg) else kept).append((priority, frames))
-        for priority, frames in kept:
-            self.core.send(dc, list(priority), frames)
+        for priority, frames in kept:       # back in place: not tried, no progress changed
+            self.core.requeue(dc, list(priority), frames)
         return [self._message(f) for _, f in taken]
 
     def waiting(self, peer=None) -> int:
@@ -285,6 +285,7 @@ class NativePlane:
         self._holds = RateLimitedLog(_exchange_log, level=logging.INFO)
         self._dispatching = False
         self.stopped = False
+        self.returned = clock()     # when the core last handed over
         self.handle = None          # msg -> False to stop (the server's)
         self.deliver = None         # (key, chunk, rnd, total)
         self.arrival = None         # (source, bytes, queued, t, behind)
@@ -316,6 +317,7 @@ class NativePlane:
         """Let the core work for up to ``timeout_s``, then handle what it hands back;
         False once the server should stop."""
         self.core.run(timeout_s, MAX_ARRIVALS)
+        self.returned = self.clock()       # from here the sockets wait for Python
         self.dispatch()
         self.po.van.poll_heap()
         return not self.stopped

@@ -201,3 +201,19 @@ def test_a_part_of_a_chunk_is_not_fused(dataplane):
     van.room["p"] = 5
     queue.flush("p")
     assert van.carried == [1, [2, 3]]
+
+
+def test_messages_taken_back_and_not_chosen_keep_their_place_and_the_stall_clock():
+    """take_waiting (a re-split, a replay) must not restart a stuck link's stall clock nor
+    hand anything over: what it does not choose stays as it was."""
+    van, clock = FakeVan(), Clock()
+    queue = SendQueue(van, clock=clock)
+    for key in (1, 2, 3):
+        queue.send("p", chunk(key), (0, key, 0))
+    clock.t = 5.0
+    taken = queue.take_waiting("p", lambda msg: msg.key == 2)
+    assert [m.key for m in taken] == [2] and queue.waiting("p") == 2 and van.sent == []
+    assert queue.stalled(lambda peer, nbytes: 1.0) == ["p"]
+    van.room["p"] = 5
+    queue.flush("p")
+    assert [k for _, k in van.sent] == [1, 3]
