@@ -55,9 +55,10 @@ class LinkKeys:
             self.admit()
 
     def admit(self) -> None:
-        """Admit on the bulk port the addresses of the node table's other servers."""
-        addresses = [self.po.table[node].address for dc, node in self.servers.items()
-                     if dc != self.dc]
+        """Admit on the bulk port the addresses of the node table's servers, this one's
+        included: a peer on this host (several loopback addresses, one machine) connects
+        from this server's own address."""
+        addresses = [self.po.table[node].address for node in self.servers.values()]
         self.van.zap.allow_bulk(bulk_channel.hosts_of(addresses))
 
     def start(self, dcs=None) -> None:
