@@ -170,6 +170,7 @@ class Van:
         self.dropped = 0
         self._bad = RateLimitedLog(log)
         self._heap = HeapReleaser()
+        self._refused_large = False     # a refused message's pages wait for its frames' end
         self._delays = dict(delays or {})
         self._line = DelayLine()
         if self._delays:
@@ -320,7 +321,8 @@ class Van:
                     continue
             frames = self._router.recv_multipart(copy=False)
             carried = self._accept(frames, frames[1] if len(frames) > 1 else None, True)
-            frames = None       # the refused message's buffers go back to malloc first
+            frames = None       # the refused message's buffers go back to malloc first,
+            self._release_refused()     # then its free pages to the system
             if carried:
                 self._unpacked.extend(carried[1:])
                 return carried[0]
@@ -330,8 +332,16 @@ class Van:
         compiled data plane, which owns this node's ROUTER and applies the emulated delays
         itself): ``frames`` with the routing id first, the connection's ``User-Id`` (None if
         unset) and ``Peer-Address``. Validated, stamped and unpacked as :meth:`recv` does;
-        ``[]`` for a malformed message (logged). O(frames)."""
+        ``[]`` for a malformed message (logged); the caller drops ``frames`` and then calls
+        :meth:`poll_heap`, which returns a large refused message's pages. O(frames)."""
         return self._accept(frames, _Properties(user_id, peer_address), False)
+
+    def _release_refused(self) -> None:
+        """A large message was refused and its buffers are gone: return its free pages to
+        the system (trimmed while they were alive, they would have stayed resident)."""
+        if self._refused_large:
+            self._refused_large = False
+            self._heap.request()
 
     def _accept(self, frames: list, properties, delay: bool) -> list:
         """``frames`` (routing id first) as the messages they carry, after validation; the
@@ -360,9 +370,7 @@ class Van:
             self._bad.log(peer, "%s: dropped malformed message from connection %s "
                           "(header claims node %s): %s", self.name, peer,
                           wire.claimed_sender(frames[1:]), str(exc))
-            size = sum(map(len, frames))
-        if size >= RELEASE_AFTER_BYTES:
-            self._heap.request()
+            self._refused_large = sum(map(len, frames)) >= RELEASE_AFTER_BYTES
         return []
 
     def take_received(self) -> list:
@@ -396,7 +404,9 @@ class Van:
 
     def poll_heap(self) -> None:
         """Return freed memory to the system if a large refused message asked for it
-        (:meth:`recv` does this while it waits)."""
+        (:meth:`recv` does this while it waits); call it once the refused frames are
+        dropped."""
+        self._release_refused()
         self._heap.poll()
 
     def _poll_in(self, wait_ms) -> tuple:
