@@ -109,7 +109,7 @@ def exchanges(dcs, policies, send_of, deliver_of) -> dict:
         for policy in policies[1:]:
             book.add(policy)
         if DATAPLANE["name"] == "native":
-            from netstorm.geoserver.server.native_plane import socket_free_exchange
+            from netstorm.geoserver.server.native_socket_free import socket_free_exchange
             found[dc] = socket_free_exchange(dc, book, send_of(dc), deliver_of(dc),
                                              dcs=list(dcs))
         else:

@@ -16,7 +16,7 @@ def dataplane(request, monkeypatch):
     """Every test runs on TreeExchange (the specification) and on the compiled data plane's
     aggregation, with the same assertions."""
     if request.param == "native":
-        from netstorm.geoserver.server.native_plane import socket_free_exchange
+        from netstorm.geoserver.server.native_socket_free import socket_free_exchange
         monkeypatch.setitem(globals(), "TreeExchange", socket_free_exchange)
     return request.param
 

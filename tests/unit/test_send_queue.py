@@ -11,7 +11,7 @@ def dataplane(request, monkeypatch):
     """Every test runs on SendQueue (the specification) and on the compiled data plane's
     queues, with the same assertions."""
     if request.param == "native":
-        from netstorm.geoserver.server.native_plane import socket_free_send_queue
+        from netstorm.geoserver.server.native_socket_free import socket_free_send_queue
         monkeypatch.setitem(globals(), "SendQueue", socket_free_send_queue)
     return request.param
 
