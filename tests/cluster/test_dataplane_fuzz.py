@@ -6,7 +6,7 @@ bounded time from seeds made of valid messages. A crash, a sanitizer report or a
 promise of the harness fails the test with libFuzzer's output.
 
 clang comes from Debian's packages: scripts/test.sh installs it when it is missing and runs
-as root; without clang++ these tests skip. Run separately: ``FUZZ_SECONDS`` (default 20)
+as root; without clang++ these tests skip. Run separately: ``FUZZ_SECONDS`` (default 10)
 sets each fuzzer's time.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ NATIVE = REPO / "geoserver" / "native"
 HARNESSES = REPO / "tests" / "fuzz"
 FLAGS = ["-std=c++17", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
          "-fno-sanitize-recover=undefined", f"-I{NATIVE}"]
-SECONDS = int(os.environ.get("FUZZ_SECONDS", "20"))
+SECONDS = int(os.environ.get("FUZZ_SECONDS", "10"))
 # ASan's quarantine would hold 256 MiB of freed buffers; the harnesses keep no pointers
 ENV = {"ASAN_OPTIONS": "quarantine_size_mb=32:detect_leaks=1",
        "UBSAN_OPTIONS": "print_stacktrace=1"}

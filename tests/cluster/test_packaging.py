@@ -92,8 +92,10 @@ def test_non_editable_install_works_from_another_directory(tmp_path):
              "from netstorm.wan import load_topology\n"
              "assert len(load_topology('paper9').dcs) == 9\n"
              "from netstorm.launcher.supervisor import BOOT_DIR\n"
+             "from netstorm.geoserver import _dataplane\n"       # the compiled data plane
+             "assert _dataplane.__file__.startswith(%r), _dataplane.__file__\n"
              "assert (BOOT_DIR / 'sitecustomize.py').is_file(), BOOT_DIR\n"
-             "print('ok')\n") % str(target)
+             "print('ok')\n") % (str(target), str(target))
     done = subprocess.run([sys.executable, "-c", check], cwd=elsewhere, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.strip().endswith("ok"), done.stderr[-3000:]
@@ -103,3 +105,4 @@ def test_non_editable_install_works_from_another_directory(tmp_path):
                          cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:]
     assert run.stdout.count("finished 2 rounds") == 2
+    assert run.stdout.count("data plane: native") == 2, run.stdout[-3000:]
