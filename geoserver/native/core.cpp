@@ -52,6 +52,20 @@ py::list frames_of(const OutMessage &m) {
     return out;
 }
 
+// a message Python encoded (header, meta, payload frames), copied in, queued by `priority`
+OutMessage out_message(std::vector<double> priority, const py::list &frames) {
+    if (frames.size() < 2) throw std::invalid_argument("a message has 2 frames or more");
+    OutMessage msg;
+    msg.priority = std::move(priority);
+    msg.header = copy_in(frames[0].cast<py::buffer>());
+    if (msg.header->size() != HEADER_BYTES) throw std::invalid_argument("header size");
+    BufRef meta = copy_in(frames[1].cast<py::buffer>());
+    if (meta->size()) msg.meta = meta;
+    for (size_t i = 2; i < frames.size(); ++i)
+        msg.payload.push_back(copy_in(frames[i].cast<py::buffer>()));
+    return msg;
+}
+
 py::list queued_list(std::vector<OutMessage> msgs) {
     py::list out;
     for (auto &m : msgs) out.append(py::make_tuple(py::tuple(py::cast(m.priority)), frames_of(m)));
@@ -211,27 +225,10 @@ void register_core(py::module_ &m) {
                                 (uint8_t)dtype, copy_in(data));
         })
         .def("send", [](DataPlane &d, int dc, std::vector<double> priority, py::list frames) {
-            if (frames.size() < 2) throw std::invalid_argument("a message has 2 frames or more");
-            OutMessage msg;
-            msg.priority = std::move(priority);
-            msg.header = copy_in(frames[0].cast<py::buffer>());
-            if (msg.header->size() != HEADER_BYTES) throw std::invalid_argument("header size");
-            BufRef meta = copy_in(frames[1].cast<py::buffer>());
-            if (meta->size()) msg.meta = meta;
-            for (size_t i = 2; i < frames.size(); ++i)
-                msg.payload.push_back(copy_in(frames[i].cast<py::buffer>()));
-            d.queues.send(dc, std::move(msg), d.clock());
+            d.queues.send(dc, out_message(std::move(priority), frames), d.clock());
         })
         .def("requeue", [](DataPlane &d, int dc, std::vector<double> priority, py::list frames) {
-            OutMessage msg;
-            msg.priority = std::move(priority);
-            msg.header = copy_in(frames[0].cast<py::buffer>());
-            if (msg.header->size() != HEADER_BYTES) throw std::invalid_argument("header size");
-            BufRef meta = copy_in(frames[1].cast<py::buffer>());
-            if (meta->size()) msg.meta = meta;
-            for (size_t i = 2; i < frames.size(); ++i)
-                msg.payload.push_back(copy_in(frames[i].cast<py::buffer>()));
-            d.queues.requeue(dc, std::move(msg));
+            d.queues.requeue(dc, out_message(std::move(priority), frames));
         })
         .def("flush", [](DataPlane &d, int dc) { d.queues.flush(dc, d.clock()); })
         .def("paused", [](DataPlane &d) { d.queues.paused(); })

@@ -97,30 +97,36 @@ bool DataPlane::pending() const {
     return !held_.empty() && held_.top().due <= monotonic_s();
 }
 
-bool DataPlane::receive_one(double now) {
-    std::vector<BufRef> frames;
+bool DataPlane::receive_frames(void *socket, std::vector<BufRef> *frames) {
     for (;;) {
         zmq_msg part;
         z_->msg_init(&part);
-        if (z_->msg_recv(&part, router_, frames.empty() ? ZMQ_DONTWAIT : 0) < 0) {
+        if (z_->msg_recv(&part, socket, frames->empty() ? ZMQ_DONTWAIT : 0) < 0) {
             z_->msg_close(&part);
-            if (frames.empty()) return false;
+            if (frames->empty()) return false;
             throw std::runtime_error("ZeroMQ lost the rest of a message");
         }
         bool more = z_->msg_more(&part);
-        frames.push_back(Buf::received(&part));
-        if (!more) break;
+        frames->push_back(Buf::received(&part));
+        if (!more) return true;
     }
+}
+
+bool DataPlane::held_back(std::vector<BufRef> &frames, bool bulk, double now) {
     std::string peer;
-    if (frames.size() > 1 && !s_.delays.empty() && frames[1]->property("Peer-Address", &peer)) {
-        auto delay = s_.delays.find(peer);
-        if (delay != s_.delays.end() && delay->second > 0) {
-            held_.push({now + delay->second, held_order_++, std::move(frames), false});
-            ++delayed;
-            return true;
-        }
-    }
-    classify(std::move(frames), now);
+    if (frames.size() < 2 || s_.delays.empty() || !frames[1]->property("Peer-Address", &peer))
+        return false;
+    auto delay = s_.delays.find(peer);
+    if (delay == s_.delays.end() || delay->second <= 0) return false;
+    held_.push({now + delay->second, held_order_++, std::move(frames), bulk});
+    ++delayed;
+    return true;
+}
+
+bool DataPlane::receive_one(double now) {
+    std::vector<BufRef> frames;
+    if (!receive_frames(router_, &frames)) return false;
+    if (!held_back(frames, false, now)) classify(std::move(frames), now);
     return true;
 }
 
@@ -167,28 +173,8 @@ void DataPlane::set_opener(int dc, BulkOpener *opener, uint16_t node) {
 
 bool DataPlane::receive_bulk_one(double now) {
     std::vector<BufRef> frames;
-    for (;;) {
-        zmq_msg part;
-        z_->msg_init(&part);
-        if (z_->msg_recv(&part, bulk_router_, frames.empty() ? ZMQ_DONTWAIT : 0) < 0) {
-            z_->msg_close(&part);
-            if (frames.empty()) return false;
-            throw std::runtime_error("ZeroMQ lost the rest of a bulk message");
-        }
-        bool more = z_->msg_more(&part);
-        frames.push_back(Buf::received(&part));
-        if (!more) break;
-    }
-    std::string peer;
-    if (frames.size() == 2 && !s_.delays.empty() && frames[1]->property("Peer-Address", &peer)) {
-        auto delay = s_.delays.find(peer);
-        if (delay != s_.delays.end() && delay->second > 0) {
-            held_.push({now + delay->second, held_order_++, std::move(frames), true});
-            ++delayed;
-            return true;
-        }
-    }
-    open_bulk(std::move(frames), now);
+    if (!receive_frames(bulk_router_, &frames)) return false;
+    if (!held_back(frames, true, now)) open_bulk(std::move(frames), now);
     return true;
 }
 

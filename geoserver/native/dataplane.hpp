@@ -91,6 +91,10 @@ private:
         bool bulk;
         bool operator>(const Held &o) const { return due != o.due ? due > o.due : order > o.order; }
     };
+    // one whole message from `socket` into `frames`; false: nothing was waiting
+    bool receive_frames(void *socket, std::vector<BufRef> *frames);
+    // the emulated WAN's delay for the message's source: held (true), or handle it now
+    bool held_back(std::vector<BufRef> &frames, bool bulk, double now);
     bool receive_one(double now);       // false: nothing was waiting
     bool receive_bulk_one(double now);
     void open_bulk(std::vector<BufRef> frames, double now);

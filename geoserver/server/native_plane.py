@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 
-from ..core import wire
+from ..core import kinds, wire
 from ..core.ratelog import RateLimitedLog
 from ..core.wire import Kind
 from ..policy.chunking import ChunkId
@@ -90,14 +90,9 @@ class NativeSendQueue:
     def send(self, peer, msg: wire.Message, priority: tuple = ()) -> None:
         msg.sender = getattr(self.van, "node_id", msg.sender)
         frames = wire.encode(msg)
-        wire.check_sizes(msg.kind, frames, self.van_meta_limit(msg.kind), self.plane.max_frame)
+        wire.check_sizes(msg.kind, frames, kinds.META_LIMITS[msg.kind], self.plane.max_frame)
         self.core.send(self._dc(peer), _priority(priority), frames)
         self.plane.dispatch()
-
-    @staticmethod
-    def van_meta_limit(kind):
-        from ..core import kinds
-        return kinds.META_LIMITS[kind]
 
     def flush(self, peer) -> None:
         self.core.flush(self._dc(peer))

@@ -11,14 +11,13 @@ from netstorm.geoserver.core.wire import Kind
 from netstorm.scheduler.policy import random_trees, star_policy
 
 
-@pytest.fixture(autouse=True, params=["python", "native"])
-def dataplane(request, monkeypatch):
+@pytest.fixture(autouse=True)
+def _both_implementations(dataplane, monkeypatch):
     """Every test runs on TreeExchange (the specification) and on the compiled data plane's
-    aggregation, with the same assertions."""
-    if request.param == "native":
+    counterpart, with the same assertions (``dataplane``: tests/unit/conftest.py)."""
+    if dataplane == "native":
         from netstorm.geoserver.server.native_socket_free import socket_free_exchange
         monkeypatch.setitem(globals(), "TreeExchange", socket_free_exchange)
-    return request.param
 
 
 def cid(key, chunk, rnd, policy):

@@ -6,14 +6,13 @@ from netstorm.geoserver.server.wan.send_queue import SendQueue
 import pytest
 
 
-@pytest.fixture(autouse=True, params=["python", "native"])
-def dataplane(request, monkeypatch):
+@pytest.fixture(autouse=True)
+def _both_implementations(dataplane, monkeypatch):
     """Every test runs on SendQueue (the specification) and on the compiled data plane's
-    queues, with the same assertions."""
-    if request.param == "native":
+    counterpart, with the same assertions (``dataplane``: tests/unit/conftest.py)."""
+    if dataplane == "native":
         from netstorm.geoserver.server.native_socket_free import socket_free_send_queue
         monkeypatch.setitem(globals(), "SendQueue", socket_free_send_queue)
-    return request.param
 
 
 def chunk(key):
