@@ -150,13 +150,23 @@ def interpolate(times: list, values: list, t: float) -> float:
     return values[i - 1] + share * (values[i] - values[i - 1])
 
 
+# A process's CPU counters in /proc advance in clock ticks (10 ms): less CPU than that over
+# the measured window is below what can be read, and no CPU per byte is given for it.
+CPU_TICK_S = 0.01
+# How often the servers' CPU is read: short against the measured window (tens of ms per
+# iteration on loopback), cheap for the few processes of one run.
+SAMPLE_PERIOD_S = 0.05
+
+
 def server_figures(cpu_s: float, nbytes: float, window_s: float, wan: bool = True) -> dict:
     """One server's figures over a window of ``window_s`` in which it spent ``cpu_s`` CPU
     seconds and moved ``nbytes`` (sent + received); ``wan``: the keys say WAN (a netstorm
-    server's peers) or not (ps-lite's server: its workers)."""
+    server's peers) or not (ps-lite's server: its workers). CPU per GB is None when
+    ``cpu_s`` is below one clock tick (:data:`CPU_TICK_S`): the window was too short."""
     gb, w = nbytes / 1e9, "wan_" if wan else ""
+    measurable = gb and cpu_s >= CPU_TICK_S
     return {"cpu_s": round(cpu_s, 4), f"{w}bytes": int(nbytes),
-            f"cpu_s_per_{w}gb": round(cpu_s / gb, 3) if gb else None,
+            f"cpu_s_per_{w}gb": round(cpu_s / gb, 3) if measurable else None,
             f"{w}gb_per_s": round(gb / window_s, 4) if window_s > 0 else None}
 
 
@@ -205,7 +215,7 @@ def _run(name: str, logs: Path, start) -> tuple:
     measured, the sampler, the log's text)``."""
     out, path = logs / name, logs / f"{name}.log"
     out.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as log, ServerCpu() as cpu:
+    with open(path, "w") as log, ServerCpu(period_s=SAMPLE_PERIOD_S) as cpu:
         code = start(out, Progress(log, name))
     return code, collect(out, "comm"), cpu, path.read_text()
 
@@ -302,18 +312,26 @@ def summarize(runs: list) -> dict:
         done = [r for r in runs if r.get("dataplane") == dataplane and r.get("correct")]
         out[dataplane] = {
             "runs": len(done),
-            "cpu_s_per_wan_gb": statistics.median(
-                r["all_servers"]["cpu_s_per_wan_gb"] for r in done),
+            "cpu_s_per_wan_gb": _median(r["all_servers"]["cpu_s_per_wan_gb"] for r in done),
             "wan_gb_per_s_per_server": round(statistics.median(
                 statistics.mean(s["wan_gb_per_s"] for s in r["servers"].values())
                 for r in done), 4)}
     base = {r["repetition"]: r["pslite"] for r in runs if (r.get("pslite") or {}).get("correct")}
     if base:
         out["pslite"] = {"runs": len(base),
-                         "cpu_s_per_gb": statistics.median(b["cpu_s_per_gb"]
-                                                           for b in base.values()),
+                         "cpu_s_per_gb": _median(b["cpu_s_per_gb"] for b in base.values()),
                          "gb_per_s": statistics.median(b["gb_per_s"] for b in base.values())}
     return out
+
+
+def _median(values) -> float | None:
+    """The median of the values that are not None (None if none is)."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _per_gb(value: float | None) -> str:
+    return "not measurable (too few --iters)" if value is None else f"{value:.2f}"
 
 
 def table_wan(runs: list, dcs: int, model: str, iters: int) -> str:
@@ -342,10 +360,10 @@ def table_wan(runs: list, dcs: int, model: str, iters: int) -> str:
                      f"  tree bytes {r['tree_bytes_ratio']:g}x; {r['policy']}")
     for name, s in summarize(runs).items():
         if name == "pslite":
-            lines.append(f"median ps-lite server: {s['cpu_s_per_gb']:.2f} CPU-s/GB, "
+            lines.append(f"median ps-lite server: {_per_gb(s['cpu_s_per_gb'])} CPU-s/GB, "
                          f"{s['gb_per_s']:.2f} GB/s ({s['runs']} runs)")
         else:
-            lines.append(f"median netstorm {name}: {s['cpu_s_per_wan_gb']:.2f} CPU-s per WAN "
+            lines.append(f"median netstorm {name}: {_per_gb(s['cpu_s_per_wan_gb'])} CPU-s per WAN "
                          f"GB (all servers), {s['wan_gb_per_s_per_server']:.2f} WAN GB/s per "
                          f"server ({s['runs']} runs)")
     return "\n".join(lines)

@@ -65,6 +65,17 @@ def test_cpu_seconds_per_gb_and_gb_per_second():
     assert server_figures(1.0, 0, 0.0)["cpu_s_per_wan_gb"] is None
 
 
+def test_less_cpu_than_one_clock_tick_gives_no_cpu_per_gb_and_the_summary_says_so():
+    short = server_figures(0.004, 2e7, 0.03, wan=False)
+    assert short["cpu_s_per_gb"] is None and short["gb_per_s"] == pytest.approx(0.6667, abs=1e-4)
+    assert server_figures(0.01, 2e7, 0.03, wan=False)["cpu_s_per_gb"] == 0.5
+    runs = [_run(0, "python", None, 0.5, None), _run(1, "python", 4.0, 0.5, None)]
+    s = summarize(runs)
+    assert s["python"]["cpu_s_per_wan_gb"] == 4.0 and s["pslite"]["cpu_s_per_gb"] is None
+    assert "median ps-lite server: not measurable (too few --iters)" in table_wan(
+        runs, 2, "resnet18_v1", 3)
+
+
 def test_each_servers_cpu_is_interpolated_to_the_measured_window():
     cpu = ServerCpu()
     cpu.per_server = [(0.0, {}), (1.0, {"dc0": 1.0, "dc1": 4.0}), (2.0, {"dc0": 3.0, "dc1": 4.0}),
