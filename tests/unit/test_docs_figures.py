@@ -38,16 +38,25 @@ def doc_files() -> list:
     return [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
-def prose_lines(text: str) -> list:
-    """(line number, line) outside fenced code blocks, inline code blanked out."""
+def prose(text: str) -> str:
+    """``text`` with fenced code blocks and inline code blanked out, lines kept in place
+    (so a match's line number is the count of newlines before it)."""
     out, in_fence = [], False
-    for number, line in enumerate(text.splitlines(), 1):
+    for line in text.splitlines():
         if FENCE.match(line):
             in_fence = not in_fence
-            continue
-        if not in_fence:
-            out.append((number, INLINE_CODE.sub("``", line)))
-    return out
+            out.append("")
+        else:
+            out.append("" if in_fence else line)
+    return INLINE_CODE.sub("``", "\n".join(out))
+
+
+def link_targets(text: str) -> list:
+    """(line number, target) of every Markdown link and image in ``text``'s prose; the
+    link's text may span lines."""
+    body = prose(text)
+    return [(body.count("\n", 0, match.start()) + 1, match.group(1))
+            for match in LINK.finditer(body)]
 
 
 def slug(heading: str) -> str:
@@ -99,17 +108,16 @@ def broken_links(path: Path) -> list:
     """'file:line: target (reason)' for each relative link or image of ``path`` whose file
     or anchor does not exist."""
     problems = []
-    for number, line in prose_lines(path.read_text(encoding="utf-8")):
-        for target in LINK.findall(line):
-            if EXTERNAL.match(target):
-                continue
-            file_part, _, anchor = target.partition("#")
-            resolved = (path.parent / file_part).resolve() if file_part else path
-            where = f"{path.relative_to(REPO)}:{number}: {target}"
-            if not resolved.exists():
-                problems.append(f"{where} (no such file)")
-            elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
-                problems.append(f"{where} (no such heading)")
+    for number, target in link_targets(path.read_text(encoding="utf-8")):
+        if EXTERNAL.match(target):
+            continue
+        file_part, _, anchor = target.partition("#")
+        resolved = (path.parent / file_part).resolve() if file_part else path
+        where = f"{path.relative_to(REPO)}:{number}: {target}"
+        if not resolved.exists():
+            problems.append(f"{where} (no such file)")
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            problems.append(f"{where} (no such heading)")
     return problems
 
 
@@ -134,8 +142,8 @@ def test_every_history_file_is_linked_from_benchmarks_md_and_framed():
     files = sorted(HISTORY.glob("issue-*.md"))
     assert files, "docs/history/ holds no issue file"
     linked = {Path(target.partition("#")[0]).name
-              for _, line in prose_lines(BENCHMARKS.read_text(encoding="utf-8"))
-              for target in LINK.findall(line) if target.startswith("history/")}
+              for _, target in link_targets(BENCHMARKS.read_text(encoding="utf-8"))
+              if target.startswith("history/")}
     unlinked = [f.name for f in files if f.name not in linked]
     assert not unlinked, f"history files docs/benchmarks.md does not link to: {unlinked}"
     unframed = [f.name for f in files
@@ -153,8 +161,8 @@ def test_relative_links_and_images_resolve(path):
 def test_every_plot_in_docs_img_is_shown():
     shown = {(path.parent / target.partition("#")[0]).resolve()
              for path in doc_files()
-             for _, line in prose_lines(path.read_text(encoding="utf-8"))
-             for target in LINK.findall(line) if not EXTERNAL.match(target)}
+             for _, target in link_targets(path.read_text(encoding="utf-8"))
+             if not EXTERNAL.match(target)}
     orphans = [p.name for p in sorted((DOCS / "img").glob("*.png")) if p.resolve() not in shown]
     assert not orphans, f"plots in docs/img that no doc shows: {orphans}"
 
@@ -168,9 +176,12 @@ def test_the_link_checker_catches_what_it_should(tmp_path, monkeypatch):
     doc = tmp_path / "b.md"
     doc.write_text("[ok](a.md#time-to-accuracy-2) [ok](a.md#repeat-1) [web](https://x.y/z)\n"
                    "`[code](nowhere.md)`\n```\n[fenced](nowhere.md)\n```\n"
-                   "[gone](missing.md) [bad](a.md#nope) ![img](img/none.png) [self](#top)\n",
+                   "[gone](missing.md) [bad](a.md#nope) ![img](img/none.png) [self](#top)\n"
+                   "[a link\nover two lines](a.md#neither)\n",
                    encoding="utf-8")
     problems = broken_links(doc)
     assert [p.split(": ", 1)[1] for p in problems] == [
         "missing.md (no such file)", "a.md#nope (no such heading)",
-        "img/none.png (no such file)", "#top (no such heading)"]
+        "img/none.png (no such file)", "#top (no such heading)",
+        "a.md#neither (no such heading)"]
+    assert problems[-1].startswith("b.md:7: ")
