@@ -85,8 +85,9 @@ def _run_worker(args) -> int:
             code = 130
         if code:
             proc = launcher.procs[0]
+            alone = proc.popen.returncode == 0 and proc.never_joined()
             reason = proc.reason()[0] or ("it exited with code 0 without joining the "
-                                          "cluster" if proc.never_joined() else "")
+                                          "cluster" if alone else "")
             write_reason(args.reason_file, f"worker {args.dc}/{args.index} failed (exit "
                                            f"{code}){': ' + reason if reason else ''}")
         return code

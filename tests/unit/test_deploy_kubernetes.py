@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "kubernetes-3dc.toml"
 # the command docs/launch.md and deploy/kubernetes-3dc.toml give for deploy/kubernetes/
 EXAMPLE_ARGV = ["kubernetes", "--cluster", "deploy/kubernetes-3dc.toml", "--image",
-                "ghcr.io/example/netstorm-train:0.1", "--namespace", "netstorm",
+                "registry.example/netstorm-train:0.1", "--namespace", "netstorm",
                 "--no-secrets", "-o", "deploy/kubernetes", "--", "python",
                 "examples/train_gluon.py"]
 
@@ -67,7 +67,8 @@ def test_the_committed_example_regenerates_byte_for_byte(tmp_path, monkeypatch):
     assert sorted(made) == sorted(committed) == ["cluster.yaml", "dc-asia.yaml",
                                                  "dc-eu.yaml", "dc-us.yaml", "scheduler.yaml"]
     for name in made:
-        assert made[name] == committed[name], f"deploy/kubernetes/{name} is stale: regenerate"
+        assert made[name] == committed[name], \
+            f"deploy/kubernetes/{name} is stale: run netstorm-deploy {' '.join(EXAMPLE_ARGV)}"
 
 
 def test_the_pods_cluster_file_names_services_and_reads_back():
