@@ -4,6 +4,7 @@ naming the file and field or the flag (exit 2, no traceback, nothing written).""
 from __future__ import annotations
 
 import base64
+import importlib.util
 import os
 import shutil
 import stat
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netstorm.deploy import cli
+from netstorm.deploy import cli, pod
 from netstorm.deploy.kubernetes import DeployError, Options, manifests, pod_cluster
 from netstorm.geoserver.config.cluster import parse_cluster
 from netstorm.launcher.keygen import keygen
@@ -247,3 +248,39 @@ def test_keys_that_do_not_match_the_file_are_refused(tmp_path, capsys):
 def test_manifests_refuse_an_empty_command():
     with pytest.raises(DeployError, match="worker command"):
         manifests(config(), opts(command=()), None)
+
+
+def _containers(files: dict):
+    for docs in files.values():
+        for doc in docs:
+            if doc["kind"] == "Job":
+                yield doc["spec"]["template"]["spec"]
+            elif doc["kind"] == "JobSet":
+                for job in doc["spec"]["replicatedJobs"]:
+                    yield job["template"]["spec"]["template"]["spec"]
+
+
+def test_every_pod_runs_a_module_that_exists_with_flags_it_takes():
+    """The commands name real modules (``-m``) and only flags those modules declare; the
+    worker's command parses as the pod runner reads it, its variables filled in."""
+    files = manifests(config(), opts(as_dist_sync=True), None)
+    seen = set()
+    for spec in _containers(files):
+        for container in spec["initContainers"] + spec["containers"]:
+            command = container["command"]
+            module = command[command.index("-m") + 1]
+            found = importlib.util.find_spec(module)
+            assert found is not None, module
+            source = Path(found.origin if found.submodule_search_locations is None
+                          else Path(found.origin).parent / "__main__.py").read_text()
+            own = command[command.index("-m") + 2:]
+            own = own[:own.index("--")] if "--" in own else own
+            for flag in (a for a in own if a.startswith("--")):
+                assert f'"{flag}"' in source, (module, flag)
+            if module == "netstorm.deploy.pod" and own[0] == "worker":
+                args = pod.parse_args([a.replace("$(NETSTORM_WORKER_INDEX)", "1").replace(
+                    "$(NETSTORM_POD_IP)", "10.0.0.9") for a in command[3:]])
+                assert (args.index, args.host, args.as_dist_sync) == (1, "10.0.0.9", True)
+                assert args.command == ["python", "t.py"]
+            seen.add(module)
+    assert seen == {"netstorm.scheduler", "netstorm.geoserver", "netstorm.deploy.pod"}
