@@ -115,8 +115,9 @@ def parse_args(argv):
     return args
 
 
-def kubernetes(args, argv) -> list:
-    """The files of ``netstorm-deploy kubernetes``; what was written."""
+def kubernetes(args, argv) -> tuple:
+    """Write the files of ``netstorm-deploy kubernetes``: ``(the paths written, whether the
+    cluster runs with CURVE)``."""
     config = load_cluster(args.cluster)
     opts = Options(image=args.image, command=tuple(args.command), namespace=args.namespace,
                    name=args.name, python=args.python, as_dist_sync=args.as_dist_sync,
@@ -130,14 +131,14 @@ def kubernetes(args, argv) -> list:
     files = manifests(config, opts, texts)
     header = f"{GENERATED} from {args.cluster}: regenerate, do not edit.\n" \
              f"netstorm-deploy {shlex.join(argv)}"
-    return write_files(args.output, files, header)
+    return write_files(args.output, files, header), security.curve
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     try:
-        written = kubernetes(args, argv)
+        written, curve = kubernetes(args, argv)
     except (ClusterFileError, SecurityError, DeployError) as exc:
         print(f"deploy: {exc}", file=sys.stderr)
         return 2
@@ -145,8 +146,11 @@ def main(argv=None) -> int:
         print(f"deploy: cannot write {exc.filename or args.output}: {exc.strerror}",
               file=sys.stderr)
         return 2
+    except Exception as exc:    # noqa: BLE001 - the edge: a line, never a traceback
+        print(f"deploy: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     print(f"deploy: wrote {', '.join(str(p) for p in written)}")
-    if not load_cluster(args.cluster).security.curve:
+    if not curve:
         print("deploy: [security] curve = false: traffic between the pods is neither "
               "encrypted nor authenticated")
     elif args.no_secrets:

@@ -136,6 +136,11 @@ def main(argv=None) -> int:
         print(f"pod: {exc}", file=sys.stderr)
         write_reason(args.reason_file, str(exc))
         return 2
+    except Exception as exc:    # noqa: BLE001 - the edge: a line, never a traceback
+        why = f"worker {args.dc}/{args.index} failed: {type(exc).__name__}: {exc}"
+        print(f"pod: {why}", file=sys.stderr)
+        write_reason(args.reason_file, why)
+        return 1
 
 
 if __name__ == "__main__":
