@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -88,10 +87,10 @@ def _scontrol(args: list, run) -> str:
         raise SlurmError("--slurm: 'scontrol' is not on PATH; run the launcher on a node "
                          "of the allocation, where Slurm's commands are installed") from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"--slurm: '{shlex.join(argv)}' did not answer within "
+        raise SlurmError(f"--slurm: '{' '.join(argv)}' did not answer within "
                          f"{SCONTROL_TIMEOUT_S}s") from None
     if done.returncode != 0:
-        raise SlurmError(f"--slurm: '{shlex.join(argv)}' failed: "
+        raise SlurmError(f"--slurm: '{' '.join(argv)}' failed: "
                          f"{(done.stderr or done.stdout).strip()[-400:]}")
     return done.stdout
 
