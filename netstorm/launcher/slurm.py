@@ -249,10 +249,11 @@ def run_over_srun(config: ClusterConfig, shares: list, command: list, whole_clus
         config = with_keys(config, tmp, whole_cluster=whole_cluster)
         env = forwarded_env(config, environ)
         launcher = SshLauncher(out)
+        parts = [placement.on_host(config, share.address) for share in shares]
+        dcs = {dc for part in parts for dc in (*part.servers, *(d for d, _ in part.workers))}
         with launcher:
-            for share in shares:
+            for share, part in zip(shares, parts):
                 argv = srun_argv(share, python)
-                part = placement.on_host(config, share.address)
                 launcher._emit("launch", f"{share.node} ({share.address}): {part.describe()}")
                 data = json.dumps(bundle(config, share.address, command, env, os.getcwd(),
                                          as_dist_sync))
@@ -261,8 +262,8 @@ def run_over_srun(config: ClusterConfig, shares: list, command: list, whole_clus
             began = time.monotonic()
             code = launcher.wait(0)
             status = "ok" if code == 0 else f"FAILED (exit {code})"
-            launcher._emit("launch", f"{status}: {len(shares)} node(s), {len(config.dcs)} "
-                                     f"DC(s), {config.num_workers} worker(s), "
+            launcher._emit("launch", f"{status}: {len(shares)} node(s), {len(dcs)} DC(s), "
+                                     f"{sum(len(p.workers) for p in parts)} worker(s), "
                                      f"{time.monotonic() - began:.1f}s")
             return code
 
