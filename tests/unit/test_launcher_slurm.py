@@ -278,3 +278,13 @@ def test_slurm_flag_excludes_ssh_host_and_wan(capsys):
         assert exit_.value.code == 2
         assert "--slurm excludes --wan, --ssh and --host" in capsys.readouterr().err
     assert cli.parse_args(["--cluster", "c.toml", "--slurm", "--dc", "eu", "--", "true"]).slurm
+
+
+def test_without_slurm_the_live_test_skips_naming_the_packages_and_the_opt_in(monkeypatch):
+    import slurm_cluster
+    monkeypatch.setattr(slurm_cluster.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(slurm_cluster, "PROGRAMS", ("slurmd", "no-such-slurm-program"))
+    reason = slurm_cluster.unavailable()
+    assert "no-such-slurm-program not installed" in reason
+    assert "slurm-wlm" in reason and "munge" in reason
+    assert "NETSTORM_TEST_SYSTEM_PACKAGES=1" in reason
