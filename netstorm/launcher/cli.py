@@ -32,6 +32,7 @@ from netstorm.geoserver.config.hosts import resolve_host
 
 from . import placement
 from .placement import Part
+from .slurm import run_in_allocation
 from .ssh import run_over_ssh
 from .supervisor import free_port, interrupts_raise, run_cluster
 
@@ -111,6 +112,9 @@ def parse_args(argv):
     parser.add_argument("--ssh", action="store_true",
                         help="with --cluster: start every host's processes from here over "
                              "ssh (the file's [ssh] table says how; docs/launch.md)")
+    parser.add_argument("--slurm", action="store_true",
+                        help="inside an sbatch/salloc allocation: place the DCs on its nodes "
+                             "and start each node's share with srun (docs/launch.md)")
     parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
                         help="start the scheduler here (default: unless --dc is given)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
@@ -127,6 +131,8 @@ def parse_args(argv):
     if len(picks) > 1:
         parser.error(f"{' and '.join(picks)} exclude each other: --ssh starts every host, "
                      f"--dc or --host only this one's share")
+    if args.slurm and (args.wan or args.ssh or args.host):
+        parser.error("--slurm excludes --wan, --ssh and --host: Slurm's nodes say where")
     return args
 
 
@@ -225,6 +231,8 @@ def main(argv=None) -> int:
     with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
     try:
         with interrupts_raise():
+            if args.slurm:
+                return run_in_allocation(config, args)
             if args.ssh:
                 return run_over_ssh(config, args.command, as_dist_sync=args.as_dist_sync)
             return run_cluster(config, args.command, dcs=args.dc, part=part,
