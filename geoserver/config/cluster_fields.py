@@ -1,6 +1,6 @@
 """The checks of one field of a cluster file: which fields each table may hold (``FIELDS``;
 anything else is a typo, named with the closest known field), a required field of one type,
-a port, a host address, and reading a TOML file. Every failure is a
+a number within its bound (``limits.BOUNDS``), a host address, and reading a TOML file. Every failure is a
 :class:`~netstorm.geoserver.config.cluster_config.ClusterFileError` naming the file and the
 field. Pure (a host name is resolved once, by ``hosts``); each check is O(fields)."""
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 from .cluster_config import ClusterFileError
 from .hosts import reachable, resolve_host
+from .limits import BOUNDS
 
-__all__ = ["FIELDS", "advertise", "host", "known_fields", "need", "port", "read_toml"]
+__all__ = ["FIELDS", "advertise", "bounded", "host", "known_fields", "need", "read_toml"]
 
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
@@ -58,10 +59,12 @@ def need(table: dict, key: str, kind, where: str):
     return value
 
 
-def port(value: int, where: str) -> int:
-    if not 0 <= value <= 65535:
-        raise ClusterFileError(f"{where}: port {value} is outside 0..65535")
-    return value
+def bounded(table: dict, key: str, where: str, bound: str = ""):
+    """The number field ``key`` of ``table``: present, of its kind, finite and within its
+    bound (``limits.BOUNDS[bound or key]``); the error names ``where`` and ``key``."""
+    limit = BOUNDS[bound or key]
+    return limit.check(need(table, key, limit.kind, where), f"{where}: {key}",
+                       ClusterFileError)
 
 
 def host(value: str, where: str) -> str:
