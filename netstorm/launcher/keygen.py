@@ -14,6 +14,7 @@ left as it was, byte for byte, and no secret key file stays behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -67,7 +68,7 @@ def keygen(cluster_file, keys_dir=None) -> list:
     """Make the keys of ``cluster_file`` and add them to it; the secret key files written.
     :class:`ClusterFileError` or :class:`SecurityError` if the file is unusable, already
     has a ``[security]`` table, or a key file exists; the file is then unchanged and no key
-    file was written."""
+    file (nor the keys folder, if this made it) is left."""
     path = Path(cluster_file)
     config = load_cluster(path)
     target = path.resolve()         # a link to the file: the file it points to is replaced
@@ -88,11 +89,15 @@ def keygen(cluster_file, keys_dir=None) -> list:
     pairs = new_cluster_keys(names)
     data = _with_keys(original, SecurityConfig(public_keys=public_keys(pairs),
                                                secret_keys=shown), str(path))
-    written = write_cluster_keys(pairs, folder)
+    created, written = not folder.exists(), []
     try:
+        written = write_cluster_keys(pairs, folder)
         replace_file(target, data)
     except BaseException:
         remove_files(written)
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     return written
 

@@ -371,3 +371,28 @@ def test_the_dataplane_setting_parses_roundtrips_travels_and_refuses_unknown_val
     data["dataplane"] = "fast"
     with pytest.raises(SettingsError, match="dataplane must be one of auto, native, python"):
         RuntimeSettings.from_json(data)
+
+
+def test_strings_toml_must_quote_or_escape_roundtrip_through_the_writer(tmp_path):
+    """tomli-w quotes and escapes what the old hand-written writer did not: a DC name with
+    '-' as a key of [security.dc_keys], quotes, backslashes and non-ASCII text in paths."""
+    from dataclasses import replace
+    from netstorm.geoserver.config.cluster import DataCenter
+    from netstorm.geoserver.config.keys import SecurityConfig
+    c = replace(pseudo_cluster(2, 1, 9123), stats='runs/"ü\\stats".jsonl',
+                checkpoint="C:\\ckpt\\münchen \"1\".npz",
+                dcs=(DataCenter("eu-west_2", "127.0.0.1", 0, 1),
+                     DataCenter("1", "127.0.0.1", 0, 1)),
+                security=SecurityConfig(public_keys=(("", K1), ("1", K2), ("eu-west_2", K3)),
+                                        secret_keys="kéys dir"))
+    text = to_toml(c)
+    assert tomllib.loads(text)["security"]["dc_keys"] == {"1": K2, "eu-west_2": K3}
+    assert parse_cluster(tomllib.loads(text), source="again") == c
+
+
+def test_the_writer_refuses_a_config_the_children_would_refuse():
+    from dataclasses import replace
+    c = replace(pseudo_cluster(2, 1, 9123), stats="a\nb")
+    with pytest.raises(ClusterFileError, match=r"the cluster file written from <pseudo>: "
+                                               r"\[scheduler\] stats holds a control"):
+        to_toml(c)
