@@ -2,7 +2,8 @@
 anything else is a typo, named with the closest known field), a required field of one type,
 a number within its bound (``limits.BOUNDS``), a host address, and reading a TOML file.
 Every failure is a :class:`~netstorm.geoserver.config.cluster_config.ClusterFileError` naming
-the file and the field. Pure (a host name is resolved once, by ``hosts``); each check is O(fields)."""
+the file and the field. Pure (a host name is resolved once, by ``hosts``); each check is
+O(fields)."""
 from __future__ import annotations
 
 import difflib

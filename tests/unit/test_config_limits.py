@@ -57,7 +57,8 @@ def test_a_cluster_over_the_cap_is_refused_naming_the_count():
     (Bound(float, 0.001, 86400.0), 86400.5, False), (Bound(float, 0.001, 86400.0), 0.0, False),
     (Bound(float, 0.0, 1.0), float("nan"), False), (Bound(float, 0.0, 1e9), float("inf"), False),
     (Bound(float, 0.0, 1.0, above=True), 0.0, False), (Bound(int, 0, 5), 5, True),
-    (Bound(int, 0, 5), 2.0, False), (Bound(int, 0, 5), True, False), (Bound(float, 0, 5), "1", False),
+    (Bound(int, 0, 5), 2.0, False), (Bound(int, 0, 5), True, False),
+    (Bound(float, 0, 5), "1", False),
 ])
 def test_a_bound_takes_finite_numbers_of_its_kind_in_its_range(bound, value, fits):
     assert (bound.problem(value) == "") is fits
