@@ -28,6 +28,7 @@ from pathlib import Path
 
 from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, DataCenter,
                                         load_cluster, pseudo_cluster)
+from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
@@ -157,7 +158,8 @@ def parse_args(argv):
 def run_on_wan(args, transport: dict, cores: int) -> int:
     """Bring up the emulated WAN, run the cluster with each DC in its namespace (scheduler in
     the first DC), tear the WAN down whatever happens. The cluster is checked (its settings,
-    its size for this host's ``cores``) before the WAN comes up."""
+    as its processes will read them, and its size for this host's ``cores``) before the WAN
+    comes up."""
     from netstorm import wan as wanlib   # noqa: PLC0415 - only --wan needs the emulator
     from netstorm.scheduler.topology import TopologyError  # noqa: PLC0415
     try:
@@ -170,7 +172,7 @@ def run_on_wan(args, transport: dict, cores: int) -> int:
                 dcs=tuple(DataCenter(dc, address(dc), 0, args.workers_per_dc)
                           for dc in topology.dcs), source=f"<wan {topology.name}>",
                 links=links, **transport)
-        _overridden(lambda: cluster(lambda dc: "127.0.0.1"), transport)
+        to_toml(_overridden(lambda: cluster(lambda dc: "127.0.0.1"), transport))
         _check_crowding(1 + len(topology.dcs) * (1 + args.workers_per_dc), cores, args.yes)
     except (TopologyError, ClusterFileError) as exc:
         print(f"launch: {exc}", file=sys.stderr)

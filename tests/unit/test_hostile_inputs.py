@@ -257,6 +257,10 @@ FLAG_CASES = [   # (id, the launcher's flags, what the error must name)
     ("compression-type-a-list", ["--dcs", "2", "--compression", '{"type": []}'],
      "--compression"),
     ("sync-k1-nan", ["--dcs", "2", "--sync", "hfa:k1=nan"], "--sync"),
+    ("wan-too-many-per-core", ["--wan", "paper9", "--workers-per-dc", "2"], "--yes"),
+    ("wan-timeout-below-two-heartbeats", ["--wan", "small", "--timeout", "0.5"], "--timeout"),
+    ("wan-bandwidth-scale-zero", ["--wan", "small", "--bandwidth-scale", "0"],
+     "--bandwidth-scale"),
 ]
 
 
