@@ -116,8 +116,9 @@ def test_every_string_of_a_file_is_checked_naming_its_field(data, message):
 
 
 def test_more_than_a_few_processes_per_core_need_asking():
-    assert crowding(16, 2) == "" and crowding(8, 0) == ""
-    assert crowding(17, 2).startswith("17 processes on this host with 2 core(s)")
+    assert crowding(20, 2) == "" and crowding(10, 0) == ""
+    assert crowding(21, 2).startswith("21 processes on this host with 2 core(s) is more than "
+                                      "10 per core")
 
 
 def test_the_wire_settings_refuse_what_the_file_refuses():
