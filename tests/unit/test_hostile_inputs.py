@@ -291,3 +291,16 @@ def test_many_processes_per_core_start_with_yes_only(hostile, capsys):
         "pass --yes" in output
     assert cli.main(["--dcs", "4", "--workers-per-dc", "4", "--yes", "--", "true"]) == 0
     assert len(hostile.started) == 1          # the recorder, not a process
+
+
+@pytest.mark.parametrize("what", ["missing", "a-folder", "a-link-to-nowhere"])
+def test_a_path_that_is_no_file_is_refused_by_every_tool_naming_it(hostile, capsys, what):
+    path = hostile.user / "cluster.toml"
+    if what == "a-folder":
+        path.mkdir()
+    elif what == "a-link-to-nowhere":
+        path.symlink_to(hostile.user / "gone.toml")
+    for main, argv in ((cli.main, ["--cluster", str(path), "--", *hostile.command]),
+                       (keygen.main, [str(path)])):
+        code, output = hostile.run(main, argv, capsys)
+        assert code == 2 and f"cannot read cluster file {path}" in output, output
