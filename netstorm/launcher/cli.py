@@ -33,7 +33,8 @@ from netstorm.geoserver.config.compression import CompressionConfig, Compression
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
 from netstorm.geoserver.config.limits import crowding, flag_type, node_count_problem, text_flag
-from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES, \
+    PROCESSES_PER_CORE
 from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
 
 from netstorm.geoserver.config.hosts import resolve_host
@@ -135,7 +136,8 @@ def parse_args(argv):
     parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
                         help="start the scheduler here (default: unless --dc is given)")
     parser.add_argument("--yes", action="store_true",
-                        help="start more than a few processes per core on this host")
+                        help=f"start more than {PROCESSES_PER_CORE} processes per core on "
+                             f"this host")
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of an unexpected error")
     parser.add_argument("command", nargs=argparse.REMAINDER,
