@@ -75,6 +75,7 @@ from .cluster_tables import parse_dcs, parse_links, parse_recovery, parse_schedu
     parse_security, parse_ssh, parse_timeouts, parse_transport, parse_wan
 from .compression import CompressionConfig, CompressionError
 from .emulation import parse_emulation
+from .limits import check_strings
 from .links import Link
 from .sync import SyncConfig, SyncError
 
@@ -83,9 +84,11 @@ __all__ = ["ClusterConfig", "ClusterFileError", "DataCenter", "Link", "load_clus
 
 
 def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
-    """Validate a parsed cluster table; every problem names ``source`` and the field (the
-    tables are read in the order of the file format above, the first problem is raised)."""
+    """Validate a parsed cluster table; every problem names ``source`` and the field (every
+    string first, then the tables in the order of the file format above; the first problem
+    is raised). O(size of the file + DCs x links)."""
     known_fields(data, "", source)
+    check_strings(data, source, ClusterFileError)
     sched, sched_host, sched_port, sched_advertise = parse_scheduler(data, source)
     dcs = parse_dcs(data.get("dc"), source)
     seen = {dc.name for dc in dcs}

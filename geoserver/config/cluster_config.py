@@ -11,6 +11,7 @@ from .compression import CompressionConfig
 from .emulation import EmulationConfig
 from .hosts import SshConfig
 from .keys import SecurityConfig
+from .limits import node_count_problem
 from .sync import SyncConfig
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_FUSE_BYTES, \
     DEFAULT_FUSE_LINGER_S, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
@@ -87,7 +88,10 @@ class ClusterConfig:
         """Refuse settings that contradict each other (one value alone is checked where it
         is read): every node beats every ``heartbeat_s``, so a node declared dead after
         less than two beats' silence, or a wait for a peer shorter than two beats, would
-        fail a healthy cluster."""
+        fail a healthy cluster. Every node needs an id the wire can carry."""
+        too_many = node_count_problem(len(self.dcs), self.num_workers)
+        if too_many:
+            raise ClusterFileError(f"{self.source}: {too_many}")
         beats = 2 * self.heartbeat_s
         for key in ("dead_after_s", "timeout_s"):
             if getattr(self, key) < beats:

@@ -1,8 +1,9 @@
 """The checks of one field of a cluster file: which fields each table may hold (``FIELDS``;
 anything else is a typo, named with the closest known field), a required field of one type,
-a port, a host address, and reading a TOML file. Every failure is a
-:class:`~netstorm.geoserver.config.cluster_config.ClusterFileError` naming the file and the
-field. Pure (a host name is resolved once, by ``hosts``); each check is O(fields)."""
+a number within its bound (``limits.BOUNDS``), a host address, and reading a TOML file.
+Every failure is a :class:`~netstorm.geoserver.config.cluster_config.ClusterFileError` naming
+the file and the field. Pure (a host name is resolved once, by ``hosts``); each check is
+O(fields)."""
 from __future__ import annotations
 
 import difflib
@@ -11,8 +12,12 @@ from pathlib import Path
 
 from .cluster_config import ClusterFileError
 from .hosts import reachable, resolve_host
+from .limits import BOUNDS
 
-__all__ = ["FIELDS", "advertise", "host", "known_fields", "need", "port", "read_toml"]
+__all__ = ["FIELDS", "MAX_FILE_BYTES", "advertise", "bounded", "host", "known_fields", "need",
+           "read_toml"]
+
+MAX_FILE_BYTES = 1 << 20    # a cluster file of a thousand DCs with their keys is ~200 KB
 
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
@@ -58,10 +63,12 @@ def need(table: dict, key: str, kind, where: str):
     return value
 
 
-def port(value: int, where: str) -> int:
-    if not 0 <= value <= 65535:
-        raise ClusterFileError(f"{where}: port {value} is outside 0..65535")
-    return value
+def bounded(table: dict, key: str, where: str, bound: str = ""):
+    """The number field ``key`` of ``table``: present, of its kind, finite and within its
+    bound (``limits.BOUNDS[bound or key]``); the error names ``where`` and ``key``."""
+    limit = BOUNDS[bound or key]
+    return limit.check(need(table, key, limit.kind, where), f"{where}: {key}",
+                       ClusterFileError)
 
 
 def host(value: str, where: str) -> str:
@@ -77,14 +84,24 @@ def advertise(table: dict, bind: str, where: str) -> str:
 
 
 def read_toml(path, error: type, what: str, hint: str = "") -> dict:
-    """The TOML file ``path`` as a table; unreadable or invalid TOML raises ``error`` naming
-    the file (``what`` says which kind of file, ``hint`` is added to a read error)."""
+    """The TOML file ``path`` as a table; a file that cannot be read, is larger than
+    :data:`MAX_FILE_BYTES`, is not UTF-8 or not valid TOML (nested too deeply included)
+    raises ``error`` naming the file (``what`` says which kind of file, ``hint`` is added to
+    a read error). O(size)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror}{hint}") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise error(f"{path}: larger than {MAX_FILE_BYTES} bytes; not a {what}")
     try:
-        return tomllib.loads(text)
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start}); TOML files are UTF-8") \
+            from None
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise error(f"{path}: not valid TOML: arrays or tables nested too deeply") from None

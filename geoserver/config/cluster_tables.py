@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .cluster_config import ClusterFileError, DataCenter
-from .cluster_fields import advertise, host, known_fields, need, port
+from .cluster_fields import advertise, bounded, host, known_fields, need
 from .hosts import SshConfig, reachable
 from .hosts import parse_ssh as parse_ssh_table
 from .keys import BULK_CIPHERS, SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
+from .limits import check_dc_name
 from .links import Link
-from .settings import DATAPLANES, MAX_FUSE_LINGER_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES
+from .settings import DATAPLANES
 
 __all__ = ["POLICIES", "TREE_KINDS", "parse_dcs", "parse_links", "parse_recovery",
            "parse_scheduler", "parse_security", "parse_ssh", "parse_timeouts", "parse_transport",
@@ -32,7 +33,7 @@ def parse_scheduler(data: dict, source: str) -> tuple:
     where = f"{source} [scheduler]"
     known_fields(sched, "scheduler", where)
     sched_host = host(need(sched, "host", str, where), where)
-    sched_port = port(need(sched, "port", int, where), where)
+    sched_port = bounded(sched, "port", where, "scheduler_port")
     return sched, sched_host, sched_port, advertise(sched, sched_host, where)
 
 
@@ -43,19 +44,16 @@ def parse_dcs(raw_dcs, source: str) -> tuple:
     dcs, seen = [], set()
     for i, raw in enumerate(raw_dcs):
         where = f"{source} [[dc]] #{i + 1}"
-        name = need(known_fields(raw, "dc", where), "name", str, where)
-        if not name or not name.replace("-", "").replace("_", "").isalnum():
-            raise ClusterFileError(f"{where}: DC name {name!r} must be letters, digits, - or _")
+        name = check_dc_name(need(known_fields(raw, "dc", where), "name", str, where), where,
+                             ClusterFileError)
         if name in seen:
             raise ClusterFileError(f"{where}: duplicate DC name {name!r}")
         seen.add(name)
         where = f"{source} DC {name!r}"
-        workers = need(raw, "workers", int, where)
-        if workers < 1:
-            raise ClusterFileError(f"{where}: workers must be >= 1, got {workers}")
+        workers = bounded(raw, "workers", where)
         bind = host(need(raw, "host", str, where), where)
         dcs.append(DataCenter(name=name, host=bind,
-                              server_port=port(need(raw, "server_port", int, where), where),
+                              server_port=bounded(raw, "server_port", where),
                               workers=workers, advertise=advertise(raw, bind, where),
                               worker_hosts=_worker_hosts(raw, workers, where)))
     return tuple(dcs)
@@ -82,38 +80,23 @@ def _worker_hosts(raw: dict, workers: int, where: str) -> tuple:
 
 def parse_transport(transport: dict, where: str) -> dict:
     """``[transport]`` (``where`` names it): the fields it sets."""
-    kwargs = {}
-    if "chunk_bytes" in transport:
-        kwargs["chunk_bytes"] = need(transport, "chunk_bytes", int, where)
-        if kwargs["chunk_bytes"] < MIN_CHUNK_BYTES:
-            raise ClusterFileError(f"{where}: chunk_bytes must be >= {MIN_CHUNK_BYTES}")
-    if "fuse_bytes" in transport:
-        kwargs["fuse_bytes"] = need(transport, "fuse_bytes", int, where)
-        if kwargs["fuse_bytes"] < 0:
-            raise ClusterFileError(f"{where}: fuse_bytes must be >= 0 (0: no fusion)")
+    kwargs = {key: bounded(transport, key, where)
+              for key in ("chunk_bytes", "fuse_bytes", "fuse_linger_s") if key in transport}
     if "dataplane" in transport:
         kwargs["dataplane"] = need(transport, "dataplane", str, where)
         if kwargs["dataplane"] not in DATAPLANES:
             raise ClusterFileError(f"{where}: dataplane must be one of "
                                    f"{', '.join(map(repr, DATAPLANES))}, got "
                                    f"{kwargs['dataplane']!r}")
-    if "fuse_linger_s" in transport:
-        kwargs["fuse_linger_s"] = need(transport, "fuse_linger_s", float, where)
-        if not 0 <= kwargs["fuse_linger_s"] <= MAX_FUSE_LINGER_S:
-            raise ClusterFileError(f"{where}: fuse_linger_s must be in [0, "
-                                   f"{MAX_FUSE_LINGER_S:g}]")
     return kwargs
 
 
 def parse_timeouts(transport: dict, where: str) -> dict:
-    """``[transport]``'s durations (``where`` names it): the fields it sets, each > 0."""
-    kwargs = {}
-    for key in ("timeout_s", "heartbeat_s", "dead_after_s", "stall_s"):
-        if key in transport:
-            kwargs[key] = need(transport, key, float, where)
-            if kwargs[key] <= 0:
-                raise ClusterFileError(f"{where}: {key} must be > 0")
-    return kwargs
+    """``[transport]``'s durations (``where`` names it): the fields it sets, each within
+    ``limits.BOUNDS`` (a millisecond to a day)."""
+    return {key: bounded(transport, key, where)
+            for key in ("timeout_s", "heartbeat_s", "dead_after_s", "stall_s")
+            if key in transport}
 
 
 def parse_wan(wan: dict, dcs: set, where: str) -> dict:
@@ -138,9 +121,7 @@ def parse_wan(wan: dict, dcs: set, where: str) -> dict:
             kwargs[key] = need(wan, key, bool, where)
     for key in ("replan_threshold", "min_dwell_s"):
         if key in wan:
-            kwargs[key] = need(wan, key, float, where)
-            if kwargs[key] < 0:
-                raise ClusterFileError(f"{where}: {key} must be >= 0")
+            kwargs[key] = bounded(wan, key, where)
     return kwargs
 
 
@@ -163,14 +144,10 @@ def parse_links(raw_links, dcs: set, source: str) -> tuple:
             raise ClusterFileError(f"{where}: duplicate link {a}-{b}")
         pairs.add(frozenset((a, b)))
         if "mbps" in raw:
-            ab = ba = need(raw, "mbps", float, where)
+            ab = ba = bounded(raw, "mbps", where)
         else:
-            ab, ba = need(raw, "mbps_ab", float, where), need(raw, "mbps_ba", float, where)
-        if not (ab > 0 and ba > 0):
-            raise ClusterFileError(f"{where}: rates must be > 0 Mbit/s")
-        latency = need(raw, "latency_ms", float, where) if "latency_ms" in raw else 0.0
-        if not 0 <= latency <= MAX_LATENCY_MS:
-            raise ClusterFileError(f"{where}: latency_ms must be in [0, {MAX_LATENCY_MS:g}]")
+            ab, ba = bounded(raw, "mbps_ab", where), bounded(raw, "mbps_ba", where)
+        latency = bounded(raw, "latency_ms", where) if "latency_ms" in raw else 0.0
         links.append(Link(a, b, ab, ba, latency))
     return tuple(links)
 
@@ -222,9 +199,7 @@ def parse_recovery(recovery: dict, where: str) -> dict:
     kwargs = {}
     for key in ("worker_restarts", "cluster_restarts", "server_restarts"):
         if key in recovery:
-            kwargs[key] = need(recovery, key, int, where)
-            if not 0 <= kwargs[key] <= 100:
-                raise ClusterFileError(f"{where}: {key} must be in 0..100")
+            kwargs[key] = bounded(recovery, key, where)
     for key in ("resume", "checkpoint"):
         if key in recovery:
             kwargs[key] = need(recovery, key, str, where)

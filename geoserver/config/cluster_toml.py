@@ -1,98 +1,106 @@
 """Writing a cluster file: :func:`to_toml` renders a
 :class:`~netstorm.geoserver.config.cluster.ClusterConfig` as TOML that
 :func:`~netstorm.geoserver.config.cluster.load_cluster` reads back equal (the launchers hand their
-processes a cluster file written here). Pure."""
+processes a cluster file written here), :func:`security_toml` the ``[security]`` table
+netstorm-keygen adds to a user's file. The text is made by ``tomli-w``, a library made for
+writing TOML (it quotes keys and escapes strings as TOML wants), and read back with
+``tomllib`` and validated before it is returned: what a process is handed is a file that
+process accepts. Pure; O(size of the config)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import tomllib
 
+import tomli_w
+
+from .cluster import ClusterConfig, ClusterFileError, parse_cluster
 from .hosts import SshConfig
 from .keys import SCHEDULER_PRINCIPAL, SecurityConfig
 
-if TYPE_CHECKING:
-    from .cluster import ClusterConfig
-
-__all__ = ["security_toml", "to_toml"]
+__all__ = ["checked_toml", "cluster_tables", "security_table", "security_toml", "to_toml"]
 
 
-def _toml_str(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _present(fields: dict) -> dict:
+    """``fields`` without those whose value is None (their default applies when read)."""
+    return {k: v for k, v in fields.items() if v is not None}
 
 
-def _table(header: str, fields: dict) -> list:
-    """One table (``[name]`` or ``[[name]]``) as lines of TOML; fields whose value is None
-    are left out (their default applies when read back). O(fields)."""
-    return [header] + [f"{k} = {_toml_value(v)}" for k, v in fields.items() if v is not None]
-
-
-def to_toml(config: ClusterConfig) -> str:
-    """Render ``config`` as a cluster file that :func:`load_cluster` reads back equal."""
-    lines = _table("[scheduler]", {"host": config.scheduler_host, "port": config.scheduler_port,
+def cluster_tables(config: ClusterConfig) -> dict:
+    """``config`` as the tables of a cluster file (what ``tomllib`` would read from it)."""
+    data = {"scheduler": _present({"host": config.scheduler_host,
+                                   "port": config.scheduler_port,
                                    "advertise": config.scheduler_advertise or None,
-                                   "stats": config.stats or None}) + [""]
-    for dc in config.dcs:
-        lines += _table("[[dc]]", {
-            "name": dc.name, "host": dc.host, "server_port": dc.server_port,
-            "workers": dc.workers, "advertise": dc.advertise or None,
-            "worker_hosts": list(dc.worker_hosts) or None}) + [""]
-    for link in config.links:
-        lines += _table("[[link]]", {
-            "a": link.a, "b": link.b, "mbps_ab": float(link.mbps_ab),
-            "mbps_ba": float(link.mbps_ba),
-            "latency_ms": float(link.latency_ms) if link.latency_ms else None}) + [""]
-    lines += _table("[transport]", {
-        "chunk_bytes": config.chunk_bytes, "timeout_s": config.timeout_s,
-        "heartbeat_s": config.heartbeat_s, "dead_after_s": config.dead_after_s,
-        "stall_s": config.stall_s, "fuse_bytes": config.fuse_bytes,
-        "fuse_linger_s": config.fuse_linger_s, "dataplane": config.dataplane}) + [""]
-    lines += _table("[wan]", {
+                                   "stats": config.stats or None}),
+            "dc": [_present({"name": dc.name, "host": dc.host, "server_port": dc.server_port,
+                             "workers": dc.workers, "advertise": dc.advertise or None,
+                             "worker_hosts": list(dc.worker_hosts) or None})
+                   for dc in config.dcs]}
+    if config.links:
+        data["link"] = [_present({"a": link.a, "b": link.b, "mbps_ab": float(link.mbps_ab),
+                                  "mbps_ba": float(link.mbps_ba),
+                                  "latency_ms": float(link.latency_ms) or None})
+                        for link in config.links]
+    data["transport"] = {
+        "chunk_bytes": config.chunk_bytes, "timeout_s": float(config.timeout_s),
+        "heartbeat_s": float(config.heartbeat_s), "dead_after_s": float(config.dead_after_s),
+        "stall_s": float(config.stall_s), "fuse_bytes": config.fuse_bytes,
+        "fuse_linger_s": float(config.fuse_linger_s), "dataplane": config.dataplane}
+    data["wan"] = _present({
         "policy": config.policy, "adapt": config.adapt,
-        "replan_threshold": config.replan_threshold, "min_dwell_s": config.min_dwell_s,
-        "multipath": config.multipath, "trees": config.trees, "hub": config.hub or None})
+        "replan_threshold": float(config.replan_threshold),
+        "min_dwell_s": float(config.min_dwell_s), "multipath": config.multipath,
+        "trees": config.trees, "hub": config.hub or None})
     if config.compression.on:
-        lines += [""] + _table("[compression]", config.compression.to_params())
+        data["compression"] = config.compression.to_params()
     if config.sync.mode != "fsa":
-        lines += [""] + _table("[sync]", config.sync.to_params())
+        data["sync"] = config.sync.to_params()
     if config.worker_restarts or config.resume or config.checkpoint or \
             config.server_restarts:
-        lines += [""] + _table("[recovery]", {
+        data["recovery"] = _present({
             "worker_restarts": config.worker_restarts,
             "cluster_restarts": config.cluster_restarts,
             "server_restarts": config.server_restarts,
             "resume": config.resume or None, "checkpoint": config.checkpoint or None})
     if config.ssh != SshConfig():
-        lines += [""] + _table("[ssh]", config.ssh.to_params())
+        data["ssh"] = config.ssh.to_params()
     if config.emulation.on:
-        lines += [""] + _table("[emulation]", config.emulation.to_params())
-    lines += security_toml(config.security)
-    return "\n".join(lines) + "\n"
+        data["emulation"] = config.emulation.to_params()
+    data["security"] = security_table(config.security)
+    return data
 
 
-def _toml_value(value) -> str:
-    """A string, number, bool, list or flat table as TOML."""
-    if isinstance(value, str):
-        return _toml_str(value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_toml_str(k)} = {_toml_value(v)}"
-                               for k, v in value.items()) + "}"
-    return repr(value)
+def to_toml(config: ClusterConfig) -> str:
+    """``config`` as a cluster file that :func:`load_cluster` reads back equal, read back
+    and validated here (:func:`checked_toml`)."""
+    return checked_toml(tomli_w.dumps(cluster_tables(config)), config.source)
 
 
-def security_toml(security: SecurityConfig) -> list:
-    """The ``[security]`` table of ``security`` as lines of TOML."""
+def checked_toml(text: str, source: str) -> str:
+    """``text`` once it reads back (``tomllib``) as a valid cluster file; else
+    :class:`ClusterFileError` naming ``source``, the config it was written from (that
+    would be a bug of this writer, said before any process is handed the file)."""
+    try:
+        parse_cluster(tomllib.loads(text), source=f"the cluster file written from {source}")
+    except tomllib.TOMLDecodeError as exc:
+        raise ClusterFileError(f"the cluster file written from {source} is not valid TOML "
+                               f"({exc}); please report this") from None
+    return text
+
+
+def security_table(security: SecurityConfig) -> dict:
+    """The ``[security]`` table of ``security``: curve on or off, its bulk cipher and
+    secret key folder when set, every principal's public key."""
     keys = security.keys
-    lines = ["", "[security]", f"curve = {str(security.curve).lower()}"]
-    if security.bulk_cipher != "aegis256":
-        lines.append(f"bulk_cipher = {_toml_str(security.bulk_cipher)}")
-    if security.secret_keys:
-        lines.append(f"secret_keys = {_toml_str(security.secret_keys)}")
-    if SCHEDULER_PRINCIPAL in keys:
-        lines.append(f'scheduler_key = "{keys[SCHEDULER_PRINCIPAL]}"')
-    dc_keys = [(dc, key) for dc, key in keys.items() if dc != SCHEDULER_PRINCIPAL]
+    table = _present({"curve": security.curve,
+                      "bulk_cipher": security.bulk_cipher
+                      if security.bulk_cipher != "aegis256" else None,
+                      "secret_keys": security.secret_keys or None,
+                      "scheduler_key": keys.get(SCHEDULER_PRINCIPAL)})
+    dc_keys = {dc: key for dc, key in keys.items() if dc != SCHEDULER_PRINCIPAL}
     if dc_keys:
-        lines += ["[security.dc_keys]"] + [f'{dc} = "{key}"' for dc, key in dc_keys]
-    return lines
+        table["dc_keys"] = dc_keys
+    return table
+
+
+def security_toml(security: SecurityConfig) -> str:
+    """The ``[security]`` table of ``security`` as TOML text (its own tables only)."""
+    return tomli_w.dumps({"security": security_table(security)})

@@ -15,13 +15,16 @@ from dataclasses import asdict, dataclass, fields
 from .tables import check_kind, chosen_params
 
 __all__ = ["CompressionConfig", "CompressionError", "DEFAULT_RATIO", "DEFAULT_SIZE_THRESHOLD",
-           "DEFAULT_THRESHOLD", "DEFAULT_WARMUP_ROUNDS", "PARAMS", "REFUSED", "SCOPES", "TYPES"]
+           "DEFAULT_THRESHOLD", "DEFAULT_WARMUP_ROUNDS", "MAX_COUNT", "MAX_THRESHOLD", "PARAMS",
+           "REFUSED", "SCOPES", "TYPES"]
 
 SCOPES = ("wan", "all")        # between DC servers; "all": the workers' pushes to them too
 DEFAULT_THRESHOLD = 0.5        # MXNet's own default for 2bit
 DEFAULT_RATIO = 0.01           # bsc, mpq, topk2bit: a hundredth of the elements per hop
 DEFAULT_WARMUP_ROUNDS = 0
 DEFAULT_SIZE_THRESHOLD = 1 << 16    # mpq: keys under this many elements go as fp16
+MAX_THRESHOLD = 1e30           # 2bit: still a finite float32
+MAX_COUNT = 1 << 40            # the largest warmup_rounds or size_threshold taken
 PARAMS = {                     # each type and the parameters it takes besides 'type'
     "none": (),
     "2bit": ("threshold", "scope"),
@@ -59,9 +62,9 @@ class CompressionConfig:
     def __post_init__(self):
         check_kind(self.type, TYPES, "compression type", CompressionError)
         if not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold)
-                and self.threshold > 0):
-            raise CompressionError(f"threshold must be a positive number, got "
-                                   f"{self.threshold!r}")
+                and 0 < self.threshold <= MAX_THRESHOLD):
+            raise CompressionError(f"threshold must be a positive number up to "
+                                   f"{MAX_THRESHOLD:g}, got {self.threshold!r}")
         if not (isinstance(self.ratio, (int, float)) and 0 < self.ratio <= 1):
             raise CompressionError(f"ratio must be in (0, 1], got {self.ratio!r}")
         if not (isinstance(self.momentum, (int, float)) and not isinstance(self.momentum, bool)
@@ -71,8 +74,10 @@ class CompressionConfig:
             raise CompressionError(_refusal(self.type, "momentum"))
         for name in ("warmup_rounds", "size_threshold"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise CompressionError(f"{name} must be a whole number >= 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    not 0 <= value <= MAX_COUNT:
+                raise CompressionError(f"{name} must be a whole number in 0..{MAX_COUNT}, "
+                                       f"got {value!r}")
         if self.scope not in SCOPES:
             raise CompressionError(f"scope must be one of {SCOPES}, got {self.scope!r}")
 

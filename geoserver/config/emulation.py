@@ -57,7 +57,7 @@ def parse_emulation(raw, dcs: set, where: str, error: type) -> EmulationConfig:
             raise error(f"{at} must be [from, to, ms], got {item!r}")
         a, b, ms = item
         for end in (a, b):
-            if end not in dcs:
+            if not isinstance(end, str) or end not in dcs:
                 raise error(f"{at}: unknown DC {end!r}")
         if a == b or (a, b) in seen:
             raise error(f"{at}: {a} -> {b} is a self-pair or given twice")

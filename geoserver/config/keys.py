@@ -18,9 +18,10 @@ import zmq
 import zmq.auth
 from zmq.utils import z85
 
-__all__ = ["BULK_CIPHERS", "INSECURE_WARNING", "KEY_CHARS", "KeyPair", "SCHEDULER_PRINCIPAL", "SecurityConfig",
-           "SecurityError", "check_key", "describe", "generate_cluster_keys", "key_file_name",
-           "read_key_pair", "write_key_pair"]
+__all__ = ["BULK_CIPHERS", "INSECURE_WARNING", "KEY_CHARS", "KeyPair", "SCHEDULER_PRINCIPAL",
+           "SecurityConfig", "SecurityError", "check_key", "describe", "generate_cluster_keys",
+           "key_file_name", "new_cluster_keys", "public_keys", "read_key_pair", "remove_files",
+           "write_cluster_keys", "write_key_pair"]
 
 SCHEDULER_PRINCIPAL = ""            # the scheduler's NodeInfo.dc is "" as well
 KEY_CHARS = 40                      # a Curve25519 key in Z85
@@ -141,13 +142,41 @@ INSECURE_WARNING = ("CURVE is off ([security] curve = false): traffic is neither
                     "model and forge any message")
 
 
+def new_cluster_keys(dcs) -> dict:
+    """A fresh key pair for the scheduler and each of ``dcs``: ``{principal: KeyPair}``,
+    in memory only."""
+    return {principal: KeyPair.generate() for principal in (SCHEDULER_PRINCIPAL, *dcs)}
+
+
+def public_keys(pairs: dict) -> tuple:
+    """``pairs``' public halves as :attr:`SecurityConfig.public_keys`."""
+    return tuple(sorted((principal, pair.public.decode()) for principal, pair in pairs.items()))
+
+
+def write_cluster_keys(pairs: dict, directory) -> list:
+    """Write the secret half of every pair of ``pairs`` (:func:`write_key_pair`) to
+    ``directory``: all of them, or none (a failure removes those written before it and
+    raises). The paths written, in ``pairs``' order. O(pairs)."""
+    written = []
+    try:
+        for principal, pair in pairs.items():
+            written.append(write_key_pair(directory, principal, pair))
+    except BaseException:
+        remove_files(written)
+        raise
+    return written
+
+
+def remove_files(paths) -> None:
+    """Remove ``paths`` (those already gone are skipped): undoing a write that failed."""
+    for path in paths:
+        Path(path).unlink(missing_ok=True)
+
+
 def generate_cluster_keys(dcs, directory) -> SecurityConfig:
     """A fresh key pair for the scheduler and each of ``dcs``, the secret halves written to
-    ``directory`` (:func:`write_key_pair`); the :class:`SecurityConfig` listing them."""
-    public = {}
-    for principal in (SCHEDULER_PRINCIPAL, *dcs):
-        pair = KeyPair.generate()
-        write_key_pair(directory, principal, pair)
-        public[principal] = pair.public.decode()
-    return SecurityConfig(curve=True, public_keys=tuple(sorted(public.items())),
+    ``directory`` (:func:`write_cluster_keys`); the :class:`SecurityConfig` listing them."""
+    pairs = new_cluster_keys(dcs)
+    write_cluster_keys(pairs, directory)
+    return SecurityConfig(curve=True, public_keys=public_keys(pairs),
                           secret_keys=str(directory))

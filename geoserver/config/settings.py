@@ -12,6 +12,7 @@ measurement's request (:class:`ProbeRequest`) travels the same way.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from .compression import CompressionConfig, CompressionError
@@ -20,10 +21,12 @@ from .sync import SyncConfig, SyncError
 __all__ = ["CURVE_FRAME_OVERHEAD", "DATAPLANES", "DEFAULT_CHUNK_BYTES", "DEFAULT_DEAD_AFTER_S",
            "DEFAULT_FUSE_BYTES", "DEFAULT_FUSE_LINGER_S", "DEFAULT_HEARTBEAT_S", "DEFAULT_STALL_S",
            "DEFAULT_TIMEOUT_S", "IDLE_PROBE_S", "LOG_INTERVAL_S", "LOG_LINES_PER_PEER",
-           "MAX_EARLY_MESSAGES", "MAX_FRAME_BYTES", "MAX_FUSE_LINGER_S", "MAX_HELD_BYTES_PER_PEER",
-           "MAX_LATENCY_MS", "MAX_PROBE_BYTES", "MAX_ROUNDS_AHEAD", "MIN_CHUNK_BYTES",
-           "PROBE_BYTES", "PROBE_TIMEOUT_S", "ProbeRequest", "RuntimeSettings", "SettingsError",
-           "TYPED"]
+           "MAX_CHUNK_BYTES", "MAX_DURATION_S", "MAX_EARLY_MESSAGES", "MAX_FRAME_BYTES",
+           "MAX_FUSE_LINGER_S", "MAX_HELD_BYTES_PER_PEER", "MAX_LATENCY_MS", "MAX_MBPS",
+           "MAX_NODES", "MAX_PROBE_BYTES", "MAX_REPLAN_THRESHOLD", "MAX_RESTARTS",
+           "MAX_ROUNDS_AHEAD", "MIN_CHUNK_BYTES", "MIN_DURATION_S", "MIN_MBPS", "NODE_ID_BYTES",
+           "NO_NODE_ID", "PROBE_BYTES", "PROBE_TIMEOUT_S", "PROCESSES_PER_CORE", "ProbeRequest",
+           "RuntimeSettings", "SettingsError", "TYPED"]
 
 DEFAULT_CHUNK_BYTES = 1 << 18   # tensors larger than this travel as several WAN chunks
                                 # (256 KiB: a chunk is what each tree hop must receive
@@ -61,6 +64,23 @@ MAX_HELD_BYTES_PER_PEER = 1 << 30   # tensor bytes kept for later per peer DC (p
 MAX_EARLY_MESSAGES = 1 << 16    # messages kept before the WELCOME or the first policy
 LOG_LINES_PER_PEER = 10         # lines about bad messages per peer and interval, the rest
 LOG_INTERVAL_S = 10.0           # counted and reported with the next line
+
+# Limits on what a cluster file or a command line may set (config.limits checks them).
+MIN_DURATION_S = 0.001          # a time setting under 1 ms (a heartbeat, a timeout) floods
+                                # or fails a healthy cluster
+MAX_DURATION_S = 86_400.0       # one over a day is a typo (and 1e308 s overflows the clocks)
+MIN_MBPS = 1e-3                 # a link's rate, Mbit/s: from 1 kbit/s ...
+MAX_MBPS = 1e7                  # ... to 10 Tbit/s
+MAX_REPLAN_THRESHOLD = 10.0     # adapt: "predicted 1000% slower" is the most a switch waits for
+MAX_RESTARTS = 100              # [recovery]: restarts of one process, or of the cluster
+MAX_CHUNK_BYTES = MAX_FRAME_BYTES   # a WAN chunk travels as one frame
+NODE_ID_BYTES = struct.calcsize("<H")   # a node id on the wire: the header's sender field
+                                        # (core/wire.py HEADER; a test checks they agree)
+NO_NODE_ID = (1 << 8 * NODE_ID_BYTES) - 1   # its largest value means "no id yet" (NO_NODE)
+MAX_NODES = NO_NODE_ID          # ids 0 .. NO_NODE_ID - 1, given in turn: the scheduler, one
+                                # server per DC, every worker (scheduler/registration.py)
+PROCESSES_PER_CORE = 10         # more on one host than this per core needs the launcher's --yes
+                                # (a 9-DC emulated WAN, 19 processes, runs on 2 cores)
 
 
 TYPED = {"compression": CompressionConfig, "sync": SyncConfig}   # fields with a type of
@@ -110,8 +130,8 @@ def _links(value) -> tuple:
         a, b = link[:2]
         if not (isinstance(a, str) and isinstance(b, str) and a and b and a != b):
             raise SettingsError(f"{where} must name two different DCs, got {link!r}")
-        links.append((a, b, _number(f"{where} mbps_ab", link[2], float, None, True),
-                      _number(f"{where} mbps_ba", link[3], float, None, True)))
+        links.append((a, b, _number(f"{where} mbps_ab", link[2], float, None, True, MAX_MBPS),
+                      _number(f"{where} mbps_ba", link[3], float, None, True, MAX_MBPS)))
     return tuple(links)
 
 
@@ -172,15 +192,21 @@ class _Wire:
 class RuntimeSettings(_Wire):
     """What every server and worker is told at rendezvous (WELCOME) about how to run."""
 
-    chunk_bytes: int = _setting(DEFAULT_CHUNK_BYTES, int, minimum=MIN_CHUNK_BYTES)
-    timeout_s: float = _setting(DEFAULT_TIMEOUT_S, float, positive=True)
-    fuse_bytes: int = _setting(DEFAULT_FUSE_BYTES, int, minimum=0)   # 0: no fusion
+    chunk_bytes: int = _setting(DEFAULT_CHUNK_BYTES, int, minimum=MIN_CHUNK_BYTES,
+                                maximum=MAX_CHUNK_BYTES)
+    timeout_s: float = _setting(DEFAULT_TIMEOUT_S, float, positive=True,
+                                maximum=MAX_DURATION_S)
+    fuse_bytes: int = _setting(DEFAULT_FUSE_BYTES, int, minimum=0,   # 0: no fusion
+                               maximum=MAX_FRAME_BYTES)
     dataplane: str = field(default="auto")  # "auto" | "native" | "python" (docs/dataplane.md)
     fuse_linger_s: float = _setting(DEFAULT_FUSE_LINGER_S, float, minimum=0.0,
                                     maximum=MAX_FUSE_LINGER_S)
-    heartbeat_s: float = _setting(DEFAULT_HEARTBEAT_S, float, positive=True)
-    dead_after_s: float = _setting(DEFAULT_DEAD_AFTER_S, float, positive=True)
-    stall_s: float = _setting(DEFAULT_STALL_S, float, positive=True)
+    heartbeat_s: float = _setting(DEFAULT_HEARTBEAT_S, float, positive=True,
+                                  maximum=MAX_DURATION_S)
+    dead_after_s: float = _setting(DEFAULT_DEAD_AFTER_S, float, positive=True,
+                                   maximum=MAX_DURATION_S)
+    stall_s: float = _setting(DEFAULT_STALL_S, float, positive=True,
+                              maximum=MAX_DURATION_S)
     probe_idle_s: float = _setting(0.0, float, minimum=0.0)   # 0: never probe idle links
     round_gate: bool = _setting(False, bool)    # adapt: a round starts once it is opened
     links: tuple = field(default=())            # the WAN the scheduler planned on, for

@@ -7,7 +7,7 @@ __all__ = ["check_kind", "chosen_params"]
 def check_kind(kind, known, label: str, error: type):
     """``kind`` if it is one of ``known``; else ``error`` naming it as ``label`` and what is
     accepted. O(len(known))."""
-    if kind not in known:
+    if not isinstance(kind, str) or kind not in known:
         raise error(f"{label} {kind!r} is unknown; accepted: "
                     f"{', '.join(repr(k) for k in known)}")
     return kind

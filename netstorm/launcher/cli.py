@@ -12,21 +12,30 @@ and then stops every other process; Ctrl-C stops everything. With --dc, only tho
 processes (and the scheduler only with --scheduler) are started, with --host only those the
 file places on that host: one cluster file, one launcher call per host. With --ssh this
 launcher starts every host's share itself, over ssh (docs/launch.md).
+
+Every flag is checked as the cluster file's field it sets is (``config.limits``), and the
+cluster as a whole before any process starts: too many processes for this host's cores need
+--yes. An unexpected error is one line (its traceback in a file, or printed with --debug).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, DataCenter,
                                         load_cluster, pseudo_cluster)
+from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
-from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.config.limits import crowding, flag_type, node_count_problem, text_flag
+from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES, \
+    PROCESSES_PER_CORE
+from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
 
 from netstorm.geoserver.config.hosts import resolve_host
 
@@ -36,18 +45,31 @@ from .slurm import run_in_allocation
 from .ssh import run_over_ssh
 from .supervisor import free_port, interrupts_raise, run_cluster
 
-__all__ = ["compression_setting", "main", "on_host_part", "parse_args", "run_on_wan"]
+__all__ = ["OVERRIDES", "PROG", "compression_setting", "local_processes", "main",
+           "on_host_part", "parse_args", "run_on_wan"]
+
+PROG = "netstorm-launch"
+OVERRIDES = {   # a cluster file's field -> the flag that overrides it
+    "policy": "--policy", "chunk_bytes": "--chunk-bytes", "timeout_s": "--timeout",
+    "dataplane": "--dataplane", "worker_restarts": "--worker-restarts", "resume": "--resume",
+    "checkpoint": "--checkpoint", "cluster_restarts": "--cluster-restarts",
+    "server_restarts": "--server-restarts", "adapt": "--adapt", "multipath": "--multipath",
+    "stats": "--stats", "security": "--insecure", "compression": "--compression",
+    "sync": "--sync"}
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__,
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     shape = parser.add_mutually_exclusive_group(required=True)
-    shape.add_argument("--dcs", type=int, help="number of DCs (pseudo-distributed)")
-    shape.add_argument("--cluster", help="cluster file (TOML) for full control")
-    shape.add_argument("--wan", help="topology (built-in name or file): run every DC in its "
-                                     "own network namespace of an emulated WAN (needs root)")
-    parser.add_argument("--bandwidth-scale", type=float, default=1.0,
+    shape.add_argument("--dcs", type=flag_type("dcs"),
+                       help="number of DCs (pseudo-distributed)")
+    shape.add_argument("--cluster", type=text_flag,
+                       help="cluster file (TOML) for full control")
+    shape.add_argument("--wan", type=text_flag,
+                       help="topology (built-in name or file): run every DC in its own "
+                            "network namespace of an emulated WAN (needs root)")
+    parser.add_argument("--bandwidth-scale", type=flag_type("scale"), default=1.0,
                         help="with --wan: multiply every link rate")
     parser.add_argument("--policy", choices=["star", "fapt"], default=None,
                         help="WAN policy (default: the cluster file's, else star)")
@@ -55,7 +77,7 @@ def parse_args(argv):
                         help="re-plan the trees from passively measured link rates")
     parser.add_argument("--multipath", action="store_true", default=None,
                         help="let idle links relay part of busy links' chunks")
-    parser.add_argument("--stats", default=None,
+    parser.add_argument("--stats", type=text_flag, default=None,
                         help="the scheduler's JSON-lines log of estimates and policies")
     parser.add_argument("--measure", action="store_true",
                         help="with --wan: do not declare the links' rates; the cluster "
@@ -70,16 +92,16 @@ def parse_args(argv):
                              "mixed:staleness=2, esync:max_steps=8 or "
                              "diloco:h=100,outer_lr=0.7,fragments=4,delay=5 (docs/sync.md); "
                              "overrides the cluster file's [sync]")
-    parser.add_argument("--workers-per-dc", type=int, default=1,
+    parser.add_argument("--workers-per-dc", type=flag_type("workers"), default=1,
                         help="workers per DC with --dcs or --wan (default 1)")
-    parser.add_argument("--chunk-bytes", type=int, default=None,
+    parser.add_argument("--chunk-bytes", type=flag_type("chunk_bytes"), default=None,
                         help=f"WAN chunk size, bytes (pipelining granularity; default: the "
                              f"cluster file's, else {DEFAULT_CHUNK_BYTES})")
     parser.add_argument("--dataplane", choices=DATAPLANES, default=None,
                         help="the DC servers' WAN chunk path: the compiled core ('native'), "
                              "the Python one, or 'auto' (native where it is built and "
                              "applies; docs/dataplane.md); overrides [transport] dataplane")
-    parser.add_argument("--timeout", type=float, default=None,
+    parser.add_argument("--timeout", type=flag_type("timeout_s"), default=None,
                         help="seconds any node waits for a peer before a clear error")
     parser.add_argument("--insecure", action="store_true",
                         help="no CURVE: traffic unencrypted and unauthenticated (a warning "
@@ -89,24 +111,24 @@ def parse_args(argv):
                         help="make MXNet's dist_sync / dist_device_sync / dist kvstore names "
                              "create netstorm's store in the workers, so a script written "
                              "for stock MXNet runs unedited (dist_async is refused)")
-    parser.add_argument("--worker-restarts", type=int, default=None,
+    parser.add_argument("--worker-restarts", type=flag_type("worker_restarts"), default=None,
                         help="restart a worker that dies up to N times into its rank; the "
                              "cluster waits for it (fsa only; docs/recovery.md)")
-    parser.add_argument("--server-restarts", type=int, default=None,
+    parser.add_argument("--server-restarts", type=flag_type("server_restarts"), default=None,
                         help="replace a DC server that dies up to N times, from a peer DC's "
                              "replica, without stopping the others (fsa only; "
                              "docs/recovery.md)")
-    parser.add_argument("--resume", default=None,
+    parser.add_argument("--resume", type=text_flag, default=None,
                         help="start the servers from a checkpoint written by "
                              "kv.save_checkpoint (fsa only; docs/recovery.md)")
-    parser.add_argument("--checkpoint", default=None,
+    parser.add_argument("--checkpoint", type=text_flag, default=None,
                         help="where kv.save_checkpoint() writes by default (fsa only)")
-    parser.add_argument("--cluster-restarts", type=int, default=None,
+    parser.add_argument("--cluster-restarts", type=flag_type("cluster_restarts"), default=None,
                         help="with --checkpoint: restart the whole cluster from it up to N "
                              "times when a server or the scheduler dies (docs/recovery.md)")
-    parser.add_argument("--dc", action="append", default=None,
+    parser.add_argument("--dc", type=text_flag, action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
-    parser.add_argument("--host", default=None,
+    parser.add_argument("--host", type=text_flag, default=None,
                         help="start only the processes the cluster file places on this "
                              "host address (its scheduler, servers and worker_hosts)")
     parser.add_argument("--ssh", action="store_true",
@@ -117,6 +139,11 @@ def parse_args(argv):
                              "and start each node's share with srun (docs/launch.md)")
     parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
                         help="start the scheduler here (default: unless --dc is given)")
+    parser.add_argument("--yes", action="store_true",
+                        help=f"start more than {PROCESSES_PER_CORE} processes per core on "
+                             f"this host")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an unexpected error")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="-- followed by the worker command")
     args = parser.parse_args(argv)
@@ -136,26 +163,31 @@ def parse_args(argv):
     return args
 
 
-def run_on_wan(args, transport: dict) -> int:
+def run_on_wan(args, transport: dict, cores: int) -> int:
     """Bring up the emulated WAN, run the cluster with each DC in its namespace (scheduler in
-    the first DC), tear the WAN down whatever happens."""
+    the first DC), tear the WAN down whatever happens. The cluster is checked (its settings,
+    as its processes will read them, and its size for this host's ``cores``) before the WAN
+    comes up."""
     from netstorm import wan as wanlib   # noqa: PLC0415 - only --wan needs the emulator
     from netstorm.scheduler.topology import TopologyError  # noqa: PLC0415
     try:
         topology = wanlib.load_topology(args.wan).scaled(args.bandwidth_scale)
-    except TopologyError as exc:
+        links = () if args.measure else topology.without_latency().links
+
+        def cluster(address) -> ClusterConfig:
+            return ClusterConfig(
+                scheduler_host=address(topology.dcs[0]), scheduler_port=free_port(),
+                dcs=tuple(DataCenter(dc, address(dc), 0, args.workers_per_dc)
+                          for dc in topology.dcs), source=f"<wan {topology.name}>",
+                links=links, **transport)
+        to_toml(_overridden(lambda: cluster(lambda dc: "127.0.0.1"), transport))
+        _check_crowding(1 + len(topology.dcs) * (1 + args.workers_per_dc), cores, args.yes)
+    except (TopologyError, ClusterFileError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
     try:
         with wanlib.EmulatedWan(topology) as wan:
-            first = topology.dcs[0]
-            links = () if args.measure else topology.without_latency().links
-            config = ClusterConfig(
-                scheduler_host=wan.dc_address(first), scheduler_port=free_port(),
-                dcs=tuple(DataCenter(dc, wan.dc_address(dc), 0, args.workers_per_dc)
-                          for dc in topology.dcs), source=f"<wan {topology.name}>",
-                links=links, **transport)
-            return run_cluster(config, args.command, wrap_dc=wan.exec_prefix,
+            return run_cluster(cluster(wan.dc_address), args.command, wrap_dc=wan.exec_prefix,
                                as_dist_sync=args.as_dist_sync)
     except (wanlib.WanUnavailable, ClusterFileError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
@@ -183,52 +215,103 @@ def on_host_part(config: ClusterConfig, host: str) -> Part:
     return part
 
 
-def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def _overrides(args) -> dict:
+    """The cluster file's fields the flags set (:data:`OVERRIDES`), each already checked
+    as that field is (argparse ``type=``); ``--compression`` and ``--sync`` parsed here."""
     transport = {} if args.policy is None else {"policy": args.policy}
-    if args.chunk_bytes is not None:
-        transport["chunk_bytes"] = args.chunk_bytes
+    for key in ("chunk_bytes", "dataplane", "worker_restarts", "cluster_restarts",
+                "server_restarts", "adapt", "multipath", "stats"):
+        if getattr(args, key) is not None:
+            transport[key] = getattr(args, key)
     if args.timeout is not None:
         transport["timeout_s"] = args.timeout
-    if args.dataplane is not None:
-        transport["dataplane"] = args.dataplane
-    if args.worker_restarts is not None:
-        transport["worker_restarts"] = args.worker_restarts
     for key in ("resume", "checkpoint"):
         if getattr(args, key) is not None:
             transport[key] = str(Path(getattr(args, key)).resolve())
-    for key in ("cluster_restarts", "server_restarts"):
-        if getattr(args, key) is not None:
-            transport[key] = getattr(args, key)
-    for key in ("adapt", "multipath", "stats"):
-        if getattr(args, key) is not None:
-            transport[key] = getattr(args, key)
     if args.insecure:
         transport["security"] = SecurityConfig(curve=False)
+    if args.compression is not None:
+        transport["compression"] = compression_setting(args.compression)
+    if args.sync is not None:
+        transport["sync"] = SyncConfig.parse(args.sync)
+    return transport
+
+
+def _overridden(build, transport: dict) -> ClusterConfig:
+    """``build()``, the cluster with the flags' ``transport`` applied; a refusal of the
+    settings together (e.g. --timeout under two heartbeats) names the flags too."""
     try:
-        if args.compression is not None:
-            transport["compression"] = compression_setting(args.compression)
-        if args.sync is not None:
-            transport["sync"] = SyncConfig.parse(args.sync)
+        return build()
+    except ClusterFileError as exc:
+        if not transport:
+            raise
+        flags = ", ".join(OVERRIDES[key] for key in transport)
+        raise ClusterFileError(f"{exc} (with the command line's {flags})") from None
+
+
+def _check_crowding(processes: int, cores: int, yes: bool) -> None:
+    """Refuse to start ``processes`` on this host of ``cores`` cores if they are too many
+    (``config.limits.crowding``), unless the user said ``--yes``."""
+    problem = crowding(processes, cores)
+    if problem and not yes:
+        raise ClusterFileError(f"{problem}; pass --yes to start them anyway")
+
+
+def local_processes(config: ClusterConfig, part, dcs, with_scheduler: bool) -> int:
+    """How many processes this launcher starts here at once: ``part`` (``--host``), else
+    the DCs ``dcs`` (None: all) and the scheduler if ``with_scheduler``."""
+    if part is None:
+        part = placement.of_dcs(config, dcs, with_scheduler)
+    return int(part.scheduler) + len(part.servers) + len(part.workers)
+
+
+def _cores() -> int:
+    """The cores this process may run on (and so the processes it starts)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+
+
+def main(argv=None) -> int:
+    """``netstorm-launch``: exit status 0, the failing process's, 2 for bad input or an
+    unexpected error (one line), 130 on Ctrl-C."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv, _cores())
+    except Exception as exc:     # noqa: BLE001 - the last resort: one line, never a traceback
+        return report_uncaught(PROG, exc, debug_wanted(argv, os.environ))
+
+
+def _main(argv: list, cores: int) -> int:
+    args = parse_args(argv)
+    with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
+    try:
+        transport = _overrides(args)
+        if args.wan:
+            try:
+                with interrupts_raise():
+                    return run_on_wan(args, transport, cores)
+            except KeyboardInterrupt:
+                return 130
         if args.cluster:
             config = load_cluster(args.cluster)
             if transport:
-                config = replace(config, **transport)
-        elif args.wan:
-            try:
-                with interrupts_raise():
-                    return run_on_wan(args, transport)
-            except KeyboardInterrupt:
-                return 130
+                config = _overridden(lambda: replace(config, **transport), transport)
         else:
-            config = pseudo_cluster(args.dcs, args.workers_per_dc, free_port(), **transport)
+            too_many = node_count_problem(args.dcs, args.dcs * args.workers_per_dc)
+            if too_many:
+                raise ClusterFileError(f"--dcs {args.dcs} --workers-per-dc "
+                                       f"{args.workers_per_dc}: {too_many}")
+            config = _overridden(lambda: pseudo_cluster(args.dcs, args.workers_per_dc,
+                                                        free_port(), **transport), transport)
         for name in args.dc or []:
             config.dc(name)
         part = None if args.host is None else on_host_part(config, args.host)
+        if not args.ssh:
+            _check_crowding(local_processes(config, part, args.dc, with_scheduler), cores,
+                            args.yes)
     except (ClusterFileError, CompressionError, SyncError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
-    with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
     try:
         with interrupts_raise():
             if args.slurm:

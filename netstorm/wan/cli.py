@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 from netstorm.geoserver.cli import StopSignals
+from netstorm.geoserver.config.limits import flag_type
+from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
 from netstorm.scheduler.topology import Topology, TopologyError
 
 from .builtin import load_topology
@@ -28,7 +30,9 @@ from .netns import PREFIX, RUN_RE, STATE_DIR, WanError, down_all, list_netns, re
 from .trace_runner import TraceRunner
 from .traces import load_trace
 
-__all__ = ["main", "terminate_raises"]
+__all__ = ["PROG", "main", "terminate_raises"]
+
+PROG = "netstorm-wan"
 
 
 def terminate_raises() -> StopSignals:
@@ -63,9 +67,22 @@ def _stop_child(child: subprocess.Popen) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="\n\n".join(__doc__.split("\n\n")[:2]),
+    """``netstorm-wan``: 0, CMD's status for ``run``, 2 for bad input or an unexpected error
+    (one line; its traceback in a file, or printed with --debug or NETSTORM_DEBUG=1)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except Exception as exc:     # noqa: BLE001 - the last resort: one line, never a traceback
+        return report_uncaught(PROG, exc, debug_wanted(argv, os.environ))
+
+
+def _main(argv: list) -> int:
+    parser = argparse.ArgumentParser(prog=PROG,
+                                     description="\n\n".join(__doc__.split("\n\n")[:2]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-dir", default=str(STATE_DIR), help=argparse.SUPPRESS)
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", required=True, help="what to do")
     for name in ("up", "run"):
         p = sub.add_parser(name, help="bring a WAN up" if name == "up" else
@@ -73,12 +90,13 @@ def main(argv=None) -> int:
         p.add_argument("topology", help="topology file or built-in name (small, hetero6, "
                                         "paper9)")
         p.add_argument("--run", help="run id (1-6 chars a-z0-9); default: random")
-        p.add_argument("--scale", type=float, default=1.0, help="multiply every rate")
+        p.add_argument("--scale", type=flag_type("scale"), default=1.0,
+                       help="multiply every rate")
         p.add_argument("--prefix", default=PREFIX, help=argparse.SUPPRESS)
         if name == "run":
             p.add_argument("--trace", help="apply a named dynamic trace during CMD "
                                            "(paper9-fluctuating)")
-            p.add_argument("--period", type=float, default=180.0,
+            p.add_argument("--period", type=flag_type("timeout_s"), default=180.0,
                            help="trace period, s (default: the paper's 180)")
             p.usage = "wan.py run TOPOLOGY [--run ID] [--scale F] [--trace NAME] -- CMD ..."
     p = sub.add_parser("down", help="remove a run (or every run)")
@@ -92,8 +110,7 @@ def main(argv=None) -> int:
     p.add_argument("--run", required=True, help="the run id")
     p.add_argument("a", help="sending DC")
     p.add_argument("b", help="receiving DC")
-    p.add_argument("mbps", type=float, help="new rate of a -> b, Mbit/s")
-    argv = list(sys.argv[1:] if argv is None else argv)
+    p.add_argument("mbps", type=flag_type("mbps"), help="new rate of a -> b, Mbit/s")
     cmd = []
     if "--" in argv:            # everything after the first -- is CMD, untouched by argparse
         cut = argv.index("--")

@@ -2,7 +2,7 @@
 import pytest
 
 from netstorm.geoserver.config.cluster_config import ClusterFileError
-from netstorm.geoserver.config.cluster_fields import advertise, known_fields, need, port, \
+from netstorm.geoserver.config.cluster_fields import advertise, bounded, known_fields, need, \
     read_toml
 
 
@@ -25,8 +25,24 @@ def test_a_field_is_required_and_typed_an_int_is_a_float_a_bool_never_a_number()
         need({}, "x", int, "f")
     with pytest.raises(ClusterFileError, match="f: field 'x' must be int, got True"):
         need({"x": True}, "x", int, "f")
-    with pytest.raises(ClusterFileError, match="f: port 70000 is outside 0..65535"):
-        port(70000, "f")
+
+
+
+@pytest.mark.parametrize("table, key, message", [
+    ({"server_port": 70000}, "server_port", "f: server_port must be a whole number in "
+                                            "0..65535, got 70000 (0: any free port)"),
+    ({"timeout_s": float("nan")}, "timeout_s", "f: timeout_s must be a finite number in "
+                                               "[0.001, 86400] s, got nan"),
+    ({"mbps": float("inf")}, "mbps", "f: mbps must be a finite number in [0.001, 1e+07] "
+                                     "Mbit/s, got inf"),
+    ({"workers": 1.5}, "workers", "f: field 'workers' must be int, got 1.5"),
+])
+def test_a_number_field_is_typed_finite_and_within_its_bound(table, key, message):
+    with pytest.raises(ClusterFileError) as info:
+        bounded(table, key, "f")
+    assert str(info.value) == message
+    assert bounded({"timeout_s": 3}, "timeout_s", "f") == 3.0
+    assert bounded({"port": 1}, "port", "f", "scheduler_port") == 1
 
 
 def test_advertise_defaults_to_the_bind_address():

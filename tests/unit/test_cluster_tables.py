@@ -25,7 +25,8 @@ def test_dcs_need_unique_names_and_a_worker():
     assert [(d.name, d.workers, d.server_host) for d in dcs] == [("eu", 2, "127.0.0.1")]
     with pytest.raises(ClusterFileError, match=r"f: no \[\[dc\]\] tables"):
         parse_dcs([], "f")
-    with pytest.raises(ClusterFileError, match="f DC 'eu': workers must be >= 1, got 0"):
+    with pytest.raises(ClusterFileError, match="f DC 'eu': workers must be a whole number in "
+                                               "1..65533, got 0"):
         parse_dcs([{"name": "eu", "host": "127.0.0.1", "server_port": 0, "workers": 0}], "f")
 
 
@@ -38,5 +39,6 @@ def test_each_table_returns_only_the_fields_it_sets():
     assert parse_recovery({"server_restarts": 2}, "r") == {"server_restarts": 2}
     with pytest.raises(ClusterFileError, match="w: hub 'us' is not a declared DC"):
         parse_wan({"hub": "us"}, {"eu"}, "w")
-    with pytest.raises(ClusterFileError, match="r: worker_restarts must be in 0..100"):
+    with pytest.raises(ClusterFileError, match="r: worker_restarts must be a whole number in "
+                                               "0..100, got 101"):
         parse_recovery({"worker_restarts": 101}, "r")
