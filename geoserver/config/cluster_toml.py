@@ -68,10 +68,18 @@ def cluster_tables(config: ClusterConfig) -> dict:
     return data
 
 
-def to_toml(config: ClusterConfig) -> str:
-    """``config`` as a cluster file that :func:`load_cluster` reads back equal, read back
-    and validated here (:func:`checked_toml`)."""
-    return checked_toml(tomli_w.dumps(cluster_tables(config)), config.source)
+def to_toml(config: ClusterConfig, validate: bool = True) -> str:
+    """``config`` as a cluster file that :func:`load_cluster` reads back equal: read back
+    and checked to hold exactly the tables written, then validated here
+    (:func:`checked_toml`). ``validate=False`` skips the last step, for a file whose host
+    names resolve only where it will be used (Kubernetes Services' DNS names) and whose
+    config was validated when it was built."""
+    tables = cluster_tables(config)
+    text = tomli_w.dumps(tables)
+    if tomllib.loads(text) != tables:
+        raise ClusterFileError(f"the cluster file written from {config.source} does not read "
+                               f"back as written; please report this")
+    return checked_toml(text, config.source) if validate else text
 
 
 def checked_toml(text: str, source: str) -> str:

@@ -240,7 +240,7 @@ def manifests(config: ClusterConfig, opts: Options, secret_keys: dict | None) ->
     files = {"cluster.yaml": [{
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": _meta(opts, f"{opts.name}-cluster", _labels(opts, "config")),
-        "data": {CLUSTER_FILE: to_toml(pods)}}]}
+        "data": {CLUSTER_FILE: to_toml(pods, validate=False)}}]}
     py, cluster = opts.python, ["--cluster", CLUSTER_PATH]
     sched_labels = _labels(opts, "scheduler")
     sched = _container(opts, "scheduler", [py, "-m", "netstorm.scheduler", *cluster,

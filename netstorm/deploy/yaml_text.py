@@ -48,7 +48,7 @@ def _block(text: str, depth: int) -> list | None:
     """``text`` of several lines as a literal block scalar (its lines, the first being the
     indicator), or None when a literal block cannot carry it exactly."""
     if "\n" not in text.rstrip("\n") or not _BLOCK_SAFE.fullmatch(text) or \
-            text[:1] in (" ", "\t") or "\n\n" in text[-2:] or "\n " in text or "\n\t" in text:
+            text[:1] in (" ", "\t") or "\n\n" in text[-2:] or "\n\t" in text:
         return None
     chomp = "" if text.endswith("\n") else "-"
     pad = INDENT * depth

@@ -44,3 +44,9 @@ def test_what_a_manifest_never_holds_is_refused():
         dump({"x": 1.5})
     with pytest.raises(TypeError):
         dump({1: "x"})
+
+
+def test_lines_indented_deeper_than_the_first_stay_a_literal_block():
+    text = "link = [\n    { a = 1 },\n]\n"
+    assert dump({"f": text}) == "f: |\n  link = [\n      { a = 1 },\n  ]\n"
+    assert yaml.safe_load(dump({"f": text})) == {"f": text}
