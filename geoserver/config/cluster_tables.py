@@ -10,10 +10,11 @@ from dataclasses import replace
 
 from .cluster_config import ClusterFileError, DataCenter
 from .cluster_fields import advertise, host, known_fields, need, port
-from .hosts import SshConfig, reachable
+from .hosts import SshConfig
 from .hosts import parse_ssh as parse_ssh_table
 from .keys import BULK_CIPHERS, SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .links import Link
+from .ports import check_worker_addresses, port_fields
 from .settings import DATAPLANES, MAX_FUSE_LINGER_S, MAX_LATENCY_MS, MIN_CHUNK_BYTES
 
 __all__ = ["POLICIES", "TREE_KINDS", "parse_dcs", "parse_links", "parse_recovery",
@@ -54,15 +55,18 @@ def parse_dcs(raw_dcs, source: str) -> tuple:
         if workers < 1:
             raise ClusterFileError(f"{where}: workers must be >= 1, got {workers}")
         bind = host(need(raw, "host", str, where), where)
+        hosts = _worker_hosts(raw, workers, where)
         dcs.append(DataCenter(name=name, host=bind,
                               server_port=port(need(raw, "server_port", int, where), where),
                               workers=workers, advertise=advertise(raw, bind, where),
-                              worker_hosts=_worker_hosts(raw, workers, where)))
+                              worker_hosts=hosts, **port_fields(raw, workers, hosts, where)))
+        check_worker_addresses(dcs[-1], where)
     return tuple(dcs)
 
 
 def _worker_hosts(raw: dict, workers: int, where: str) -> tuple:
-    """A DC's ``worker_hosts``: the hosts its workers run on, in turn."""
+    """A DC's ``worker_hosts``: the hosts its workers run on, in turn (a wildcard binds
+    every interface, once ``worker_advertise`` says where they are reached)."""
     if "worker_hosts" not in raw:
         return ()
     hosts = raw["worker_hosts"]
@@ -73,8 +77,6 @@ def _worker_hosts(raw: dict, workers: int, where: str) -> tuple:
         raise ClusterFileError(f"{where}: {len(hosts)} worker_hosts for {workers} worker(s): "
                                f"a host would run none")
     resolved = tuple(host(h, f"{where} worker_hosts") for h in hosts)
-    for address in resolved:
-        reachable(address, "", f"{where} worker_hosts", ClusterFileError)
     if len(set(resolved)) != len(resolved):
         raise ClusterFileError(f"{where}: worker_hosts lists a host twice")
     return resolved
