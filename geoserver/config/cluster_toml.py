@@ -34,7 +34,10 @@ def to_toml(config: ClusterConfig) -> str:
         lines += _table("[[dc]]", {
             "name": dc.name, "host": dc.host, "server_port": dc.server_port,
             "workers": dc.workers, "advertise": dc.advertise or None,
-            "worker_hosts": list(dc.worker_hosts) or None}) + [""]
+            "worker_hosts": list(dc.worker_hosts) or None,
+            "worker_ports": "-".join(map(str, dc.worker_ports)) or None,
+            "worker_advertise": list(dc.worker_advertise) or None,
+            "bulk_port": dc.bulk_port or None}) + [""]
     for link in config.links:
         lines += _table("[[link]]", {
             "a": link.a, "b": link.b, "mbps_ab": float(link.mbps_ab),
