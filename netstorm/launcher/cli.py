@@ -30,7 +30,7 @@ from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES
 
 from netstorm.geoserver.config.hosts import resolve_host
 
-from . import placement
+from . import placement, preflight
 from .placement import Part
 from .ssh import run_over_ssh
 from .supervisor import free_port, interrupts_raise, run_cluster
@@ -111,6 +111,10 @@ def parse_args(argv):
     parser.add_argument("--ssh", action="store_true",
                         help="with --cluster: start every host's processes from here over "
                              "ssh (the file's [ssh] table says how; docs/launch.md)")
+    parser.add_argument("--check", action="store_true",
+                        help="with --cluster: check the network without training (hosts "
+                             "resolved and reached over ssh, fixed ports free and "
+                             "reachable) and print the placement per host; exit 0 or 1")
     parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
                         help="start the scheduler here (default: unless --dc is given)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
@@ -118,7 +122,9 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.command and args.command[0] == "--":
         args.command = args.command[1:]
-    if not args.command:
+    if args.check and not args.cluster:
+        parser.error("--check needs --cluster FILE: it checks the hosts the file names")
+    if not args.command and not args.check:
         parser.error("give the worker command after --, e.g. -- python train.py")
     if args.ssh and not args.cluster:
         parser.error("--ssh needs --cluster FILE: the file says which host runs what")
@@ -222,6 +228,8 @@ def main(argv=None) -> int:
     except (ClusterFileError, CompressionError, SyncError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
+    if args.check:
+        return preflight.check(config, use_ssh=args.ssh)
     with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
     try:
         with interrupts_raise():
