@@ -2,7 +2,8 @@
 first) whose only traffic between them is the ports docs/launch.md's "Networking" section
 lists (iptables in each namespace: INPUT dropped except loopback, established connections
 and those ports), with the fixed ports of a cluster file; a 2-DC cluster trains across them.
-A port outside that set is checked to be really blocked, and a listed one open, before."""
+Before, a port outside that set is checked to be really blocked, and ``--check`` (its
+agents in the namespaces) names b's worker ports, and only them, while they are closed."""
 
 import shutil
 import subprocess
@@ -88,6 +89,20 @@ def connects(wan, src: str, dst: str, port: int) -> bool:
         listener.wait()
 
 
+def preflight(wan, config) -> tuple:
+    """``netstorm-launch --check``'s result and output, each host's agent run in its DC's
+    namespace (where ssh would run it on a real host)."""
+    import io
+
+    from netstorm.launcher import preflight as check
+    where = {wan.dc_address(dc): dc for dc in ("a", "b")}
+    out = io.StringIO()
+    code = check.check(config, out=out, command=lambda host: (
+        wan.exec_prefix(where[host]) + [PY, "-m", "netstorm.launcher.preflight", "--agent"],
+        f"ip netns exec {where[host]}"))
+    return code, out.getvalue()
+
+
 @needs_wan
 @needs_iptables
 def test_two_namespaces_with_only_the_documented_ports_open_train_across(tmp_path):
@@ -105,11 +120,18 @@ def test_two_namespaces_with_only_the_documented_ports_open_train_across(tmp_pat
                   for dc in ("a", "b")}
         assert opened == {"a": [(9000, 9000), (9100, 9100), (9101, 9101)],
                           "b": [(9100, 9100), (9101, 9101), (40000, 40001)]}
-        for dc, ranges in opened.items():
-            firewall(wan, dc, ranges)
-        assert connects(wan, "a", "b", 9100)            # a listed port is open...
-        assert not connects(wan, "a", "b", 45000)       # ...any other is blocked
-        assert not connects(wan, "b", "a", 40000)       # (a's workers take only 40000-40000)
+        firewall(wan, "a", opened["a"])
+        firewall(wan, "b", opened["b"][:-1])            # b's worker ports not open yet
+        assert not connects(wan, "a", "b", 45000)       # a port outside the set is blocked
+        # --check, its agents in the namespaces: b's two worker ports, and nothing else,
+        # are named unreachable (from a, where the scheduler dials them)
+        code, said = preflight(wan, config)
+        problems = [l for l in said.splitlines() if "problem:" in l]
+        assert code == 1 and len(problems) == 2, said
+        assert all(f"cannot reach workers b at {config.dc('b').host}:4000" in l
+                   for l in problems), said
+        assert "reached 2 of 4 port(s)" in said and "reached 3 of 3 port(s)" in said, said
+        firewall(wan, "b", opened["b"][-1:])
         result = {}
         command = [PY, str(WORKERS / "fault_worker.py"), "loop", str(ROUNDS), "4096"]
         with open(log, "w") as out:
