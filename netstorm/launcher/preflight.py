@@ -214,7 +214,7 @@ def check(config, use_ssh: bool = False, out=None, command=None) -> int:
         say(line)
     problems, warnings, bound = [], [], {}
     for e in port_plan.random_across_hosts(endpoints):
-        warnings.append(f"{e.what} on {e.host} listens on a random port that "
+        warnings.append(f"{e.what} on {e.host} listens on a random port that processes on "
                         f"{', '.join(d for d in e.dialers if d != e.host)} dial: a firewall "
                         f"between them must let any port through; fix it with {e.field}")
     agents = {host: Agent(host, *command(host)) for host in hosts}
