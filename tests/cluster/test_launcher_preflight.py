@@ -56,7 +56,8 @@ def test_check_over_ssh_reaches_every_host_and_names_a_port_in_use(ssh_hosts, tm
     # field; a's worker's random port is dialled from its own host only: not
     warnings = [l for l in run.output.splitlines() if "warning:" in l]
     assert len(warnings) == 1, run.output
-    assert "bulk a on 127.0.0.1 listens on a random port that processes on 127.0.0.2 dial" in warnings[0]
+    assert "bulk a on 127.0.0.1 listens on a random port that processes on 127.0.0.2 " \
+        "dial" in warnings[0]
     assert "fix it with DC 'a' bulk_port" in warnings[0]
     with socket.socket() as held:       # b's server port taken on 127.0.0.2
         held.bind(("127.0.0.2", port + 1))
