@@ -55,8 +55,9 @@ def open_van(settings: WorkerSettings) -> Van:
             if IN_USE not in str(exc):
                 raise
     raise KVStoreError(f"worker of {settings.dc}: no free port in worker_ports {low}-{high} "
-                       f"on {settings.host}: its {high - low + 1} port(s) are all in use (widen the "
-                       f"DC's worker_ports in the cluster file, or stop what holds them)")
+                       f"on {settings.host}: its {high - low + 1} port(s) are all in use "
+                       f"(widen the DC's worker_ports in the cluster file, or stop what "
+                       f"holds them)")
 
 
 def join(settings: WorkerSettings) -> tuple:
