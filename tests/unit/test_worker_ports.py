@@ -1,6 +1,6 @@
-"""config/ports.py (and the worker's side): a DC's worker_ports, worker_advertise and bulk_port in a cluster file,
-how they reach the workers (the launcher's environment, the worker's settings) and the
-TOML handed to processes."""
+"""config/ports.py and the worker's side: a DC's worker_ports, worker_advertise and
+bulk_port in a cluster file, how they reach the workers (the launcher's environment, the
+worker's settings) and the TOML handed to processes."""
 
 import copy
 import tomllib
