@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import tomllib
 
 import pytest
 from launching import WORKERS, needs_wan
@@ -113,7 +114,7 @@ def test_two_namespaces_with_only_the_documented_ports_open_train_across(tmp_pat
     log = tmp_path / "run.log"
     with wanlib.EmulatedWan(topology) as wan:
         config = parse_cluster(
-            __import__("tomllib").loads(cluster_text(wan.dc_address("a"), wan.dc_address("b"))),
+            tomllib.loads(cluster_text(wan.dc_address("a"), wan.dc_address("b"))),
             "two-hosts.toml")
         endpoints = port_plan.plan(config)
         opened = {dc: port_plan.inbound_ports(endpoints, wan.dc_address(dc))
