@@ -228,11 +228,11 @@ def main(argv=None) -> int:
     except (ClusterFileError, CompressionError, SyncError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
-    if args.check:
-        return preflight.check(config, use_ssh=args.ssh)
     with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
     try:
         with interrupts_raise():
+            if args.check:
+                return preflight.check(config, use_ssh=args.ssh)
             if args.ssh:
                 return run_over_ssh(config, args.command, as_dist_sync=args.as_dist_sync)
             return run_cluster(config, args.command, dcs=args.dc, part=part,
