@@ -49,7 +49,7 @@ def main(argv=None) -> int:
                                credentials=credentials, local_dir=args.run_dir,
                                advertise=dc.advertise, delays=delays,
                                wakeable=True,   # a refused handshake ends registration
-                               bulk=config.security.bulk)
+                               bulk=config.security.bulk, bulk_port=dc.bulk_port)
     built, stop = start_node(build, log, args.reason_file)
     if built is None:
         return 2

@@ -73,6 +73,7 @@ from .cluster_config import ClusterConfig, ClusterFileError, DataCenter
 from .cluster_fields import known_fields, need, read_toml
 from .cluster_tables import parse_dcs, parse_links, parse_recovery, parse_scheduler, \
     parse_security, parse_ssh, parse_timeouts, parse_transport, parse_wan
+from .ports import check_worker_ports, fixed_ports
 from .compression import CompressionConfig, CompressionError
 from .emulation import parse_emulation
 from .limits import check_strings
@@ -93,8 +94,11 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     dcs = parse_dcs(data.get("dc"), source)
     seen = {dc.name for dc in dcs}
     bound = [(d.host, d.server_port) for d in dcs if d.server_port] + [(sched_host, sched_port)]
+    bound += [(d.host, d.bulk_port) for d in dcs if d.bulk_port]
     if len(set(bound)) != len(bound):
         raise ClusterFileError(f"{source}: two processes are given the same host and port")
+    check_worker_ports(dcs, fixed_ports(dcs, sched_advertise or sched_host, sched_port),
+                       source)
     where = f"{source} [transport]"
     transport = known_fields(data.get("transport", {}), "transport", where)
     kwargs = parse_transport(transport, where)

@@ -26,7 +26,10 @@ class ClusterFileError(ValueError):
 @dataclass(frozen=True)
 class DataCenter:
     """One DC: its server binds ``host`` and is reached at ``advertise`` ("": ``host``);
-    its workers run on ``worker_hosts`` in turn ((): on the server's host)."""
+    its workers run on ``worker_hosts`` in turn ((): on the server's host), bind a port of
+    ``worker_ports`` (``(low, high)``; (): any free port) and are reached at
+    ``worker_advertise`` (one address per worker host; (): the address they bind). The
+    server's bulk channel binds ``bulk_port`` (0: any free port)."""
 
     name: str
     host: str
@@ -34,17 +37,32 @@ class DataCenter:
     workers: int
     advertise: str = ""
     worker_hosts: tuple = ()
+    worker_ports: tuple = ()        # (low, high), inclusive; (): any free port
+    worker_advertise: tuple = ()    # parallel to worker_hosts (or one, without them)
+    bulk_port: int = 0
 
     @property
     def server_host(self) -> str:
         """Where the server is reached (and runs, for ``launch.py --ssh``)."""
         return self.advertise or self.host
 
+    def _worker_slot(self, index: int) -> int:
+        return index % len(self.worker_hosts) if self.worker_hosts else 0
+
+    def worker_bind(self, index: int) -> str:
+        """The address worker ``index`` (0-based) of this DC binds: its worker host, else
+        the server's address (``host`` once ``worker_advertise`` says where it is reached,
+        else where the server is reached)."""
+        if self.worker_hosts:
+            return self.worker_hosts[self._worker_slot(index)]
+        return self.host if self.worker_advertise else self.server_host
+
     def worker_host(self, index: int) -> str:
-        """The host of worker ``index`` (0-based) of this DC: the address it binds, is
-        reached at and runs on."""
-        return self.worker_hosts[index % len(self.worker_hosts)] if self.worker_hosts \
-            else self.server_host
+        """The host of worker ``index`` (0-based) of this DC: the address it is reached at
+        and runs on (its ``worker_advertise``, else the address it binds)."""
+        if self.worker_advertise:
+            return self.worker_advertise[self._worker_slot(index)]
+        return self.worker_bind(index)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from .keys import BULK_CIPHERS, SCHEDULER_PRINCIPAL, SecurityConfig, SecurityErr
 from .limits import check_dc_name
 from .links import Link
 from .settings import DATAPLANES
+from .ports import check_worker_addresses, port_fields
 
 __all__ = ["POLICIES", "TREE_KINDS", "parse_dcs", "parse_links", "parse_recovery",
            "parse_scheduler", "parse_security", "parse_ssh", "parse_timeouts", "parse_transport",
@@ -52,15 +53,18 @@ def parse_dcs(raw_dcs, source: str) -> tuple:
         where = f"{source} DC {name!r}"
         workers = bounded(raw, "workers", where)
         bind = host(need(raw, "host", str, where), where)
+        hosts = _worker_hosts(raw, workers, where)
         dcs.append(DataCenter(name=name, host=bind,
                               server_port=bounded(raw, "server_port", where),
                               workers=workers, advertise=advertise(raw, bind, where),
-                              worker_hosts=_worker_hosts(raw, workers, where)))
+                              worker_hosts=hosts, **port_fields(raw, workers, hosts, where)))
+        check_worker_addresses(dcs[-1], where)
     return tuple(dcs)
 
 
 def _worker_hosts(raw: dict, workers: int, where: str) -> tuple:
-    """A DC's ``worker_hosts``: the hosts its workers run on, in turn."""
+    """A DC's ``worker_hosts``: the hosts its workers run on, in turn (a wildcard binds
+    every interface, once ``worker_advertise`` says where they are reached)."""
     if "worker_hosts" not in raw:
         return ()
     hosts = raw["worker_hosts"]
@@ -71,8 +75,6 @@ def _worker_hosts(raw: dict, workers: int, where: str) -> tuple:
         raise ClusterFileError(f"{where}: {len(hosts)} worker_hosts for {workers} worker(s): "
                                f"a host would run none")
     resolved = tuple(host(h, f"{where} worker_hosts") for h in hosts)
-    for address in resolved:
-        reachable(address, "", f"{where} worker_hosts", ClusterFileError)
     if len(set(resolved)) != len(resolved):
         raise ClusterFileError(f"{where}: worker_hosts lists a host twice")
     return resolved

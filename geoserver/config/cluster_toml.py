@@ -32,7 +32,10 @@ def cluster_tables(config: ClusterConfig) -> dict:
                                    "stats": config.stats or None}),
             "dc": [_present({"name": dc.name, "host": dc.host, "server_port": dc.server_port,
                              "workers": dc.workers, "advertise": dc.advertise or None,
-                             "worker_hosts": list(dc.worker_hosts) or None})
+                             "worker_hosts": list(dc.worker_hosts) or None,
+                             "worker_ports": "-".join(map(str, dc.worker_ports)) or None,
+                             "worker_advertise": list(dc.worker_advertise) or None,
+                             "bulk_port": dc.bulk_port or None})
                    for dc in config.dcs]}
     if config.links:
         data["link"] = [_present({"a": link.a, "b": link.b, "mbps_ab": float(link.mbps_ab),

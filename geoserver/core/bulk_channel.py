@@ -96,7 +96,7 @@ class BulkReceiver:
     """A server's bulk ROUTER and the openers of the links into it (see the module doc)."""
 
     def __init__(self, ctx: zmq.Context, name: str, host: str, advertise: str,
-                 max_frame_bytes: int):
+                 max_frame_bytes: int, port: int = 0):
         self.name = name
         self.refused = 0
         self._links: dict = {}          # DC -> (node id, BulkOpener)
@@ -109,7 +109,10 @@ class BulkReceiver:
         sock.setsockopt(zmq.RCVHWM, BULK_RCVHWM)
         sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
         sock.zap_domain = BULK_DOMAIN               # NULL mechanism, but ZAP is asked
-        port = sock.bind_to_random_port(f"tcp://{host}")
+        if port:        # the cluster file's bulk_port; else any free port
+            sock.bind(f"tcp://{host}:{port}")
+        else:
+            port = sock.bind_to_random_port(f"tcp://{host}")
         self.socket = sock
         self.max_frame = max_frame_bytes
         self.address = f"tcp://{advertise or host}:{port}"

@@ -98,13 +98,14 @@ class Van:
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  credentials: security.Credentials | None = None,
                  local_dir: str | None = None, advertise: str = "", delays: dict | None = None,
-                 wakeable: bool = False, bulk: bool = False):
+                 wakeable: bool = False, bulk: bool = False, bulk_port: int = 0):
         """Bind ``host`` (TCP ``port``, 0: any free one); peers are told to reach this node
         at ``advertise`` ("": ``host``), e.g. its public address behind NAT.
         ``max_frame_bytes``: the largest frame taken (with CURVE, its box on top). ``delays``:
         emulated one-way delays by source address (see above). ``wakeable``: another thread
         may end a :meth:`recv` early (:meth:`wake`). ``bulk``: bind a bulk ROUTER (with
-        CURVE only, where AEGIS-256 is available; else logged once and off)."""
+        CURVE only, where AEGIS-256 is available; else logged once and off), on
+        ``bulk_port`` (0: any free one)."""
         self.name = name
         self.node_id = wire.NO_NODE
         self.credentials = credentials
@@ -153,7 +154,8 @@ class Van:
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
         self._unpacked = collections.deque()    # the rest of a BATCH received (batch.py)
-        self.bulk = self._bulk_receiver(host, advertise, max_frame_bytes) if bulk else None
+        self.bulk = self._bulk_receiver(host, advertise, max_frame_bytes, bulk_port) \
+            if bulk else None
         self._bulk_out: dict = {}       # peer -> (plain DEALER, BulkSealer, largest frame)
         self.on_bulk_change = None      # (peer) after bulk_connect/bulk_drop: the data plane
         self._blocked: dict = {}        # peer -> the socket whose full queue refused a send
@@ -487,7 +489,7 @@ class Van:
         raise wire.WireError(f"message with {what}")
 
     # ------------------------------------------------------------ the bulk channel
-    def _bulk_receiver(self, host: str, advertise: str, max_frame_bytes: int):
+    def _bulk_receiver(self, host: str, advertise: str, max_frame_bytes: int, port: int):
         """The bulk ROUTER, or None (logged once) where it cannot be used."""
         if self.credentials is None:
             return None         # curve = false: plain everywhere, no bulk channel
@@ -498,11 +500,11 @@ class Van:
         try:
             receiver = bulk_channel.BulkReceiver(self._ctx, self.name, host, advertise,
                                                  max_frame_bytes + bulk_channel.overhead()
-                                                 + wire.HEADER.size)
+                                                 + wire.HEADER.size, port)
         except zmq.ZMQError as exc:
             self.close()
-            raise TransportError(f"{self.name}: cannot bind a bulk port on {host}: "
-                                 f"{exc.strerror}") from exc
+            raise TransportError(f"{self.name}: cannot bind a bulk port on {host}"
+                                 f"{f':{port}' if port else ''}: {exc.strerror}") from exc
         return receiver
 
     def bulk_connect(self, peer, address: str, rid: bytes, sealer, max_frame: int,

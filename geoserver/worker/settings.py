@@ -34,12 +34,30 @@ class WorkerSettings:
     run_dir: str = ""           # where to put its ipc:// endpoint ("": the temp folder)
     reason_file: str = ""       # where to leave why it failed (the launcher's)
     joined_file: str = ""       # created once it joined the cluster (the launcher checks)
+    advertise: str = ""         # where the other nodes reach it ("": ``host``)
+    ports: str = ""             # "LOW-HIGH": the ports it may bind ("": any free one)
 
     ENV = {"scheduler": "NETSTORM_SCHEDULER", "dc": "NETSTORM_DC", "host": "NETSTORM_HOST",
            "local_index": "NETSTORM_LOCAL_INDEX", "timeout_s": "NETSTORM_TIMEOUT_S",
            "key_file": "NETSTORM_KEY_FILE", "scheduler_key": "NETSTORM_SCHEDULER_KEY",
            "insecure": "NETSTORM_INSECURE", "run_dir": "NETSTORM_RUN_DIR",
-           "reason_file": "NETSTORM_REASON_FILE", "joined_file": "NETSTORM_JOINED_FILE"}
+           "reason_file": "NETSTORM_REASON_FILE", "joined_file": "NETSTORM_JOINED_FILE",
+           "advertise": "NETSTORM_ADVERTISE", "ports": "NETSTORM_WORKER_PORTS"}
+
+    def port_range(self) -> tuple:
+        """``ports`` as ``(low, high)``, inclusive; (): any free port."""
+        if not self.ports:
+            return ()
+        low, _, high = self.ports.partition("-")
+        try:
+            low, high = int(low), int(high or low)
+        except ValueError:
+            low = high = 0
+        if not 1 <= low <= high <= 65535:
+            raise KVStoreError(f"NETSTORM_WORKER_PORTS={self.ports!r} is not a port range "
+                               f"LOW-HIGH within 1..65535 (the launcher sets it from the "
+                               f"cluster file's worker_ports)")
+        return low, high
 
     def credentials(self):
         """CURVE credentials from the key variables; None with NETSTORM_INSECURE=1."""

@@ -39,7 +39,7 @@ from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
 
 from netstorm.geoserver.config.hosts import resolve_host
 
-from . import placement
+from . import placement, preflight
 from .placement import Part
 from .slurm import run_in_allocation
 from .ssh import run_over_ssh
@@ -137,6 +137,10 @@ def parse_args(argv):
     parser.add_argument("--slurm", action="store_true",
                         help="inside an sbatch/salloc allocation: place the DCs on its nodes "
                              "and start each node's share with srun (docs/launch.md)")
+    parser.add_argument("--check", action="store_true",
+                        help="with --cluster: check the network without training (hosts "
+                             "resolved and reached over ssh, fixed ports free and "
+                             "reachable) and print the placement per host; exit 0 or 1")
     parser.add_argument("--scheduler", action=argparse.BooleanOptionalAction, default=None,
                         help="start the scheduler here (default: unless --dc is given)")
     parser.add_argument("--yes", action="store_true",
@@ -149,7 +153,9 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.command and args.command[0] == "--":
         args.command = args.command[1:]
-    if not args.command:
+    if args.check and not args.cluster:
+        parser.error("--check needs --cluster FILE: it checks the hosts the file names")
+    if not args.command and not args.check:
         parser.error("give the worker command after --, e.g. -- python train.py")
     if args.ssh and not args.cluster:
         parser.error("--ssh needs --cluster FILE: the file says which host runs what")
@@ -316,6 +322,8 @@ def _main(argv: list, cores: int) -> int:
         with interrupts_raise():
             if args.slurm:
                 return run_in_allocation(config, args)
+            if args.check:
+                return preflight.check(config, use_ssh=args.ssh)
             if args.ssh:
                 return run_over_ssh(config, args.command, as_dist_sync=args.as_dist_sync)
             return run_cluster(config, args.command, dcs=args.dc, part=part,

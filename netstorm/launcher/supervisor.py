@@ -83,7 +83,9 @@ def worker_env(config: ClusterConfig, dc, index: int, as_dist_sync: bool = False
     netstorm (and with ``as_dist_sync`` to make MXNet's dist_sync names netstorm's)."""
     path = os.environ.get("PYTHONPATH", "")
     env = {"NETSTORM_SCHEDULER": config.scheduler_address, "NETSTORM_DC": dc.name,
-           "NETSTORM_HOST": dc.worker_host(index), "NETSTORM_LOCAL_INDEX": str(index),
+           "NETSTORM_HOST": dc.worker_bind(index), "NETSTORM_LOCAL_INDEX": str(index),
+           "NETSTORM_ADVERTISE": dc.worker_host(index),
+           "NETSTORM_WORKER_PORTS": "-".join(map(str, dc.worker_ports)),
            "NETSTORM_TIMEOUT_S": str(config.timeout_s),
            "PYTHONPATH": str(BOOT_DIR) + (os.pathsep + path if path else "")}
     if as_dist_sync:
