@@ -25,6 +25,7 @@ compute utilization and its WAN bytes per sample:
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import sys
@@ -141,10 +142,43 @@ def parse_args(argv=None):
             p.error(f"--straggler takes DC=SECONDS, e.g. dc1=2, not {args.straggler!r}")
         if not 0 <= args.straggler[1] < float("inf"):
             p.error(f"--straggler: seconds must be a finite number >= 0, got {seconds}")
-    why = check_compression(args, args.systems)       # before any WAN
+    why = check_compression(args, args.systems) or missing_prerequisite(args)  # before any WAN
     if why:
         p.error(why)
     return args
+
+
+EXTRA = "pip install 'netstorm[bench]' (in a checkout: pip install '.[bench]')"
+
+
+def missing_prerequisite(args) -> str:
+    """Why an output or the data cannot work, or '' (before the WAN: a long run never ends
+    unable to write its figures). Imports what --plot and the digits need; one probe file."""
+    needs = [("--plot", "matplotlib", "matplotlib")] if args.plot else []
+    if args.mode == "train" and args.data == "digits":
+        needs.append((f"--workload {args.workload} (--data digits)", "sklearn", "scikit-learn"))
+    for flag, module, distribution in needs:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            return f"{flag} needs {distribution}, not importable here ({exc}): {EXTRA}"
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        why = path and unwritable(Path(path))
+        if why:
+            return f"{flag} {path}: {why}"
+    return ""
+
+
+def unwritable(target: Path) -> str:
+    """Why the file ``target`` cannot be written, or '' (a file is made and removed beside it:
+    os.access says yes to root, also on a read-only file system)."""
+    if target.is_dir() or not target.parent.is_dir():
+        return "is a folder" if target.is_dir() else f"folder {target.parent} does not exist"
+    try:
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".netstorm-bench-"):
+            return ""
+    except OSError as exc:
+        return f"cannot write in {target.parent}: {exc.strerror or exc}"
 
 
 class Progress:
@@ -179,7 +213,19 @@ def train_target(args, systems: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    """The command; an error nothing expected is one line (``netstorm-bench: error: ...``)."""
+    try:
+        return run(parse_args(argv))
+    except KeyboardInterrupt:
+        print("netstorm-bench: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:    # noqa: BLE001  (the catch-all of an entry point)
+        print(f"netstorm-bench: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def run(args) -> int:
+    """One benchmark run of the parsed ``args``; the exit code."""
     try:
         topology = wanlib.load_topology(args.topology).scaled(args.bandwidth_scale)
         if not args.latency:

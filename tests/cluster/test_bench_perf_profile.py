@@ -1,14 +1,12 @@
 """bench_perf_profile: the tests that start processes or open sockets; the rest, and the helpers
 both use, are in tests/unit/test_bench_perf_profile.py."""
 
-import shutil
 import time
 import pytest
 from netstorm.bench.perf_profile import (Recorder, classify, unavailable)
 
 
-@pytest.mark.skipif(shutil.which("perf") is None, reason="Linux perf is not installed: "
-                    "scripts/test.sh installs Debian's linux-perf when run as root")
+@pytest.mark.system_package("linux-perf")      # tests/conftest.py
 def test_a_real_recording_is_classified(tmp_path):
     if unavailable():
         pytest.skip(f"perf cannot sample this machine: {unavailable()}")

@@ -5,9 +5,9 @@ tests/fuzz/bulk_open_fuzzer.cpp), built with clang under ASan and UBSan, each ru
 bounded time from seeds made of valid messages. A crash, a sanitizer report or a broken
 promise of the harness fails the test with libFuzzer's output.
 
-clang comes from Debian's packages: scripts/test.sh installs it when it is missing and runs
-as root; without clang++ these tests skip. Run separately: ``FUZZ_SECONDS`` (default 10)
-sets each fuzzer's time.
+clang comes from Debian's packages (tests/conftest.py: without clang++ these tests skip,
+naming the opt-in that makes scripts/test.sh install it). Run separately: ``FUZZ_SECONDS``
+(default 10) sets each fuzzer's time.
 """
 from __future__ import annotations
 
@@ -37,14 +37,13 @@ ENV = {"ASAN_OPTIONS": "quarantine_size_mb=32:detect_leaks=1",
 BULK_KEY, BULK_LINK = bytes(range(32)), (0, 1, 3)     # as in bulk_open_fuzzer.cpp
 
 
+pytestmark = pytest.mark.system_package("clang")       # tests/conftest.py
+
+
 @pytest.fixture(scope="module")
 def clang() -> str:
-    """clang++ (scripts/test.sh installs Debian's clang when missing, as root)."""
-    path = shutil.which("clang++")
-    if path is None:
-        pytest.skip("clang++ not found: scripts/test.sh installs Debian's clang (apt-get "
-                    "install clang) when it runs as root; install it to fuzz the data plane")
-    return path
+    """clang++ (Debian's clang: the module's system_package mark skips without it)."""
+    return shutil.which("clang++")
 
 
 def build(clang: str, out: Path, sources: list, defines=()) -> Path:
