@@ -24,6 +24,7 @@ def slurm(tmp_path_factory):
     cluster.close()
 
 
+@pytest.mark.system_package("slurm-wlm", "munge")
 def test_one_sbatch_trains_two_dcs_in_a_heterogeneous_job(slurm, tmp_path):
     """examples/slurm/two_dcs_hetjob.sbatch, one worker per DC: the job succeeds, each DC
     runs on its component's node (dc1's server at netstorm2's address), every worker checks

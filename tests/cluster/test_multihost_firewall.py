@@ -5,7 +5,6 @@ and those ports), with the fixed ports of a cluster file; a 2-DC cluster trains 
 Before, a port outside that set is checked to be really blocked, and ``--check`` (its
 agents in the namespaces) names b's worker ports, and only them, while they are closed."""
 
-import shutil
 import subprocess
 import sys
 import threading
@@ -26,10 +25,6 @@ LISTEN = ("import socket, sys\n"
           "s.accept()[0].close()\n")
 CONNECT = ("import socket, sys\n"
            "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1.5).close()\n")
-needs_iptables = pytest.mark.skipif(
-    shutil.which("iptables") is None,
-    reason="needs iptables (Debian package 'iptables'; the test set-up installs it under CI "
-           "or with NETSTORM_TEST_SYSTEM_PACKAGES=1)")
 
 
 def cluster_text(a: str, b: str) -> str:
@@ -105,7 +100,7 @@ def preflight(wan, config) -> tuple:
 
 
 @needs_wan
-@needs_iptables
+@pytest.mark.system_package("iptables")
 def test_two_namespaces_with_only_the_documented_ports_open_train_across(tmp_path):
     from netstorm import launcher as launch
     from netstorm import wan as wanlib
