@@ -163,6 +163,8 @@ def _run_once(config, command, part, wrap_dc, out, python, as_dist_sync, started
                 joined = why + ".joined"
                 env = child_env({**worker_env(config, config.dc(name), i, as_dist_sync),
                                  "NETSTORM_RUN_DIR": tmp,
+                                 "NETSTORM_LAUNCHER_PYTHON": python,   # for the boot's
+                                 "NETSTORM_LAUNCHER_PID": str(os.getpid()),  # checks
                                  "NETSTORM_REASON_FILE": why,
                                  "NETSTORM_JOINED_FILE": joined})
                 launcher.start(f"worker {name}/{i}", "worker", command, env,
