@@ -31,10 +31,13 @@ def test_the_boot_s_reason_file_is_the_one_the_launcher_reads_and_never_overwrit
     text, caused_by_other = read_reason(str(why))
     assert text == ("ValueError: " + "x" * 3000)[:exit_reasons.MAX_REASON_CHARS]
     assert not caused_by_other
+    boot.leave_reason(str(why), "OSError: a later one")     # its own: the later one wins
+    assert read_reason(str(why)) == ("OSError: a later one", False)
     write_reason(str(why), "KVStoreError: the run was aborted", caused_by_other=True)
     boot.leave_reason(str(why), "KVStoreError: the run was aborted")   # netstorm's stays
     assert read_reason(str(why)) == ("KVStoreError: the run was aborted", True)
     boot.leave_reason("", "nowhere")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["why"]     # no temporary left
 
 
 def test_an_uncaught_exception_leaves_type_and_message_then_the_old_hook_runs(tmp_path, boot,

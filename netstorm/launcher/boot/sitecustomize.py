@@ -11,7 +11,7 @@ process. Then it runs the ``sitecustomize`` this one hides, if the environment h
 So that the launcher's line says why a worker failed, also before it created the store:
 
 * a script that dies of an uncaught exception leaves ``Type: message`` in its reason file
-  (``NETSTORM_REASON_FILE``), unless netstorm already left a reason there;
+  (``NETSTORM_REASON_FILE``), unless netstorm left its own reason there;
 * a worker whose Python cannot import netstorm (the launcher run from an inactive
   virtualenv: CMD's ``python`` is another interpreter) stops at once, naming both
   interpreters and the fix, if it is the process the launcher started
@@ -29,16 +29,27 @@ import sys
 
 EXIT_FAILED = 1         # exit_reasons.EXIT_FAILED
 MAX_REASON_CHARS = 2000  # exit_reasons.MAX_REASON_CHARS
+BY, BOOT = "by", "boot"  # marks the reasons this boot left (read_reason ignores the key)
 
 
 def leave_reason(path: str, reason: str) -> None:
-    """Write ``reason`` to the reason file ``path`` as the launcher reads it, unless a
-    reason is there already (netstorm's own, written as the store failed, says more)."""
-    if not path or os.path.exists(path):
+    """Write ``reason`` to the reason file ``path`` as the launcher reads it, unless
+    netstorm left its own there (it says more: the store's failure, or that another node's
+    failure caused this one); one this boot left, by this or another Python process of the
+    worker (a script CMD starts in turn), gives way to the later one."""
+    if not path:
         return
     try:
-        with open(path, "x", encoding="utf-8") as f:
-            json.dump({"reason": reason[:MAX_REASON_CHARS], "caused_by_other": False}, f)
+        with open(path, encoding="utf-8") as f:
+            if json.load(f).get(BY) != BOOT:
+                return
+    except (OSError, ValueError, AttributeError):
+        pass                            # none yet (or unreadable): write it
+    try:
+        with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as f:
+            json.dump({"reason": reason[:MAX_REASON_CHARS], "caused_by_other": False,
+                       BY: BOOT}, f)
+        os.replace(f"{path}.{os.getpid()}", path)
     except OSError:
         pass
 
