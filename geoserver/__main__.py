@@ -55,7 +55,8 @@ def _tell_scheduler(postoffice, reason: str) -> None:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m netstorm.geoserver", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m netstorm.geoserver",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--dc", required=True, help="name of this server's DC")
     parser.add_argument("--run-dir", default="",

@@ -41,7 +41,8 @@ def main(argv=None) -> int:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m netstorm.scheduler", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m netstorm.scheduler",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--switch-policy-every", type=float, default=0.0, metavar="S",
