@@ -110,6 +110,15 @@ def test_a_worker_on_a_python_without_netstorm_stops_at_once_naming_both(no_left
         f"import netstorm (No module named 'netstorm'), but the launcher runs on "
         f"{sys.executable}: start CMD with that Python ({sys.executable} ...), or "), \
         run.output[-3000:]
+    # started by a wrapper script (bash forks it: not its last command) that then exits 0:
+    # a warning, and the reason in the line
+    run = launch(["--dcs", 1], ["bash", "-c", f"{python} -c pass; exit 0"], no_leftovers,
+                 env={"PYTHONNOUSERSITE": "1"}, cwd=no_leftovers)
+    assert run.code == 1 and "warning: this worker's Python" in run.output, run.output[-3000:]
+    assert failure_line(run.output).startswith(
+        f"[launch] worker dc0/0 exited with code 0 without joining the cluster: it never "
+        f"created the 'netstorm' kvstore; it said: this worker's Python ({python}) cannot "
+        f"import netstorm"), run.output[-3000:]
 
 
 def test_a_whole_cluster_launch_refuses_a_process_on_another_machine_up_front(no_leftovers):

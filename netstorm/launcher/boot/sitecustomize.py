@@ -16,7 +16,8 @@ So that the launcher's line says why a worker failed, also before it created the
   virtualenv: CMD's ``python`` is another interpreter) stops at once, naming both
   interpreters and the fix, if it is the process the launcher started
   (``NETSTORM_LAUNCHER_PID`` is its parent); a process CMD starts in turn (a shell script's
-  helper) gets a warning and runs on.
+  helper) gets a warning and runs on, its cause left as the reason should the worker end
+  without joining.
 
 Standard library only, and no ``netstorm`` needed for the above: the reason file's format
 is :func:`netstorm.geoserver.config.exit_reasons.write_reason`'s.
@@ -116,6 +117,7 @@ def _boot(environ) -> None:
             leave_reason(reason_file, why)
             print(f"netstorm launcher: {why}", file=sys.stderr, flush=True)
             os._exit(EXIT_FAILED)       # at start-up: nothing to clean up yet
+        leave_reason(reason_file, why)  # the launcher's line, should the worker not join
         print(f"netstorm launcher: warning: {why}", file=sys.stderr, flush=True)
     else:
         if environ.get("NETSTORM_AS_DIST_SYNC") == "1":
