@@ -10,7 +10,7 @@ netstorm cluster from a :class:`~netstorm.geoserver.config.cluster.ClusterConfig
 """
 from __future__ import annotations
 
-import errno
+import ipaddress
 import os
 import socket
 import sys
@@ -18,6 +18,8 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+
+import psutil
 
 from netstorm.geoserver.model import checkpoint
 from netstorm.geoserver.config.exit_reasons import STOP_NOTE
@@ -54,16 +56,27 @@ def child_env(extra: dict) -> dict:
 
 
 def is_local_address(address: str) -> bool:
-    """Whether a process of this machine can bind ``address`` (an IP address, as the
-    cluster file's are once read): tried with a socket bound to it, port 0, and closed.
-    Only "cannot assign requested address" says no."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    """Whether ``address`` (an IP address, as the cluster file's are once read) is this
+    machine's (of its network namespace): a loopback or wildcard address, or one of its
+    interfaces' (read from them, not tried by binding, to which ``ip_nonlocal_bind`` would
+    say yes for any). O(interfaces)."""
     try:
-        with socket.socket(family) as probe:
-            probe.bind((address, 0))
-    except OSError as exc:
-        return exc.errno != errno.EADDRNOTAVAIL
-    return True
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return True         # not an address: not this check's business (resolve_host's)
+    if ip.is_loopback or ip.is_unspecified:     # 127.0.0.0/8, ::1; 0.0.0.0, ::
+        return True
+    return ip in {_ip(entry.address.split("%")[0])     # a link-local one has its %zone
+                  for entries in psutil.net_if_addrs().values() for entry in entries}
+
+
+def _ip(text: str):
+    """``text`` as an IP address (compared as such: IPv6 has several spellings), or None
+    (an interface's MAC address)."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
 
 
 def refuse_misplaced(config: ClusterConfig, part: Part, is_local=is_local_address) -> None:

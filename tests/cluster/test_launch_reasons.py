@@ -4,35 +4,39 @@ message`` (scheduler, server, a worker before it has a store), a worker on the w
 a script asking for MXNet's stock ``dist_sync`` without --as-dist-sync - and a launch that
 places a process on another machine's address is refused before anything starts. Each run is
 one DC and ends within seconds of its start (MXNet's import in a worker is the longest)."""
+import io
 import subprocess
 import sys
 
 import pytest
 
-from launching import REPO, launch
+from launching import REPO, free_port, launch
+from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.launcher.processes import FAILURE_END
+from netstorm.launcher.supervisor import run_cluster
 from unit.test_launch import MXNET_EXAMPLE
 
 pytestmark = pytest.mark.slow
 
-# Put on the launcher's PYTHONPATH (its children inherit it; the workers' boot runs it as the
-# sitecustomize it hides): the scheduler's or the servers' run fails with an error no check
-# of netstorm's names, as a bug or a value no validation caught would.
-INJECT = {"scheduler": '''
-import sys
-if "netstorm.scheduler" in sys.orig_argv:
+# The interpreter the launcher starts the scheduler and the servers with (``run_cluster``'s
+# ``python``): it runs ``-m MODULE`` after making the scheduler's or the servers' run fail with
+# an error no check of netstorm's names, as a bug or a value no validation caught would.
+WRAPPER = """#!{python}
+import runpy, sys
+module = sys.argv[2]
+if module == "netstorm.scheduler" == {target!r}:
     import netstorm.scheduler.service as service
     def run(self):
         raise OverflowError("cannot convert float infinity to integer")
     service.Scheduler.run = run
-''', "server": '''
-import sys
-if "netstorm.geoserver" in sys.orig_argv:
+if module == "netstorm.geoserver" == {target!r}:
     import netstorm.geoserver.server.geoserver as geoserver
     def serve(self):
         raise ZeroDivisionError("division by zero")
     geoserver.GeoServer.serve = serve
-'''}
+sys.argv = [module, *sys.argv[3:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 JOIN_AND_WAIT = [sys.executable, "-c",       # a worker that joins, without MXNet's import
                  "import os, time\n"
@@ -50,22 +54,24 @@ def failure_line(output: str) -> str:
 
 
 @pytest.mark.parametrize("role, command, line", [
-    ("scheduler", SLEEP, "[launch] scheduler exited with code 1: OverflowError: cannot "
-                         "convert float infinity to integer" + FAILURE_END),
-    ("server", JOIN_AND_WAIT, "[launch] server dc0 exited with code 1: ZeroDivisionError: "
-                              "division by zero" + FAILURE_END),
-])
-def test_an_error_outside_netstorm_s_own_is_named_as_type_and_message(no_leftovers, role,
+    ("netstorm.scheduler", SLEEP, "[launch] scheduler exited with code 1: OverflowError: "
+                                  "cannot convert float infinity to integer" + FAILURE_END),
+    ("netstorm.geoserver", JOIN_AND_WAIT, "[launch] server dc0 exited with code 1: "
+                                          "ZeroDivisionError: division by zero" + FAILURE_END),
+], ids=["scheduler", "server"])
+def test_an_error_outside_netstorm_s_own_is_named_as_type_and_message(no_leftovers,
+                                                                      monkeypatch, role,
                                                                       command, line):
-    inject = no_leftovers / "inject"
-    inject.mkdir()
-    (inject / "sitecustomize.py").write_text(INJECT[role])
-    run = launch(["--dcs", 1, "--timeout", 30], command, no_leftovers,
-                 env={"PYTHONPATH": str(inject)})
-    assert run.code == 1 and failure_line(run.output) == line, run.output[-3000:]
-    if role == "server":        # told the scheduler, which names it to the others
-        assert "server of dc0 failed: ZeroDivisionError: division by zero" in \
-            "\n".join(run.lines("scheduler")), run.output[-3000:]
+    python = no_leftovers / "python"
+    python.write_text(WRAPPER.format(python=sys.executable, target=role))
+    python.chmod(0o755)
+    monkeypatch.setenv("TMPDIR", str(no_leftovers))     # what no_leftovers looks for
+    out = io.StringIO()
+    config = pseudo_cluster(1, 1, free_port(), timeout_s=30.0)
+    assert run_cluster(config, command, out=out, python=str(python)) == 1, out.getvalue()
+    assert failure_line(out.getvalue()) == line, out.getvalue()[-3000:]
+    # (that a registered server also tells the scheduler races with the launcher's stop of
+    # the scheduler: tests/unit/test_entry_points.py checks it)
 
 
 @pytest.mark.parametrize("flags, script, reason", [
@@ -125,13 +131,13 @@ def test_a_whole_cluster_launch_refuses_a_process_on_another_machine_up_front(no
     cluster = no_leftovers / "cluster.toml"
     cluster.write_text('[scheduler]\nhost = "127.0.0.1"\nport = 9\n'
                        '[[dc]]\nname = "eu"\nhost = "127.0.0.1"\nserver_port = 0\n'
-                       'workers = 1\nworker_hosts = ["192.0.2.7"]\n')   # TEST-NET-1
+                       'workers = 1\nworker_hosts = ["198.51.100.7"]\n')   # TEST-NET-2
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "launch.py"), "--cluster",
                            str(cluster), "--", *SLEEP], capture_output=True, text=True,
                           timeout=30)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"launch: {cluster} places worker eu/0 on 192.0.2.7 (DC eu's worker_hosts), not an "
+        f"launch: {cluster} places worker eu/0 on 198.51.100.7 (DC eu's worker_hosts), not an "
         f"address of this machine; without --host, --dc or --ssh the launcher starts the "
         f"whole cluster on this machine: start each host's share there (--host ADDRESS), or "
         f"every host from here with --ssh (docs/launch.md)")

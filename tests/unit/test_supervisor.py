@@ -55,3 +55,17 @@ def test_many_misplaced_processes_are_counted_not_all_listed():
                                     .replace("workers = 2", "workers = 6")), source="c.toml")
     with pytest.raises(ClusterFileError, match=r"worker eu/3 on 10\.9\.9\.8 .*; and 2 more"):
         refuse_misplaced(c, placement.whole(c), is_local)
+
+
+def test_an_address_is_local_if_loopback_wildcard_or_an_interface_s(monkeypatch):
+    from collections import namedtuple
+
+    import psutil
+
+    from netstorm.launcher.supervisor import is_local_address
+    entry = namedtuple("entry", "address")
+    monkeypatch.setattr(psutil, "net_if_addrs", lambda: {
+        "eth0": [entry("10.0.0.5"), entry("fe80::1%eth0"), entry("02:fc:00:00:00:01")]})
+    assert all(map(is_local_address, ["127.0.0.1", "127.0.0.9", "::1", "0.0.0.0", "::",
+                                      "10.0.0.5", "fe80::1", "fe80:0::1"]))
+    assert not any(map(is_local_address, ["10.0.0.6", "198.51.100.7", "fd00::2"]))
