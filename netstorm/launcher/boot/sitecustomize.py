@@ -63,8 +63,8 @@ def describe(etype, value) -> str:
 
 def install_reason_hook(path: str) -> None:
     """An uncaught exception leaves ``Type: message`` in the reason file ``path``, then
-    the previous hook prints it as before. A stop (KeyboardInterrupt, the launcher's
-    SIGTERM) is no cause: the launcher names the process that was."""
+    the previous hook prints it as before. A stop (KeyboardInterrupt, netstorm's
+    ``Terminated``) is no cause: the launcher names the process that was."""
     previous = sys.excepthook
 
     def hook(etype, value, tb):
@@ -77,7 +77,7 @@ def install_reason_hook(path: str) -> None:
 def wrong_python(exc: ImportError, environ) -> str:
     """Why this worker cannot run: its interpreter is not the launcher's, and the fix."""
     launcher = environ.get("NETSTORM_LAUNCHER_PYTHON", "")
-    text = (f"this worker's Python ({sys.executable}) cannot import netstorm ({exc})")
+    text = f"this worker's Python ({sys.executable}) cannot import netstorm ({exc})"
     if not launcher:
         return text + ("; start the launcher and the workers with the virtualenv's Python "
                        "(scripts/venv.sh)")
@@ -113,11 +113,10 @@ def _boot(environ) -> None:
         import netstorm  # noqa: PLC0415  (registers 'netstorm' once MXNet is imported)
     except ImportError as exc:
         why = wrong_python(exc, environ)
+        leave_reason(reason_file, why)  # also if CMD started it: should the worker not join
         if started_by_the_launcher(environ):
-            leave_reason(reason_file, why)
             print(f"netstorm launcher: {why}", file=sys.stderr, flush=True)
             os._exit(EXIT_FAILED)       # at start-up: nothing to clean up yet
-        leave_reason(reason_file, why)  # the launcher's line, should the worker not join
         print(f"netstorm launcher: warning: {why}", file=sys.stderr, flush=True)
     else:
         if environ.get("NETSTORM_AS_DIST_SYNC") == "1":
