@@ -1,4 +1,8 @@
-"""``python -m netstorm.geoserver --cluster FILE --dc NAME``: run one DC's server."""
+"""``python -m netstorm.geoserver --cluster FILE --dc NAME``: run one DC's server.
+
+Whatever stops it, the launcher's line says why: netstorm's own errors in their words, any
+other error as ``Type: message`` (the catch-all of :func:`main`), also told to the scheduler
+once the server registered, so the other nodes stop naming it."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +10,8 @@ import logging
 import sys
 
 from .cli import Terminated, setup_logging, start_node
-from .config.exit_reasons import EXIT_ABORTED, read_stop_note, write_reason
+from .config.exit_reasons import (EXIT_ABORTED, EXIT_FAILED, describe, read_stop_note,
+                                  write_reason)
 from .model import checkpoint
 from .config.cluster import ClusterFileError, load_cluster
 from .config.emulation import receive_delays
@@ -22,7 +27,36 @@ log = logging.getLogger("netstorm.server")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m netstorm.geoserver", description=__doc__)
+    """Run one DC's server; an error netstorm does not name itself (a bug, or a value no
+    check caught) ends it with code 1, its ``Type: message`` left for the launcher's line
+    (the traceback logged too, but for an ``OSError``, which is about this machine)."""
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        return run(args)
+    except Exception as exc:      # noqa: BLE001 - the catch-all: say why, in one line
+        reason = describe(exc)
+        log.error("server of %s stops on an unexpected error: %s", args.dc, reason,
+                  exc_info=not isinstance(exc, OSError))
+        write_reason(args.reason_file, reason)
+        return EXIT_FAILED
+
+
+def _tell_scheduler(postoffice, reason: str) -> None:
+    """ABORT to the scheduler, which stops the other nodes naming ``reason``, if this
+    server registered (before, the scheduler would drop it); best effort: the server is
+    failing anyway."""
+    if postoffice is None or postoffice.me is None:
+        return
+    try:
+        postoffice.send_scheduler(Message(Kind.ABORT, meta={"reason": reason}))
+    except TransportError:
+        pass
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m netstorm.geoserver",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--dc", required=True, help="name of this server's DC")
     parser.add_argument("--run-dir", default="",
@@ -31,8 +65,11 @@ def main(argv=None) -> int:
     parser.add_argument("--reason-file", default="",
                         help="where to leave why the server stopped, if it fails")
     parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    setup_logging(args.verbose)
+    return parser.parse_args(argv)
+
+
+def run(args) -> int:
+    """The server's life: read the cluster file, bind, register, serve until shut down."""
     return_large_buffers()
 
     def build():
@@ -77,6 +114,9 @@ def main(argv=None) -> int:
         log.error("server of %s stops: %s", dc.name, exc)
         write_reason(args.reason_file, str(exc))
         return 1
+    except Exception as exc:    # not netstorm's own: main names it; the others hear it now
+        _tell_scheduler(postoffice, f"server of {dc.name} failed: {describe(exc)}")
+        raise
     except Terminated as exc:
         note = read_stop_note(args.run_dir)
         reason = f"stopped by {exc}" + (f" from its launcher, after: {note}" if note else "")

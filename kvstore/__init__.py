@@ -12,7 +12,10 @@ three places that call ``_create_kvstore`` (``mxnet.model``, ``gluon.trainer``,
 
 :func:`alias_dist_sync` (``netstorm.as_dist_sync()``, ``launch.py --as-dist-sync``) also
 registers the store under MXNet's synchronous distributed names, so that scripts written
-for stock MXNet run unedited, and refuses the asynchronous ones with a clear error.
+for stock MXNet run unedited, and refuses the asynchronous ones with a clear error. Without
+it, under the launcher, :func:`refuse_stock_dist` refuses MXNet's ``dist_*`` names saying to
+add ``--as-dist-sync``: MXNet's own store would abort the process in ps-lite's C++, which
+finds none of its ``DMLC_*`` variables, with no reason the launcher could show.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from netstorm.geoserver.worker.client import KVStoreError
 
 from .netstorm import NetStorm
 
-__all__ = ["NetStorm", "alias_dist_sync"]
+__all__ = ["NetStorm", "alias_dist_sync", "refuse_stock_dist"]
 
 _NAME = NetStorm.__name__.lower()
 DIST_SYNC_NAMES = ("dist_sync", "dist_device_sync", "dist_sync_device", "dist")
@@ -44,6 +47,37 @@ class DistAsyncRefused(KVStoreBase):
         raise KVStoreError("this script asks for MXNet's dist_async, but netstorm (started "
                            "with --as-dist-sync) runs synchronous training only: use "
                            "dist_sync, or run the script on stock MXNet")
+
+
+class StockDistRefused(KVStoreBase):
+    """What MXNet's ``dist_*`` names create in a worker of netstorm's launcher started
+    without ``--as-dist-sync``: a clear error saying what to do (each name gets its own
+    subclass, :func:`refuse_stock_dist`, so the error names the store asked for)."""
+
+    asked = "dist_sync"
+
+    def __init__(self):
+        if self.asked in DIST_ASYNC_NAMES:
+            raise KVStoreError(
+                f"this script asks for MXNet's {self.asked!r} kvstore, but netstorm runs "
+                f"synchronous training only: use dist_sync (and netstorm-launch "
+                f"--as-dist-sync), or run the script on stock MXNet")
+        raise KVStoreError(
+            f"this script asks for MXNet's {self.asked!r} kvstore, which needs MXNet's own "
+            f"parameter servers: add --as-dist-sync to netstorm-launch, so that "
+            f"{self.asked!r} creates netstorm's store (or name the store 'netstorm' in the "
+            f"script)")
+
+
+def refuse_stock_dist() -> None:
+    """Register :class:`StockDistRefused` under MXNet's distributed names not registered
+    yet (``KVStoreBase.kv_registry``, consulted before MXNet's native stores); the launcher's
+    boot calls it in workers started without ``--as-dist-sync``. MXNet's native store would
+    take any name containing ``dist``; these are the names MXNet documents."""
+    for name in DIST_SYNC_NAMES + DIST_ASYNC_NAMES:
+        if name not in KVStoreBase.kv_registry:
+            KVStoreBase.kv_registry[name] = type(f"StockDistRefused_{name}",
+                                                 (StockDistRefused,), {"asked": name})
 
 
 SERVER_PROFILING = ("set_config", "set_state", "dump", "pause", "resume")

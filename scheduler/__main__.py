@@ -1,4 +1,7 @@
-"""``python -m netstorm.scheduler --cluster FILE``: run the scheduler of a netstorm cluster."""
+"""``python -m netstorm.scheduler --cluster FILE``: run the scheduler of a netstorm cluster.
+
+Whatever stops it, the launcher's line says why: netstorm's own errors in their words, any
+other error as ``Type: message`` (the catch-all of :func:`main`)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +10,7 @@ import logging
 import sys
 
 from netstorm.geoserver.cli import Terminated, setup_logging, start_node
-from netstorm.geoserver.config.exit_reasons import write_reason
+from netstorm.geoserver.config.exit_reasons import EXIT_FAILED, describe, write_reason
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.config.emulation import receive_delays
@@ -22,7 +25,24 @@ log = logging.getLogger("netstorm.scheduler")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m netstorm.scheduler", description=__doc__)
+    """Run the scheduler; an error netstorm does not name itself (a bug, or a value no
+    check caught) ends it with code 1, its ``Type: message`` left for the launcher's line
+    (the traceback logged too, but for an ``OSError``, which is about this machine)."""
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        return run(args)
+    except Exception as exc:      # noqa: BLE001 - the catch-all: say why, in one line
+        reason = describe(exc)
+        log.error("the scheduler stops on an unexpected error: %s", reason,
+                  exc_info=not isinstance(exc, OSError))
+        write_reason(args.reason_file, reason)
+        return EXIT_FAILED
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m netstorm.scheduler",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--switch-policy-every", type=float, default=0.0, metavar="S",
@@ -30,8 +50,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reason-file", default="",
                         help="where to leave why the run was aborted, if it was")
-    args = parser.parse_args(argv)
-    setup_logging(args.verbose)
+    return parser.parse_args(argv)
+
+
+def run(args) -> int:
+    """The scheduler's life: read the cluster file, bind, run until the workers are done."""
     return_large_buffers()
 
     def build():
@@ -54,6 +77,8 @@ def main(argv=None) -> int:
             stats_file = open(config.stats, "a", encoding="utf-8")
     except OSError as exc:
         log.error("cannot open the stats file %s: %s", config.stats, exc.strerror)
+        write_reason(args.reason_file, f"cannot open the stats file {config.stats}: "
+                                       f"{exc.strerror}")
         van.close()
         return 2
 

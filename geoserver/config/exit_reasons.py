@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["EXIT_ABORTED", "MAX_REASON_CHARS", "STOP_NOTE", "read_reason", "read_stop_note",
-           "write_reason"]
+__all__ = ["EXIT_ABORTED", "EXIT_FAILED", "MAX_REASON_CHARS", "STOP_NOTE", "describe",
+           "read_reason", "read_stop_note", "write_reason"]
 
 # A server or the scheduler that stops because *another* node failed (the scheduler's ABORT,
 # or the scheduler aborting on a node's failure) exits with this code, so the launcher can
 # name the node that failed first rather than a bystander that stopped faster.
 EXIT_ABORTED = 4
+EXIT_FAILED = 1     # any other failure, its reason in the reason file
 
 
 MAX_REASON_CHARS = 2000
@@ -48,3 +49,11 @@ def read_reason(path: str) -> tuple:
         return "", False
 
 
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` for an error outside netstorm's own (what the catch-all of an
+    entry point leaves as its reason): the exception's class name and its text, or only
+    the name if it has no text (``ZeroDivisionError: division by zero``)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -4,12 +4,16 @@ A cluster file places the scheduler on its ``[scheduler]`` host, each DC's serve
 host, and the DC's workers on its ``worker_hosts`` in turn (default: the server's host). A
 :class:`Part` is the share of those processes one launcher starts: the whole cluster, some
 DCs (``--dc``), or everything placed on one host (``--host``, what ``--ssh`` runs on each).
+:func:`misplaced` says which of a part's processes would bind an address that is not this
+machine's (the launcher refuses such a part before it starts anything).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Part", "hosts", "of_dcs", "on_host", "whole"]
+__all__ = ["Bind", "Part", "binds", "hosts", "misplaced", "of_dcs", "on_host", "whole"]
+
+WILDCARDS = ("0.0.0.0", "::")   # bind every interface: this machine's, wherever it is
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,43 @@ def hosts(config) -> list:
         found.append(dc.server_host)
         found += [dc.worker_host(i) for i in range(dc.workers)]
     return list(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class Bind:
+    """The address one process binds, and which field of the cluster file places it."""
+
+    process: str        # ``scheduler``, ``server eu``, ``worker eu/0``
+    field: str          # ``[scheduler] host``, ``DC eu's worker_hosts``
+    address: str
+
+
+def binds(config, part: Part) -> list:
+    """Every process of ``part`` with the address it binds (a worker binds the address it
+    runs on: its DC's ``worker_hosts`` in turn, else where its server is reached).
+    O(processes)."""
+    found = [Bind("scheduler", "[scheduler] host", config.scheduler_host)] \
+        if part.scheduler else []
+    for name in part.servers:
+        found.append(Bind(f"server {name}", f"DC {name}'s host", config.dc(name).host))
+    for name, i in part.workers:
+        dc = config.dc(name)
+        field = "worker_hosts" if dc.worker_hosts else "advertise" if dc.advertise else "host"
+        found.append(Bind(f"worker {name}/{i}", f"DC {name}'s {field}", dc.worker_host(i)))
+    return found
+
+
+def misplaced(config, part: Part, is_local) -> list:
+    """The :class:`Bind` of every process of ``part`` whose address ``is_local(address)``
+    says is not this machine's (a wildcard address is). ``is_local`` is asked once per
+    distinct address. O(processes)."""
+    answers: dict = {}
+    out = []
+    for bind in binds(config, part):
+        if bind.address in WILDCARDS:
+            continue
+        if bind.address not in answers:
+            answers[bind.address] = bool(is_local(bind.address))
+        if not answers[bind.address]:
+            out.append(bind)
+    return out

@@ -208,7 +208,15 @@ class Launcher:
 
     def _never_joined(self, proc: Proc) -> int:
         """A worker finished "successfully" without ever joining: it trained alone. The
-        worst a distributed launcher can do is call that a success."""
+        worst a distributed launcher can do is call that a success. What it left in its
+        reason file, if anything (a Python of the worker that could not import netstorm,
+        an error a wrapper script went past), is the likelier cause than the store's name."""
+        said = proc.reason()[0]
+        if said:
+            self._emit("launch", f"{proc.name} exited with code 0 without joining the "
+                                 f"cluster: it never created the 'netstorm' kvstore; it said: "
+                                 f"{said}{FAILURE_END}")
+            return 1
         self._emit("launch", f"{proc.name} exited with code 0 without joining the cluster: it "
                              f"never created the 'netstorm' kvstore, so it trained alone (is "
                              f"the store's name spelled 'netstorm' in mx.kv.create, "

@@ -10,6 +10,7 @@ netstorm cluster from a :class:`~netstorm.geoserver.config.cluster.ClusterConfig
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import sys
@@ -17,6 +18,8 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+
+import psutil
 
 from netstorm.geoserver.model import checkpoint
 from netstorm.geoserver.config.exit_reasons import STOP_NOTE
@@ -30,8 +33,8 @@ from .placement import Part
 from .processes import STOP_GRACE_S, Launcher, Proc, interrupts_raise, wait_for_exits
 
 __all__ = ["BOOT_DIR", "Launcher", "Proc", "STOP_GRACE_S", "child_env", "free_port",
-           "interrupts_raise", "run_cluster", "run_pslite_cluster", "wait_for_exits",
-           "with_keys", "worker_env"]
+           "interrupts_raise", "is_local_address", "refuse_misplaced", "run_cluster",
+           "run_pslite_cluster", "wait_for_exits", "with_keys", "worker_env"]
 
 RUN_PATH_CHARS = 45     # /netstorm-XXXXXXXX (run) /netstorm-XXXXXXXX (node) /node.sock
 
@@ -50,6 +53,50 @@ def child_env(extra: dict) -> dict:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env
+
+
+def is_local_address(address: str) -> bool:
+    """Whether ``address`` (an IP address, as the cluster file's are once read) is this
+    machine's (of its network namespace): a loopback or wildcard address, or one of its
+    interfaces' (read from them, not tried by binding, to which ``ip_nonlocal_bind`` would
+    say yes for any). O(interfaces)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return True         # not an address: not this check's business (resolve_host's)
+    if ip.is_loopback or ip.is_unspecified:     # 127.0.0.0/8, ::1; 0.0.0.0, ::
+        return True
+    return ip in {_ip(entry.address.split("%")[0])     # a link-local one has its %zone
+                  for entries in psutil.net_if_addrs().values() for entry in entries}
+
+
+def _ip(text: str):
+    """``text`` as an IP address (compared as such: IPv6 has several spellings), or None
+    (an interface's MAC address)."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def refuse_misplaced(config: ClusterConfig, part: Part, is_local=is_local_address) -> None:
+    """:class:`ClusterFileError` naming every process of ``part`` (this launcher's share)
+    that the file places on an address of another machine, and what to do, before any
+    process starts (each would fail later, binding it). O(processes)."""
+    wrong = placement.misplaced(config, part, is_local)
+    if not wrong:
+        return
+    listed = "; ".join(f"{b.process} on {b.address} ({b.field})" for b in wrong[:4])
+    if len(wrong) > 4:
+        listed += f"; and {len(wrong) - 4} more"
+    if part == placement.whole(config):
+        fix = ("without --host, --dc or --ssh the launcher starts the whole cluster on this "
+               "machine: start each host's share there (--host ADDRESS), or every host from "
+               "here with --ssh (docs/launch.md)")
+    else:
+        fix = "run this launcher on the machine that has that address, or correct the file"
+    raise ClusterFileError(f"{config.source} places {listed}, not an address of this "
+                           f"machine; {fix}")
 
 
 def with_keys(config: ClusterConfig, folder, whole_cluster: bool) -> ClusterConfig:
@@ -110,12 +157,16 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     processes of that DC. Returns the exit code (``follower_code``, if given, when the
     failure only followed another node's); nothing is left running. ``started(launcher)``
     is called once every process started. A cluster file without keys gets throw-away keys
-    (:func:`with_keys`); :class:`ClusterFileError` if it cannot. With ``[recovery]
+    (:func:`with_keys`); :class:`ClusterFileError` if it cannot, or if the file places one
+    of these processes on another machine's address (:func:`refuse_misplaced`; not with
+    ``wrap_dc``, whose processes run elsewhere). With ``[recovery]
     cluster_restarts`` (a whole cluster only), a lost server or scheduler restarts the
     cluster from its ``checkpoint`` file, if one was written (docs/recovery.md).
     """
-    wrap_dc = wrap_dc or (lambda _dc: [])
     part = part or placement.of_dcs(config, dcs, with_scheduler)
+    if wrap_dc is None:         # here, not in namespaces of an emulated WAN
+        refuse_misplaced(config, part)
+    wrap_dc = wrap_dc or (lambda _dc: [])
     restarts = config.cluster_restarts if part == placement.whole(config) else 0
     for attempt in range(1, restarts + 2):
         code, failed_role = _run_once(config, command, part, wrap_dc, out, python,
@@ -165,6 +216,8 @@ def _run_once(config, command, part, wrap_dc, out, python, as_dist_sync, started
                 joined = why + ".joined"
                 env = child_env({**worker_env(config, config.dc(name), i, as_dist_sync),
                                  "NETSTORM_RUN_DIR": tmp,
+                                 "NETSTORM_LAUNCHER_PYTHON": python,   # for the boot's
+                                 "NETSTORM_LAUNCHER_PID": str(os.getpid()),  # checks
                                  "NETSTORM_REASON_FILE": why,
                                  "NETSTORM_JOINED_FILE": joined})
                 launcher.start(f"worker {name}/{i}", "worker", command, env,

@@ -26,3 +26,24 @@ def test_a_worker_never_joined_until_its_joined_file_exists(tmp_path):
     joined.touch()
     assert not worker.never_joined()
     assert not Proc("ps worker", "worker", None).never_joined()     # unchecked
+
+
+def test_a_worker_that_never_joined_is_told_by_its_reason_if_it_left_one(tmp_path):
+    """A worker's Python that could not import netstorm (started by a wrapper script that
+    then exits 0) left why: the launcher's line gives that, not a guess at the store's name."""
+    import io
+
+    from netstorm.launcher.processes import Launcher
+    why = tmp_path / "why"
+    out = io.StringIO()
+    worker = Proc("worker dc0/0", "worker", None, reason_file=str(why),
+                  joined_file=str(tmp_path / "joined"))
+    assert Launcher(out)._never_joined(worker) == 1
+    assert "(is the store's name spelled 'netstorm'" in out.getvalue()
+    write_reason(str(why), "this worker's Python (/usr/bin/python3) cannot import netstorm")
+    out = io.StringIO()
+    assert Launcher(out)._never_joined(worker) == 1
+    assert out.getvalue() == (
+        "[launch] worker dc0/0 exited with code 0 without joining the cluster: it never "
+        "created the 'netstorm' kvstore; it said: this worker's Python (/usr/bin/python3) "
+        "cannot import netstorm" + FAILURE_END + "\n")

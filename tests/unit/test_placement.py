@@ -58,3 +58,30 @@ def test_of_dcs_and_descriptions():
         "scheduler, server eu, server us, workers eu/0 eu/1 eu/2 us/0"
     assert placement.whole(c).count() == "2 DC(s), 4 worker(s)"
     assert Part(False).describe() == "nothing"
+
+
+def test_every_process_binds_the_address_its_field_gives():
+    c = config()
+    binds = placement.binds(c, placement.whole(c))
+    assert [(b.process, b.field, b.address) for b in binds] == [
+        ("scheduler", "[scheduler] host", "10.0.0.9"),
+        ("server eu", "DC eu's host", "10.0.0.1"),
+        ("server us", "DC us's host", "0.0.0.0"),
+        ("worker eu/0", "DC eu's worker_hosts", "10.0.0.2"),
+        ("worker eu/1", "DC eu's worker_hosts", "10.0.0.3"),
+        ("worker eu/2", "DC eu's worker_hosts", "10.0.0.2"),
+        ("worker us/0", "DC us's advertise", "10.0.1.1")]
+
+
+def test_misplaced_names_what_binds_another_machine_s_address_asking_once_per_address():
+    c = config()
+    asked = []
+
+    def is_local(address):
+        asked.append(address)
+        return address in ("10.0.0.9", "10.0.0.1", "10.0.0.2")
+    wrong = placement.misplaced(c, placement.whole(c), is_local)
+    assert [(b.process, b.address) for b in wrong] == [("worker eu/1", "10.0.0.3"),
+                                                        ("worker us/0", "10.0.1.1")]
+    assert sorted(asked) == ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.9", "10.0.1.1"]
+    assert placement.misplaced(c, placement.on_host(c, "10.0.0.2"), is_local) == []
