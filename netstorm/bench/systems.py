@@ -56,7 +56,7 @@ class RunContext:
                 extra: tuple = ()) -> list:
         if compression:
             extra = (*extra, "--compression", json.dumps(compression))
-        return [sys.executable, "-m", "netstorm.bench.worker", "--kvstore", kvstore,
+        return [sys.executable, "-P", "-m", "netstorm.bench.worker", "--kvstore", kvstore,
                 "--out", str(out), *self.worker_args, *extra]
 
 

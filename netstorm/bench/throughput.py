@@ -39,7 +39,7 @@ SYSTEMS = ("pslite", "netstorm")
 
 
 def _command(out: Path, model: str, iters: int, kvstore: str) -> list:
-    return [sys.executable, "-m", "netstorm.bench.worker", "--kvstore", kvstore,
+    return [sys.executable, "-P", "-m", "netstorm.bench.worker", "--kvstore", kvstore,
             "--model", model, "--mode", "comm", "--iters", str(iters), "--out", str(out)]
 
 

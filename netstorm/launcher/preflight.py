@@ -190,9 +190,9 @@ def agent_command(config, host: str, use_ssh: bool) -> tuple:
     address not of this machine), else a local process."""
     if use_ssh or not is_local(host):
         python = config.ssh.python or sys.executable
-        remote = shlex.join([python, "-m", "netstorm.launcher.preflight", "--agent"])
+        remote = shlex.join([python, "-P", "-m", "netstorm.launcher.preflight", "--agent"])
         return config.ssh.argv(host) + [remote], f"ssh {config.ssh.destination(host)}"
-    return [sys.executable, "-m", "netstorm.launcher.preflight", "--agent"], "a local process"
+    return [sys.executable, "-P", "-m", "netstorm.launcher.preflight", "--agent"], "a local process"
 
 
 def check(config, use_ssh: bool = False, out=None, command=None) -> int:

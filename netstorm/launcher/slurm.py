@@ -237,7 +237,7 @@ def srun_argv(share: Share, python: str) -> list:
     group = [] if share.group is None else [f"--het-group={share.group}"]
     return ["srun", *group, "--nodes=1", "--ntasks=1", "--ntasks-per-node=1",
             f"--nodelist={share.node}", "--overlap", "--whole", "--cpu-bind=none",
-            f"--job-name=netstorm-{share.node}", python, "-m", "netstorm.launcher.remote"]
+            f"--job-name=netstorm-{share.node}", python, "-P", "-m", "netstorm.launcher.remote"]
 
 
 def run_over_srun(config: ClusterConfig, shares: list, command: list, whole_cluster: bool,

@@ -106,7 +106,7 @@ def run_over_ssh(config: ClusterConfig, command: list, as_dist_sync: bool = Fals
     environ = os.environ if environ is None else environ
     python = config.ssh.python or sys.executable
     workdir = config.ssh.workdir or os.getcwd()
-    remote = shlex.join([python, "-m", "netstorm.launcher.remote"])
+    remote = shlex.join([python, "-P", "-m", "netstorm.launcher.remote"])
     hosts = placement.hosts(config)
     with tempfile.TemporaryDirectory(prefix="netstorm-ssh-") as tmp:
         config = with_keys(config, tmp, whole_cluster=True)

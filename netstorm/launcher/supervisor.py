@@ -202,13 +202,13 @@ def _run_once(config, command, part, wrap_dc, out, python, as_dist_sync, started
             if part.scheduler:
                 why = str(reasons / "scheduler")
                 launcher.start("scheduler", "scheduler",
-                               [python, "-m", "netstorm.scheduler", "--cluster",
+                               [python, "-P", "-m", "netstorm.scheduler", "--cluster",
                                 str(cluster_file), "--reason-file", why],
                                base, wrap_dc(config.hub_dc), reason_file=why)
             for name in part.servers:
                 why = str(reasons / f"server-{name}")
                 launcher.start(f"server {name}", "server",
-                               [python, "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
+                               [python, "-P", "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
                                 "--dc", name, "--run-dir", tmp, "--reason-file", why], base,
                                wrap_dc(name), reason_file=why)
             for name, i in part.workers:

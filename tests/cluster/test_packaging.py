@@ -79,7 +79,8 @@ def test_importing_a_submodule_installs_no_import_hook(module):
 def test_non_editable_install_works_from_another_directory(tmp_path):
     """``pip install .`` (into a target folder, dependencies from this environment): only
     ``netstorm`` lands at the top level, ``import netstorm`` registers the kvstore, the
-    built-in topologies load, and a pseudo-distributed cluster trains from it."""
+    built-in topologies load, and a pseudo-distributed cluster trains from it, launched
+    in the checkout (whose source folders must not shadow the installed package)."""
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--target", str(target), str(REPO)], check=True, cwd=tmp_path,
@@ -109,10 +110,12 @@ def test_non_editable_install_works_from_another_directory(tmp_path):
     done = subprocess.run([sys.executable, "-c", check], cwd=elsewhere, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.strip().endswith("ok"), done.stderr[-3000:]
-    run = subprocess.run([sys.executable, "-m", "netstorm.launcher", "--dcs", "2",
+    # launched from the checkout, as `netstorm-launch` would be (-P: no current folder on the
+    # path): its processes must not take the source folder netstorm/ for the installed package
+    run = subprocess.run([sys.executable, "-P", "-m", "netstorm.launcher", "--dcs", "2",
                           "--workers-per-dc", "1", "--", sys.executable,
                           str(WORKERS / "fault_worker.py"), "loop", "2"],
-                         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:]
     assert run.stdout.count("finished 2 rounds") == 2
     assert run.stdout.count("data plane: native") == 2, run.stdout[-3000:]

@@ -143,9 +143,9 @@ def test_the_agent_command_goes_over_ssh_for_other_hosts(two_host, monkeypatch):
     monkeypatch.setattr(preflight, "is_local", lambda host: host == "10.0.0.1")
     argv, how = preflight.agent_command(two_host, "10.0.0.2", use_ssh=False)
     assert argv[0] == "ssh" and "ml@10.0.0.2" in argv and how == "ssh ml@10.0.0.2"
-    assert argv[-1] == "/opt/netstorm/.venv/bin/python -m netstorm.launcher.preflight --agent"
+    assert argv[-1] == "/opt/netstorm/.venv/bin/python -P -m netstorm.launcher.preflight --agent"
     argv, how = preflight.agent_command(two_host, "10.0.0.1", use_ssh=False)
-    assert argv[1:] == ["-m", "netstorm.launcher.preflight", "--agent"]
+    assert argv[1:] == ["-P", "-m", "netstorm.launcher.preflight", "--agent"]
     assert preflight.agent_command(two_host, "10.0.0.1", use_ssh=True)[0][0] == "ssh"
 
 

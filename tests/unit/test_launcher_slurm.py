@@ -190,7 +190,7 @@ def test_a_heterogeneous_plan_starts_one_step_per_node_in_its_component():
     assert srun_argv(shares[2], "/venv/bin/python") == [
         "srun", "--het-group=1", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1",
         "--nodelist=n3", "--overlap", "--whole", "--cpu-bind=none", "--job-name=netstorm-n3",
-        "/venv/bin/python", "-m", "netstorm.launcher.remote"]
+        "/venv/bin/python", "-P", "-m", "netstorm.launcher.remote"]
     assert "--het-group" not in " ".join(srun_argv(Share("n1", "10.0.0.1"), "python"))
 
 
