@@ -36,6 +36,8 @@ def stop_on_sigterm(stopped, report) -> None:
     claim = _Claim()
 
     def on_sigterm(signum, _frame):
+        if claim.main_took.is_set():    # a second SIGTERM (Slurm's scancel signals every
+            return                      # process of a step): the first is ending the script
         if not claim.take("main"):      # the other thread is ending the process
             threading.Event().wait()
         stopped()

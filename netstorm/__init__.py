@@ -28,7 +28,7 @@ import importlib.abc
 import importlib.util
 import sys
 
-__all__ = ["NetStorm", "as_dist_sync"]
+__all__ = ["NetStorm", "as_dist_sync", "refuse_stock_dist"]
 
 
 def _register() -> None:
@@ -47,6 +47,18 @@ def as_dist_sync() -> None:
     worker); ``dist_async`` becomes a clear error instead of a silent change of semantics.
     Takes effect now if MXNet is imported, else right after its import."""
     _after_mxnet(_alias_dist_sync)
+
+
+def _refuse_stock_dist() -> None:
+    from .kvstore import refuse_stock_dist as refuse  # noqa: PLC0415
+    refuse()
+
+
+def refuse_stock_dist() -> None:
+    """Make MXNet's ``dist_*`` kvstore names a clear error naming ``--as-dist-sync``
+    instead of ps-lite's abort (the launcher's boot calls this in a worker started without
+    the flag). Takes effect now if MXNet is imported, else right after its import."""
+    _after_mxnet(_refuse_stock_dist)
 
 
 class _AfterMxnetImport(importlib.abc.MetaPathFinder):

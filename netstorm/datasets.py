@@ -47,8 +47,13 @@ def load(spec: str, seed: int = 42) -> Dataset:
 
 
 def load_digits_data(seed: int):
-    """sklearn digits as (N,1,8,8) float32 in [0,1]; deterministic 80/20 split."""
-    from sklearn.datasets import load_digits   # noqa: PLC0415  (only when asked for)
+    """sklearn digits as (N,1,8,8) float32 in [0,1]; deterministic 80/20 split.
+    DatasetError (naming the extra that brings it) when scikit-learn is not installed."""
+    try:
+        from sklearn.datasets import load_digits   # noqa: PLC0415  (only when asked for)
+    except ImportError as exc:
+        raise DatasetError(f"the digits data needs scikit-learn ({exc}): pip install "
+                           f"'netstorm[examples]'") from None
     d = load_digits()
     x = (d.images / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
     y = d.target.astype(np.float32)

@@ -1,5 +1,6 @@
 """netstorm.datasets: offline data (scikit-learn's digits, MNIST-format IDX files)."""
 import gzip
+import sys
 
 import numpy as np
 import pytest
@@ -69,3 +70,10 @@ def test_shards_are_disjoint_and_step_the_same_number_of_times():
     shards = [shard(x, y, r, 4, 5) for r in range(4)]
     assert {s[2] for s in shards} == {25 // 5}                  # 103 = 26+26+26+25
     assert sorted(np.concatenate([s[0] for s in shards]).tolist()) == list(range(103))
+
+
+def test_the_digits_without_scikit_learn_name_the_extra_that_brings_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)     # import fails
+    with pytest.raises(DatasetError,
+                       match=r"needs scikit-learn .*pip install 'netstorm\[examples\]'"):
+        load("digits")

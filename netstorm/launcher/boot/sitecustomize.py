@@ -99,11 +99,6 @@ def under_the_launcher_without_dist_sync(environ) -> bool:
         environ.get("NETSTORM_AS_DIST_SYNC") != "1"
 
 
-def _refuse_stock_dist() -> None:
-    from netstorm.kvstore import refuse_stock_dist  # noqa: PLC0415  (MXNet is imported)
-    refuse_stock_dist()
-
-
 def _boot(environ) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     reason_file = environ.get("NETSTORM_REASON_FILE", "")
@@ -122,7 +117,7 @@ def _boot(environ) -> None:
         if environ.get("NETSTORM_AS_DIST_SYNC") == "1":
             netstorm.as_dist_sync()
         elif under_the_launcher_without_dist_sync(environ):
-            netstorm._after_mxnet(_refuse_stock_dist)   # after its registration
+            netstorm.refuse_stock_dist()    # after its registration
     path = [p for p in sys.path if os.path.abspath(p or ".") != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec is not None and spec.loader is not None:      # the one this file hides
