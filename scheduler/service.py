@@ -19,7 +19,7 @@ import time
 
 from netstorm.geoserver.core import roles, wire
 from netstorm.geoserver.core.kinds import KINDS, handlers_for
-from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED
+from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED, describe
 from netstorm.geoserver.config.cluster import ClusterConfig
 from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, NodeInfo, NodeTable
 from netstorm.geoserver.core.ratelog import RateLimitedLog
@@ -358,6 +358,19 @@ class Scheduler:
                           if n.role != SCHEDULER and n.id not in self.finished]
                 self._abort_nodes(others, str(exc))
             return EXIT_ABORTED         # another node failed (the reason names it)
+        except Exception as exc:
+            # the scheduler's own failure: every node is told now (naming the scheduler and
+            # the cause) instead of noticing its silence only after dead_after_s; then the
+            # entry point's catch-all names it in the launcher's line
+            self.abort_reason = f"the scheduler failed: {describe(exc)}"
+            if self.table is not None:
+                try:
+                    self._abort_nodes([n for n in self.table.nodes.values()
+                                       if n.role != SCHEDULER and n.id not in self.finished],
+                                      self.abort_reason)
+                except Exception as again:      # noqa: BLE001 - the first failure is raised
+                    log.warning("could not tell the nodes the scheduler failed: %s", again)
+            raise
         self._broadcast_servers(wire.Kind.SHUTDOWN, {})
         log.info("all workers finished; servers told to shut down")
         return 0

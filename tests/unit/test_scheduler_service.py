@@ -1,0 +1,27 @@
+"""scheduler/service.py's Scheduler.run when the scheduler itself fails (its other paths
+run live in tests/cluster/test_service.py): every unfinished node is told at once, naming
+the scheduler and the cause, and the error still reaches the entry point's catch-all."""
+from types import SimpleNamespace
+
+import pytest
+
+from netstorm.geoserver.core.nodes import SCHEDULER, SERVER
+from netstorm.scheduler.service import Scheduler
+
+
+def test_the_schedulers_own_failure_aborts_every_unfinished_node_naming_the_cause():
+    scheduler = Scheduler.__new__(Scheduler)        # no sockets: only what run() touches
+    told = []
+    nodes = {0: SimpleNamespace(id=0, role=SCHEDULER), 1: SimpleNamespace(id=1, role=SERVER),
+             2: SimpleNamespace(id=2, role="worker"), 3: SimpleNamespace(id=3, role="worker")}
+    scheduler.table, scheduler.finished = SimpleNamespace(nodes=nodes), {3}
+
+    def fail():
+        raise OverflowError("cannot convert float infinity to integer")
+    scheduler.rendezvous, scheduler.serve = (lambda: None), fail
+    scheduler._abort_nodes = lambda targets, reason: told.append(([t.id for t in targets],
+                                                                  reason))
+    with pytest.raises(OverflowError):
+        scheduler.run()
+    reason = "the scheduler failed: OverflowError: cannot convert float infinity to integer"
+    assert told == [([1, 2], reason)] and scheduler.abort_reason == reason
