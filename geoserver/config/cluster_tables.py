@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from .cluster_config import ClusterFileError, DataCenter
 from .cluster_fields import advertise, bounded, host, known_fields, need
-from .hosts import SshConfig, reachable
+from .hosts import SshConfig
 from .hosts import parse_ssh as parse_ssh_table
 from .keys import BULK_CIPHERS, SCHEDULER_PRINCIPAL, SecurityConfig, SecurityError, check_key
 from .limits import check_dc_name
