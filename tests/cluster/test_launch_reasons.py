@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 # an error no check of netstorm's names, as a bug or a value no validation caught would.
 WRAPPER = """#!{python}
 import runpy, sys
-module = sys.argv[2]
+at = sys.argv.index("-m")            # after the interpreter's own flags (-P)
+module = sys.argv[at + 1]
 if module == "netstorm.scheduler" == {target!r}:
     import netstorm.scheduler.service as service
     def run(self):
@@ -34,7 +35,7 @@ if module == "netstorm.geoserver" == {target!r}:
     def serve(self):
         raise ZeroDivisionError("division by zero")
     geoserver.GeoServer.serve = serve
-sys.argv = [module, *sys.argv[3:]]
+sys.argv = [module, *sys.argv[at + 2:]]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]

@@ -26,7 +26,9 @@ def test_no_import_path_tricks_anywhere():
                               (REPO / path).read_text())
                  and path not in ("tests/cluster/test_packaging.py", "tests/cluster/test_launcher_boot.py",
                                   "netstorm/launcher/supervisor.py",
-                                  "netstorm/launcher/boot/sitecustomize.py")
+                                  "netstorm/launcher/boot/sitecustomize.py",
+                                  # asserts the boot folder the launcher puts first
+                                  "tests/unit/test_deploy_pod.py")
                  and not path.startswith("tests/third_party/")]
     assert offenders == []
     lines = [line for line in (REPO / "netstorm/launcher/supervisor.py").read_text()
@@ -137,7 +139,9 @@ def test_the_extras_bring_what_the_examples_the_bench_and_the_tests_import():
     assert extras["examples"] == {"scikit-learn"}
     assert extras["bench"] == {"matplotlib", "scikit-learn"}
     assert extras["all"] == extras["examples"] | extras["bench"]
-    assert extras["test"] == extras["all"] | {"pytest"}
+    # test: the suite, which also reads the Kubernetes manifests back (pyyaml) and checks
+    # them against their schemas (jsonschema)
+    assert extras["test"] == extras["all"] | {"pytest", "jsonschema", "pyyaml"}
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg")
     assert config["metadata"]["license_files"].split() == ["LICENSE", "NOTICE"]
@@ -150,11 +154,14 @@ def test_license_is_apache_2_and_notice_names_every_vendored_file():
     assert "Apache License\n                           Version 2.0, January 2004" in \
         (REPO / "LICENSE").read_text()
     vendored = sorted(str(path.relative_to(REPO)) for path in
-                      (REPO / "tests" / "third_party").rglob("*.py"))
+                      (REPO / "tests" / "third_party" / "mxnet").rglob("*.py"))
     notice = (REPO / "NOTICE").read_text()
     assert len(vendored) == 9 and [p for p in vendored if p not in notice] == []
     assert all("Licensed to the Apache Software Foundation" in (REPO / p).read_text()
                for p in vendored)
+    schemas = sorted(str(path.relative_to(REPO)) for path in
+                     (REPO / "tests" / "third_party" / "k8s").rglob("*.json"))
+    assert len(schemas) == 6 and [p for p in schemas if p not in notice] == []
 
 
 def test_the_set_up_installs_the_packages_the_tests_declare(system_package_rules):
