@@ -63,4 +63,4 @@ else
     echo "[setup] no system package installed and no daemon started: the tests that need" \
          "one skip (opt in: NETSTORM_TEST_SYSTEM_PACKAGES=1 bash scripts/test.sh, as root)"
 fi
-python -m pytest -q "$@"
+python -m pytest -q --durations=25 "$@"
