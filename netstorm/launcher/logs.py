@@ -59,6 +59,8 @@ class RunLog:
         if self.folder is not None:
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                raise LogDirError(f"--log-dir {folder}: exists and is not a folder") from None
             except OSError as exc:
                 raise LogDirError(f"--log-dir {folder}: cannot make the folder: "
                                   f"{exc.strerror or exc}") from None

@@ -38,6 +38,7 @@ BY, BOOT = "by", "boot"  # marks the reasons this boot left (read_reason ignores
 LOG_LEVELS = ("debug", "info", "warning", "error")   # netstorm.geoserver.cli.LOG_LEVELS
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"  # cli.LOG_FORMAT
 LOG_DATE_FORMAT = "%H:%M:%S"                         # cli.LOG_DATE_FORMAT
+LEVEL_VARIABLE = "NETSTORM_LOG_LEVEL"                # launcher.logs.LEVEL_VARIABLE
 
 
 def leave_reason(path: str, reason: str) -> None:
@@ -128,8 +129,8 @@ def under_the_launcher_without_dist_sync(environ) -> bool:
 
 def _boot(environ) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
-    if environ.get("NETSTORM_LOG_LEVEL"):
-        log_netstorm_at(environ["NETSTORM_LOG_LEVEL"])
+    if environ.get(LEVEL_VARIABLE):
+        log_netstorm_at(environ[LEVEL_VARIABLE])
     reason_file = environ.get("NETSTORM_REASON_FILE", "")
     if reason_file:
         install_reason_hook(reason_file)
