@@ -216,3 +216,11 @@ def test_a_worker_given_an_unknown_level_says_so_and_runs_on(boot, capsys):
         "netstorm launcher: warning: NETSTORM_LOG_LEVEL='loud' is not one of debug, info, "
         "warning, error; netstorm's log level left as it was\n")
     assert not logging.getLogger("netstorm_boot_test_unknown").handlers
+
+
+def test_over_ssh_each_host_s_lines_go_to_its_file_on_the_launching_host(tmp_path):
+    from netstorm.launcher.ssh import SshLauncher
+    with RunLog(io.StringIO(), tmp_path) as log:
+        SshLauncher(log)._emit("host 10.0.0.2", "[worker eu/0] step 1")
+    assert (tmp_path / "host-10.0.0.2.log").read_text() == \
+        "[host 10.0.0.2] [worker eu/0] step 1\n"
