@@ -356,7 +356,7 @@ def _run(args, cores: int, log: RunLog) -> int:
             if args.slurm:
                 return run_in_allocation(config, args, out=log)
             if args.check:
-                return preflight.check(config, use_ssh=args.ssh)
+                return preflight.check(config, use_ssh=args.ssh, out=log)
             if args.ssh:
                 return run_over_ssh(config, args.command, as_dist_sync=args.as_dist_sync,
                                     out=log)
