@@ -9,7 +9,7 @@ import argparse
 import logging
 import sys
 
-from .cli import Terminated, setup_logging, start_node
+from .cli import Terminated, add_log_level_flags, setup_logging, start_node
 from .config.exit_reasons import (EXIT_ABORTED, EXIT_FAILED, describe, read_stop_note,
                                   write_reason)
 from .model import checkpoint
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     check caught) ends it with code 1, its ``Type: message`` left for the launcher's line
     (the traceback logged too, but for an ``OSError``, which is about this machine)."""
     args = parse_args(argv)
-    setup_logging(args.verbose)
+    setup_logging(args.log_level)
     try:
         return run(args)
     except Exception as exc:      # noqa: BLE001 - the catch-all: say why, in one line
@@ -64,7 +64,7 @@ def parse_args(argv):
                              "temporary folder); the launcher gives its run's folder")
     parser.add_argument("--reason-file", default="",
                         help="where to leave why the server stopped, if it fails")
-    parser.add_argument("--verbose", action="store_true")
+    add_log_level_flags(parser)
     return parser.parse_args(argv)
 
 

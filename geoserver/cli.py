@@ -12,13 +12,29 @@ from .config.keys import SecurityError
 from .config.exit_reasons import write_reason
 from .core.van import TransportError
 
-__all__ = ["StopSignals", "Terminated", "raise_on_signals", "setup_logging", "start_node"]
+__all__ = ["LOG_DATE_FORMAT", "LOG_FORMAT", "LOG_LEVELS", "StopSignals", "Terminated",
+           "add_log_level_flags", "raise_on_signals", "setup_logging", "start_node"]
+
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+              "error": logging.ERROR}     # the names --log-level takes, in every process
+LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"
+LOG_DATE_FORMAT = "%H:%M:%S"
 
 
-def setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S")
+def add_log_level_flags(parser) -> None:
+    """``--log-level LEVEL`` (a name of :data:`LOG_LEVELS`, default ``info``; the launcher
+    passes its own) and ``--verbose``, the same as ``--log-level debug``."""
+    parser.add_argument("--log-level", choices=list(LOG_LEVELS), default="info",
+                        help="the lowest level logged (default: info)")
+    parser.add_argument("--verbose", dest="log_level", action="store_const", const="debug",
+                        help="the same as --log-level debug")
+
+
+def setup_logging(level: str = "info") -> None:
+    """This process's log lines on standard error from ``level`` (a name of
+    :data:`LOG_LEVELS`) up, as ``12:00:01.234 INFO netstorm.server: ...``."""
+    logging.basicConfig(level=LOG_LEVELS[level], stream=sys.stderr, format=LOG_FORMAT,
+                        datefmt=LOG_DATE_FORMAT)
 
 
 def start_node(build, log: logging.Logger, reason_file: str = ""):

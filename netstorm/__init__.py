@@ -21,6 +21,9 @@ Only ``import netstorm`` itself does that, as a worker's script (or the launcher
 worker) does. Python imports this package first whenever any of its sub-packages is
 imported (``python -m netstorm.geoserver``, ``import netstorm.scheduler...``): those imports
 install no finder and register nothing (:func:`_imported_for_a_submodule`).
+
+``netstorm.__version__`` is the installed distribution's version (setup.cfg's in a checkout
+that was never installed), looked up on first use, not at import.
 """
 from __future__ import annotations
 
@@ -28,7 +31,9 @@ import importlib.abc
 import importlib.util
 import sys
 
-__all__ = ["NetStorm", "as_dist_sync", "refuse_stock_dist"]
+__all__ = ["NetStorm", "__version__", "as_dist_sync", "refuse_stock_dist"]
+
+UNKNOWN_VERSION = "0+unknown"
 
 
 def _register() -> None:
@@ -94,7 +99,39 @@ def __getattr__(name: str):
     if name == "NetStorm":
         from .kvstore import NetStorm  # noqa: PLC0415
         return NetStorm
+    if name == "__version__":
+        version = _installed_version()
+        globals()["__version__"] = version      # looked up once
+        return version
     raise AttributeError(f"module 'netstorm' has no attribute {name!r}")
+
+
+def _installed_version(setup_cfg=None) -> str:
+    """netstorm's version, the one place it is read: the installed distribution's metadata
+    (``importlib.metadata``), else, in a checkout that was never installed, the ``version``
+    of its ``setup.cfg`` (``setup_cfg``, default the one beside this package's folder),
+    else :data:`UNKNOWN_VERSION`."""
+    from importlib import metadata  # noqa: PLC0415  (only when asked: it costs an import)
+    from pathlib import Path        # noqa: PLC0415
+    try:
+        return metadata.version("netstorm")
+    except metadata.PackageNotFoundError:
+        return _checkout_version(setup_cfg or Path(__file__).resolve().parent.parent /
+                                "setup.cfg")
+
+
+def _checkout_version(setup_cfg) -> str:
+    """The ``[metadata] version`` of the file ``setup_cfg`` if it is netstorm's, else
+    :data:`UNKNOWN_VERSION`."""
+    import configparser  # noqa: PLC0415
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(setup_cfg, encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError):
+        return UNKNOWN_VERSION
+    if parser.get("metadata", "name", fallback="") != "netstorm":
+        return UNKNOWN_VERSION
+    return parser.get("metadata", "version", fallback="").strip() or UNKNOWN_VERSION
 
 
 def _after_mxnet(callback) -> None:

@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 
-from netstorm.geoserver.cli import Terminated, setup_logging, start_node
+from netstorm.geoserver.cli import Terminated, add_log_level_flags, setup_logging, start_node
 from netstorm.geoserver.config.exit_reasons import EXIT_FAILED, describe, write_reason
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     check caught) ends it with code 1, its ``Type: message`` left for the launcher's line
     (the traceback logged too, but for an ``OSError``, which is about this machine)."""
     args = parse_args(argv)
-    setup_logging(args.verbose)
+    setup_logging(args.log_level)
     try:
         return run(args)
     except Exception as exc:      # noqa: BLE001 - the catch-all: say why, in one line
@@ -44,7 +44,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m netstorm.scheduler",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--cluster", required=True, help="cluster file (TOML)")
-    parser.add_argument("--verbose", action="store_true")
+    add_log_level_flags(parser)
     parser.add_argument("--switch-policy-every", type=float, default=0.0, metavar="S",
                         help="testing: announce a random policy every S seconds")
     parser.add_argument("--seed", type=int, default=0)

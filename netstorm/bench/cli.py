@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import netstorm
 from netstorm import wan as wanlib
 from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
 from netstorm.launcher import interrupts_raise
@@ -65,6 +66,8 @@ __all__ = ["MOMENTUM", "Progress", "SYNC_FLAGS", "compression_params", "main", "
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version",
+                   version=f"netstorm-bench {netstorm.__version__}")
     p.add_argument("--topology", default="small", help="built-in name or topology file")
     p.add_argument("--systems", default="mxnet-1ps,mxnet-sharded,netstorm-hips",
                    help=f"comma-separated, from: {', '.join(SYSTEMS)}")

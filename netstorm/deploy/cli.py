@@ -22,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import netstorm
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.config.keys import SecurityError, key_file_name, read_key_pair
 
@@ -85,6 +86,8 @@ def _ours(path: Path) -> bool:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="netstorm-deploy", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version",
+                        version=f"netstorm-deploy {netstorm.__version__}")
     sub = parser.add_subparsers(dest="target", required=True)
     kube = sub.add_parser("kubernetes", help="Kubernetes manifests (JobSet per DC)")
     kube.add_argument("--cluster", required=True, help="cluster file (TOML)")

@@ -13,6 +13,9 @@ processes (and the scheduler only with --scheduler) are started, with --host onl
 file places on that host: one cluster file, one launcher call per host. With --ssh this
 launcher starts every host's share itself, over ssh (docs/launch.md).
 
+--log-level or --quiet sets how much every process says; with --log-dir DIR every line also
+goes to its process's file in DIR (docs/operations.md).
+
 Every flag is checked as the cluster file's field it sets is (``config.limits``), and the
 cluster as a whole before any process starts: too many processes for this host's cores need
 --yes. An unexpected error is one line (its traceback in a file, or printed with --debug).
@@ -26,6 +29,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import netstorm
+from netstorm.geoserver.cli import LOG_LEVELS
 from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, DataCenter,
                                         load_cluster, pseudo_cluster)
 from netstorm.geoserver.config.cluster_toml import to_toml
@@ -40,6 +45,7 @@ from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
 from netstorm.geoserver.config.hosts import resolve_host
 
 from . import placement, preflight
+from .logs import LogDirError, RunLog
 from .placement import Part
 from .slurm import run_in_allocation
 from .ssh import run_over_ssh
@@ -148,6 +154,17 @@ def parse_args(argv):
                              f"this host")
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of an unexpected error")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("--log-level", choices=list(LOG_LEVELS), default=None,
+                       help="the lowest level every process logs (default: info)")
+    level.add_argument("--quiet", action="store_true",
+                       help="warnings and errors only: --log-level warning")
+    parser.add_argument("--log-dir", type=text_flag, default=None,
+                        help="also write every process's lines to its own file in this "
+                             "folder (scheduler.log, server-DC.log, worker-DC-I.log, "
+                             "launcher.log)")
+    parser.add_argument("--version", action="version",
+                        version=f"{PROG} {netstorm.__version__}")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="-- followed by the worker command")
     args = parser.parse_args(argv)
@@ -166,14 +183,19 @@ def parse_args(argv):
                      f"--dc or --host only this one's share")
     if args.slurm and (args.wan or args.ssh or args.host):
         parser.error("--slurm excludes --wan, --ssh and --host: Slurm's nodes say where")
+    if (args.ssh or args.slurm) and (args.log_level or args.quiet):
+        parser.error(f"{'--quiet' if args.quiet else '--log-level'} does not reach the hosts "
+                     f"of {'--ssh' if args.ssh else '--slurm'} yet: their processes log at "
+                     f"info (--log-dir works: one file per host)")
+    args.log_level = "warning" if args.quiet else args.log_level or "info"
     return args
 
 
-def run_on_wan(args, transport: dict, cores: int) -> int:
+def run_on_wan(args, transport: dict, cores: int, out=None) -> int:
     """Bring up the emulated WAN, run the cluster with each DC in its namespace (scheduler in
     the first DC), tear the WAN down whatever happens. The cluster is checked (its settings,
     as its processes will read them, and its size for this host's ``cores``) before the WAN
-    comes up."""
+    comes up. ``out``: the run's :class:`~.logs.RunLog` (or a stream)."""
     from netstorm import wan as wanlib   # noqa: PLC0415 - only --wan needs the emulator
     from netstorm.scheduler.topology import TopologyError  # noqa: PLC0415
     try:
@@ -194,7 +216,7 @@ def run_on_wan(args, transport: dict, cores: int) -> int:
     try:
         with wanlib.EmulatedWan(topology) as wan:
             return run_cluster(cluster(wan.dc_address), args.command, wrap_dc=wan.exec_prefix,
-                               as_dist_sync=args.as_dist_sync)
+                               as_dist_sync=args.as_dist_sync, out=out)
     except (wanlib.WanUnavailable, ClusterFileError) as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2
@@ -289,13 +311,24 @@ def main(argv=None) -> int:
 
 def _main(argv: list, cores: int) -> int:
     args = parse_args(argv)
+    try:
+        log = RunLog(sys.stdout, args.log_dir, args.log_level)
+    except LogDirError as exc:
+        print(f"launch: {exc}", file=sys.stderr)
+        return 2
+    with log:
+        return _run(args, cores, log)
+
+
+def _run(args, cores: int, log: RunLog) -> int:
+    """The launch ``args`` ask for on this host of ``cores`` cores, its lines to ``log``."""
     with_scheduler = args.scheduler if args.scheduler is not None else args.dc is None
     try:
         transport = _overrides(args)
         if args.wan:
             try:
                 with interrupts_raise():
-                    return run_on_wan(args, transport, cores)
+                    return run_on_wan(args, transport, cores, out=log)
             except KeyboardInterrupt:
                 return 130
         if args.cluster:
@@ -321,13 +354,15 @@ def _main(argv: list, cores: int) -> int:
     try:
         with interrupts_raise():
             if args.slurm:
-                return run_in_allocation(config, args)
+                return run_in_allocation(config, args, out=log)
             if args.check:
-                return preflight.check(config, use_ssh=args.ssh)
+                return preflight.check(config, use_ssh=args.ssh, out=log)
             if args.ssh:
-                return run_over_ssh(config, args.command, as_dist_sync=args.as_dist_sync)
+                return run_over_ssh(config, args.command, as_dist_sync=args.as_dist_sync,
+                                    out=log)
             return run_cluster(config, args.command, dcs=args.dc, part=part,
-                               with_scheduler=with_scheduler, as_dist_sync=args.as_dist_sync)
+                               with_scheduler=with_scheduler, as_dist_sync=args.as_dist_sync,
+                               out=log)
     except ClusterFileError as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2

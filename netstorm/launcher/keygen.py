@@ -21,6 +21,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
+import netstorm
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.config.cluster_toml import checked_toml, security_toml
 from netstorm.geoserver.config.keys import SecurityConfig, SecurityError, key_file_name, \
@@ -114,6 +115,7 @@ def _main(argv: list) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("cluster", help="cluster file (TOML) to add the public keys to")
+    parser.add_argument("--version", action="version", version=f"{PROG} {netstorm.__version__}")
     parser.add_argument("--keys-dir", default=None,
                         help="folder for the secret keys (default: CLUSTER-keys beside it)")
     parser.add_argument("--debug", action="store_true",

@@ -1,5 +1,6 @@
 """The child processes of one cluster: :class:`Launcher` starts each one, prefixes every
-line of its output with the process's name, waits for the workers, reports the first
+line of its output with the process's name (and with ``--log-dir`` writes it to that
+process's file too: :class:`~.logs.RunLog`), waits for the workers, reports the first
 failure (the node that caused it, not the ones that stopped because of it), restarts a
 failed worker or server when ``[recovery]`` allows, and always stops every process
 (SIGTERM, then SIGKILL to the process group). :class:`Proc` is one process and what it
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from netstorm.geoserver.cli import StopSignals
 from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED, read_reason, write_reason
+
+from .logs import RunLog
 
 __all__ = ["BLAME_GRACE_S", "FAILURE_END", "LAUNCH_PREFIX", "Launcher", "Proc", "REASON_SHOWN",
            "SHUTDOWN_GRACE_S", "STOP_GRACE_S", "interrupts_raise", "wait_for_exits"]
@@ -70,7 +73,9 @@ class Launcher:
 
     def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0,
                  server_restarts: int = 0):
-        """``stop_note``: a file where the launcher writes why it stops the cluster before
+        """``out``: where the lines go, a :class:`~.logs.RunLog` (the console, with
+        ``--log-dir`` a file per process, the level) or a stream (the console alone).
+        ``stop_note``: a file where the launcher writes why it stops the cluster before
         it signals the processes (a server passes that on to the scheduler, so the other
         hosts learn which node failed, not that a bystander was stopped).
         ``worker_restarts``: how often a failed worker is started again into its rank;
@@ -79,18 +84,14 @@ class Launcher:
         self.restarts = {"worker": worker_restarts, "server": server_restarts}
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
-        self.out = out or sys.stdout
+        self.output = out if isinstance(out, RunLog) else RunLog(out or sys.stdout)
+        self.out = self.output.stream
         self.stop_note = stop_note
         self.failure_followed = False   # the failure reported followed another node's
         self.failed_role = ""           # the role of the process whose failure is reported
-        self._print_lock = threading.Lock()
 
     def _emit(self, prefix: str, line: str) -> None:
-        with self._print_lock:
-            self.out.write(f"[{prefix}] {line}")
-            if not line.endswith("\n"):
-                self.out.write("\n")
-            self.out.flush()
+        self.output.emit(prefix, line)
 
     def _pump(self, proc: Proc) -> None:
         for raw in iter(proc.popen.stdout.readline, b""):
@@ -118,6 +119,7 @@ class Launcher:
                 pass                    # exit code and output tell why
         proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file,
                     start=(argv, env, wrap))
+        self.output.started(name)
         proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
         proc.reader.start()
         self.procs.append(proc)

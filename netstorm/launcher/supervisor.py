@@ -29,6 +29,7 @@ from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL, generate_cluster
 from netstorm.geoserver.core.van import MAX_IPC_PATH
 
 from . import placement
+from .logs import RunLog
 from .placement import Part
 from .processes import STOP_GRACE_S, Launcher, Proc, interrupts_raise, wait_for_exits
 
@@ -161,8 +162,11 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     of these processes on another machine's address (:func:`refuse_misplaced`; not with
     ``wrap_dc``, whose processes run elsewhere). With ``[recovery]
     cluster_restarts`` (a whole cluster only), a lost server or scheduler restarts the
-    cluster from its ``checkpoint`` file, if one was written (docs/recovery.md).
+    cluster from its ``checkpoint`` file, if one was written (docs/recovery.md). ``out``:
+    a :class:`~.logs.RunLog` (the console, the log files, every process's log level) or a
+    stream (the console alone, level ``info``).
     """
+    out = out if isinstance(out, RunLog) else RunLog(out or sys.stdout)
     part = part or placement.of_dcs(config, dcs, with_scheduler)
     if wrap_dc is None:         # here, not in namespaces of an emulated WAN
         refuse_misplaced(config, part)
@@ -176,18 +180,18 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
         try:
             done = checkpoint.read_header(config.checkpoint)["round"]
         except checkpoint.CheckpointError as exc:
-            print(f"[launch] cannot restart the cluster: {exc}", file=out or sys.stdout,
-                  flush=True)
+            out.emit("launch", f"cannot restart the cluster: {exc}")
             return code
-        print(f"[launch] restarting the whole cluster from {config.checkpoint} (round "
-              f"{done}; {attempt} of {restarts})", file=out or sys.stdout, flush=True)
+        out.emit("launch", f"restarting the whole cluster from {config.checkpoint} (round "
+                           f"{done}; {attempt} of {restarts})")
         config = replace(config, resume=config.checkpoint)
     return code
 
 
-def _run_once(config, command, part, wrap_dc, out, python, as_dist_sync, started,
+def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync, started,
               follower_code) -> tuple:
-    """One run of :func:`run_cluster`: ``(exit code, role of the process that failed)``."""
+    """One run of :func:`run_cluster`: ``(exit code, role of the process that failed)``.
+    Every process logs at ``out``'s level."""
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
         launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE),
                             worker_restarts=config.worker_restarts,
@@ -203,18 +207,21 @@ def _run_once(config, command, part, wrap_dc, out, python, as_dist_sync, started
                 why = str(reasons / "scheduler")
                 launcher.start("scheduler", "scheduler",
                                [python, "-P", "-m", "netstorm.scheduler", "--cluster",
-                                str(cluster_file), "--reason-file", why],
+                                str(cluster_file), "--reason-file", why,
+                                *out.process_args()],
                                base, wrap_dc(config.hub_dc), reason_file=why)
             for name in part.servers:
                 why = str(reasons / f"server-{name}")
                 launcher.start(f"server {name}", "server",
                                [python, "-P", "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
-                                "--dc", name, "--run-dir", tmp, "--reason-file", why], base,
+                                "--dc", name, "--run-dir", tmp, "--reason-file", why,
+                                *out.process_args()], base,
                                wrap_dc(name), reason_file=why)
             for name, i in part.workers:
                 why = str(reasons / f"worker-{name}-{i}")
                 joined = why + ".joined"
                 env = child_env({**worker_env(config, config.dc(name), i, as_dist_sync),
+                                 **out.worker_env(),
                                  "NETSTORM_RUN_DIR": tmp,
                                  "NETSTORM_LAUNCHER_PYTHON": python,   # for the boot's
                                  "NETSTORM_LAUNCHER_PID": str(os.getpid()),  # checks
@@ -229,8 +236,8 @@ def _run_once(config, command, part, wrap_dc, out, python, as_dist_sync, started
             if code and follower_code and launcher.failure_followed:
                 code = follower_code
             status = "ok" if code == 0 else f"FAILED (exit {code})"
-            launcher._emit("launch", f"{status}: {part.count()}, "
-                                     f"{time.monotonic() - began:.1f}s")
+            say = out.info if code == 0 else out.emit       # --quiet drops the "ok"
+            say("launch", f"{status}: {part.count()}, {time.monotonic() - began:.1f}s")
             return code, launcher.failed_role
 
 

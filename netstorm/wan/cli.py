@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import netstorm
 from netstorm.geoserver.cli import StopSignals
 from netstorm.geoserver.config.limits import flag_type
 from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
@@ -81,6 +82,7 @@ def _main(argv: list) -> int:
                                      description="\n\n".join(__doc__.split("\n\n")[:2]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-dir", default=str(STATE_DIR), help=argparse.SUPPRESS)
+    parser.add_argument("--version", action="version", version=f"{PROG} {netstorm.__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", required=True, help="what to do")

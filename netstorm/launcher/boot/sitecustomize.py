@@ -19,6 +19,9 @@ So that the launcher's line says why a worker failed, also before it created the
   helper) gets a warning and runs on, its cause left as the reason should the worker end
   without joining.
 
+With ``NETSTORM_LOG_LEVEL`` (``launch.py --log-level``, ``--quiet``), netstorm's loggers
+write to standard error from that level up, as the servers' lines do.
+
 Standard library only, and no ``netstorm`` needed for the above: the reason file's format
 is :func:`netstorm.geoserver.config.exit_reasons.write_reason`'s.
 """
@@ -31,6 +34,11 @@ import sys
 EXIT_FAILED = 1         # exit_reasons.EXIT_FAILED
 MAX_REASON_CHARS = 2000  # exit_reasons.MAX_REASON_CHARS
 BY, BOOT = "by", "boot"  # marks the reasons this boot left (read_reason ignores the key)
+
+LOG_LEVELS = ("debug", "info", "warning", "error")   # netstorm.geoserver.cli.LOG_LEVELS
+LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"  # cli.LOG_FORMAT
+LOG_DATE_FORMAT = "%H:%M:%S"                         # cli.LOG_DATE_FORMAT
+LEVEL_VARIABLE = "NETSTORM_LOG_LEVEL"                # launcher.logs.LEVEL_VARIABLE
 
 
 def leave_reason(path: str, reason: str) -> None:
@@ -74,6 +82,26 @@ def install_reason_hook(path: str) -> None:
     sys.excepthook = hook
 
 
+def log_netstorm_at(level: str, logger_name: str = "netstorm") -> bool:
+    """netstorm's loggers (``logger_name`` and below) write to standard error at ``level``
+    (``NETSTORM_LOG_LEVEL``, the launcher's ``--log-level``), formatted as the servers'
+    lines; they do not propagate, so a script's own logging set-up neither repeats nor
+    drops them. False, with a warning, for a level that is not one of :data:`LOG_LEVELS`."""
+    import logging  # noqa: PLC0415  (only a worker that was given a level pays for it)
+    if level not in LOG_LEVELS:
+        print(f"netstorm launcher: warning: NETSTORM_LOG_LEVEL={level!r} is not one of "
+              f"{', '.join(LOG_LEVELS)}; netstorm's log level left as it was",
+              file=sys.stderr, flush=True)
+        return False
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+    logger = logging.getLogger(logger_name)
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+    logger.propagate = False
+    return True
+
+
 def wrong_python(exc: ImportError, environ) -> str:
     """Why this worker cannot run: its interpreter is not the launcher's, and the fix."""
     launcher = environ.get("NETSTORM_LAUNCHER_PYTHON", "")
@@ -101,6 +129,8 @@ def under_the_launcher_without_dist_sync(environ) -> bool:
 
 def _boot(environ) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
+    if environ.get(LEVEL_VARIABLE):
+        log_netstorm_at(environ[LEVEL_VARIABLE])
     reason_file = environ.get("NETSTORM_REASON_FILE", "")
     if reason_file:
         install_reason_hook(reason_file)
