@@ -22,11 +22,11 @@ def test_a_worker_that_stops_pushing_is_named_by_the_timeout_and_a_stall(no_left
     """Rank 1 never pushes round 1 (a data loader deadlock); rank 0 waits for it inside
     MXNet's engine until --timeout: its error, the launcher's failure line, names dc1/0, and
     the scheduler warned of the stall (half the timeout) before."""
-    run = launch(["--dcs", 2, "--timeout", 8], worker_cmd("fault_worker.py", "stall-rank1"),
+    run = launch(["--dcs", 2, "--timeout", 10], worker_cmd("fault_worker.py", "stall-rank1"),
                  no_leftovers, timeout=90)
     line = _failure(run)
     assert run.code != 0 and line.startswith("[launch] worker dc0/0 exited with code 1: ")
-    assert "waited 8s for value of key 0 after round 1" in line, line
+    assert "waited 10s for value of key 0 after round 1" in line, line
     assert line.endswith(f"; round 1 of key 0 lacks the push of dc1/0 (rank 1){FAILURE_END}"), \
         line
     assert any("stall: rank 1 (dc1/0) sent nothing for " in l and
