@@ -1,7 +1,9 @@
 """Which nodes are alive, lost (awaited back) or finished, for the scheduler's loop
 (:class:`~netstorm.scheduler.service.Scheduler`): its heartbeats to every node, a node
 presumed dead after ``dead_after_s`` of silence, a new process superseding one still taken
-for alive, and a worker's stop note (BYE), which the workers still running hear of.
+for alive, a worker's stop note (BYE), which the workers still running hear of, and
+stalls: a worker silent on the data path while others wait on it or have finished
+(:mod:`netstorm.scheduler.stalls`), warned of and, past ``max_idle_s``, fatal.
 
 A node lost while restarts are left is awaited (:class:`~netstorm.scheduler.rejoin.LostNodes`,
 pure); otherwise, or when it does not come back within ``timeout_s``, the run aborts
@@ -16,6 +18,7 @@ from netstorm.geoserver.core import wire
 from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, SilenceJudge
 
 from .rejoin import LostNodes
+from .stalls import StallWatch
 
 __all__ = ["ClusterAborted", "Liveness"]
 
@@ -39,6 +42,20 @@ class Liveness:
         self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
         self.step_s: dict = {}          # esync: dc -> its slowest seconds per local step
         self.next_beat = 0.0            # every node hears from the scheduler
+        self.stalls: StallWatch | None = None   # the workers' data path, once they beat
+        self.stall_warnings: list = []  # (time.time(), text) of every stall warned of
+        self._warn_at: dict = {}        # node id -> the silence at which to warn again
+        self._next_judgement = 0.0      # stalls are judged once a beat
+
+    def heard(self, node_id: int, meta: dict) -> None:
+        """A worker's heartbeat: its data path (:meth:`StallWatch.heard`)."""
+        if self.table is None:
+            return
+        if self.stalls is None:
+            self.stalls = StallWatch(self.table.workers(),
+                                     min(self.config.dead_after_s, self.config.timeout_s / 2),
+                                     self.config.max_idle_s)
+        self.stalls.heard(node_id, meta, time.monotonic())
 
     def seen(self, node_id: int) -> None:
         self.last_seen[node_id] = time.monotonic()
@@ -53,11 +70,14 @@ class Liveness:
         self.next_beat = now + self.config.heartbeat_s
         # esync: every server hears the cluster's slowest seconds per local step
         meta = {"step_s": max(self.step_s.values())} if self.step_s else {}
+        # a waiting worker hears who has not pushed its rounds (scheduler/stalls.py)
+        verdicts = self.stalls.verdicts(self.finished) if self.stalls is not None else {}
         for node in self.table.nodes.values():
             if node.role != SCHEDULER and node.id not in self.finished and \
                     node.id not in self.lost and self.van.is_connected(node.id):
                 self.van.send(node.id, wire.Message(
-                    wire.Kind.HEARTBEAT, meta=meta if node.role == SERVER else {}))
+                    wire.Kind.HEARTBEAT, meta=meta if node.role == SERVER else
+                    verdicts.get(node.id, {})))
 
     def check(self, replacement, waiting: bool = False) -> None:
         """Raise :class:`ClusterAborted` for a silent node that cannot be awaited, a lost one
@@ -80,6 +100,30 @@ class Liveness:
         if why:
             raise ClusterAborted(f"replacing the server of {replacement.lost_dc}: {why} "
                                  f"within timeout_s = {self.config.timeout_s:g}s")
+        if self.stalls is not None and replacement is None and not self.lost.lost and \
+                now >= self._next_judgement:
+            self._next_judgement = now + self.config.heartbeat_s
+            self.judge_stalls(now)
+
+    def judge_stalls(self, now: float) -> None:
+        """Warn of every stall (again each time its silence doubled); raise
+        :class:`ClusterAborted` naming a worker silent for ``max_idle_s``. Not while a
+        lost node is awaited (the others wait for its return, not on a hang). O(workers x
+        waits)."""
+        stalls = self.stalls.stalls(now, self.finished)
+        for node in set(self._warn_at) - {s.node for s in stalls}:
+            del self._warn_at[node]            # it sent something: a new stall warns anew
+        for stall in stalls:
+            if stall.quiet_s >= self._warn_at.get(stall.node, 0.0):
+                self._warn_at[stall.node] = 2 * stall.quiet_s
+                log.warning("%s", stall.describe())
+                self.stall_warnings.append((time.time(), stall.describe()))
+                del self.stall_warnings[:-100]
+            if self.config.max_idle_s and stall.quiet_s >= self.config.max_idle_s:
+                raise ClusterAborted(
+                    f"{self.table.describe(stall.node)} sent nothing on the data path for "
+                    f"{stall.quiet_s:.1f}s while {stall.others()} (max_idle_s = "
+                    f"{self.config.max_idle_s:g}): it is presumed hung")
 
     def lose(self, node_id: int, why: str, replacing: bool) -> bool:
         """Await a dead worker's or server's return (``[recovery] worker_restarts``,

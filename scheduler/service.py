@@ -323,6 +323,8 @@ class Scheduler:
     def _on_heartbeat(self, msg: wire.Message) -> None:
         if "round" in msg.meta:
             self._on_round_report(msg)
+        else:                               # a worker's: its data path (scheduler/stalls.py)
+            self.liveness.heard(msg.sender, msg.meta)
 
     def _on_abort(self, msg: wire.Message) -> None:
         raise ClusterAborted(f"{self.table.describe(msg.sender)} aborted: "

@@ -28,6 +28,8 @@ Example (``docs/cluster.example.toml`` has the commented version)::
                             # is reported stalled (treated as failed; see adapt)
     fuse_bytes = 65536      # a worker's requests of smaller keys travel together (0: never)
     fuse_linger_s = 0.001   # how long the first of them waits for others
+    max_idle_s = 0          # a worker that sends nothing this long while the others wait
+                            # on it or have finished fails the run, named (0: never)
 
     [wan]
     policy = "fapt"         # fapt: multi-root aggregation trees; star: one global server

@@ -77,6 +77,8 @@ class ClusterConfig:
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     dead_after_s: float = DEFAULT_DEAD_AFTER_S
     stall_s: float = DEFAULT_STALL_S
+    max_idle_s: float = 0.0     # a worker silent this long while others wait on it fails
+                                # the run (0: never; scheduler/stalls.py)
     fuse_bytes: int = DEFAULT_FUSE_BYTES
     fuse_linger_s: float = DEFAULT_FUSE_LINGER_S
     dataplane: str = "auto"    # [transport] dataplane: "auto", "native" or "python"
@@ -111,7 +113,7 @@ class ClusterConfig:
         if too_many:
             raise ClusterFileError(f"{self.source}: {too_many}")
         beats = 2 * self.heartbeat_s
-        for key in ("dead_after_s", "timeout_s"):
+        for key in ("dead_after_s", "timeout_s") + (("max_idle_s",) if self.max_idle_s else ()):
             if getattr(self, key) < beats:
                 raise ClusterFileError(
                     f"{self.source}: {key} = {getattr(self, key):g} is below two heartbeats "

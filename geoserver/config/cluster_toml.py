@@ -47,6 +47,8 @@ def cluster_tables(config: ClusterConfig) -> dict:
         "heartbeat_s": float(config.heartbeat_s), "dead_after_s": float(config.dead_after_s),
         "stall_s": float(config.stall_s), "fuse_bytes": config.fuse_bytes,
         "fuse_linger_s": float(config.fuse_linger_s), "dataplane": config.dataplane}
+    if config.max_idle_s:       # 0 (never, the default) is left out
+        data["transport"]["max_idle_s"] = float(config.max_idle_s)
     data["wan"] = _present({
         "policy": config.policy, "adapt": config.adapt,
         "replan_threshold": float(config.replan_threshold),

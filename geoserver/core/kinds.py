@@ -18,7 +18,8 @@ from ..config.settings import ProbeRequest
 from ..config.sync import MAX_COUNT
 from .nodes import SCHEDULER, SERVER, WORKER
 from .schema import (CHUNK_META, DATA, DIGEST, EMPTY, I64, KEY_DTYPES, KEY_STATE,
-                     MAX_BATCH_MESSAGES, MAX_DIMS, NODE, OPTIMIZER_SPEC, POLICY, PUSHES,
+                     MAX_BATCH_MESSAGES, MAX_DIMS, MAX_WAITS, NODE, OPTIMIZER_SPEC, POLICY,
+                     PUSHED, PUSHES,
                      REASON, RELAY_META, STATES, U16, U32, AnyObj, Bool, Decoded, DictOf, Int,
                      ListOf, MessageSchema, Nullable, Num, Obj, Row, Str, check, check_batch,
                      check_init, check_link_key, check_replica, check_states, not_shared_and_encoded)
@@ -115,7 +116,12 @@ _ROWS = [
     _spec(Kind.BARRIER_DONE, EMPTY, Route(WORKER, FROM_SCHEDULER), handler="_on_barrier_done"),
     _spec(Kind.HEARTBEAT, MessageSchema(Obj({
         "round": Int(), "stalled": ListOf(Str()), "links": DictOf(Row(Num(0.0), Num(0.0))),
-        "step_s": Num(0.0, 1e6)}), max_meta_bytes=MAX_META_BYTES),
+        "step_s": Num(0.0, 1e6),
+        # a worker's data path, the scheduler's answer (worker/progress.py, scheduler/stalls.py)
+        "quiet_s": Num(0.0), "round_s": Num(0.0, 1e6), "pushed": PUSHED,
+        "waits": ListOf(Row(Int(-1, I64), Int(0, U32), Num(0.0)), max_len=MAX_WAITS),
+        "missing": ListOf(Row(Int(-1, I64), Int(0, U32), ListOf(Str(256), max_len=U16)),
+                          max_len=MAX_WAITS)}), max_meta_bytes=MAX_META_BYTES),
         *_TO_SCHED, *_BOTH_SCHED, handler="_on_heartbeat"),
     _spec(Kind.ABORT, MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
           *_TO_SCHED, *_BOTH_SCHED, *_WELCOMING, handler="_on_abort"),

@@ -21,12 +21,12 @@ import numpy as np
 from ..config.settings import MAX_FRAME_BYTES, SettingsError
 from .wire import DTYPE_CODES, Flag, Kind, Message, WireError
 
-__all__ = ["AnyObj", "Bool", "CHUNK_META", "DATA", "DIGEST", "Decoded", "DictOf", "EMPTY",
-           "I64", "Int", "KEY_DTYPES", "KEY_STATE", "ListOf", "MAX_BATCH_MESSAGES", "MAX_DIMS",
-           "MessageSchema", "NODE", "Nullable", "Num", "OPTIMIZER_SPEC", "Obj", "POLICY",
-           "PUSHES", "Plain", "REASON", "RELAY_META", "Row", "SMALL_META_BYTES", "STATES",
-           "SchemaError", "Spec", "Str", "U16", "U32", "check", "check_batch", "check_init",
-           "check_replica", "check_states", "not_shared_and_encoded"]
+__all__ = ["AnyObj", "Bool", "CHUNK_META", "DATA", "DIGEST", "Decoded", "DictOf", "EMPTY", "I64",
+           "Int", "KEY_DTYPES", "KEY_STATE", "ListOf", "MAX_BATCH_MESSAGES", "MAX_DIMS",
+           "MAX_WAITS", "MessageSchema", "NODE", "Nullable", "Num", "OPTIMIZER_SPEC", "Obj",
+           "POLICY", "PUSHED", "PUSHES", "Plain", "REASON", "RELAY_META", "Row",
+           "SMALL_META_BYTES", "STATES", "SchemaError", "Spec", "Str", "U16", "U32", "check",
+           "check_batch", "check_init", "check_replica", "check_states", "not_shared_and_encoded"]
 
 U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1
 MAX_DIMS = 32                   # numpy's own limit on array dimensions
@@ -228,6 +228,8 @@ NODE = Obj({"id": Int(0, U16), "role": Str(64), "dc": Str(), "address": Str(),
            required=("id", "role", "dc", "address", "rank", "local_rank"))
 MULTS = ListOf(Row(Int(0, I64), Num()))
 PUSHES = ListOf(Row(Int(0, U32), Int(0, U32)))     # [[key, rounds pushed], ...]
+PUSHED = ListOf(Row(Int(0, U32), ListOf(Int(0, I64))))    # [[rounds pushed, [keys]], ...]
+MAX_WAITS = 8       # the rounds a worker's heartbeat says it waits for (worker/progress.py)
 OPTIMIZER_SPEC = Obj({"name": Str(64), "attrs": DictOf(Plain()), "lr_mult": MULTS,
                       "wd_mult": MULTS, "named_lr_mult": DictOf(Num()),
                       "named_wd_mult": DictOf(Num()),

@@ -32,6 +32,7 @@ from .shared_slots import WorkerShares
 from .join import join
 from .keys import KeyInfo, declare, frames as key_frames, push_frame, value as key_value
 from .link import ServerLink
+from .progress import Progress
 from .replacement import ServerReplacement
 from .requests import Requests, needs
 from .steps import StepCounts
@@ -68,6 +69,7 @@ class WorkerClient:
                                                 # only sees a wrapper (MXNet's engine)
         self._closed = threading.Event()
         self.steps = StepCounts(self.requests)     # esync: local steps after each round
+        self.progress = Progress(time.monotonic())  # its data path, told on heartbeats
         self._drops = RateLimitedLog(log)
         self._handlers = handlers_for(WORKER, self)     # kind -> its handler (core/kinds.py)
         # a lost DC server can be replaced (docs/recovery.md): pushes are kept until a value
@@ -132,7 +134,8 @@ class WorkerClient:
         while not self._closed.is_set():
             now = time.monotonic()
             if now >= next_beat:
-                self.po.send_scheduler(Message(Kind.HEARTBEAT))
+                meta = self.progress.beat_meta(self.keys, *self.requests.waiting(), now)
+                self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=meta))   # its data path
                 next_beat = now + self.heartbeat_s
                 self.requests.expire(now)
                 if not self.requests.aborted and silence.dead(
@@ -167,7 +170,9 @@ class WorkerClient:
         handler(msg)
 
     def _on_heartbeat(self, msg: Message) -> None:
-        """The scheduler is alive: :meth:`_io_loop` noted it, there is nothing else to do."""
+        """The scheduler is alive (:meth:`_io_loop` noted it); it says who has not pushed
+        the rounds this worker waits for (a request that times out names them)."""
+        self.requests.note_missing(msg.meta.get("missing", ()))
 
     def _on_abort(self, msg: Message) -> None:
         self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
@@ -228,6 +233,7 @@ class WorkerClient:
             if to_scheduler:
                 self.link.send_now()        # a barrier comes after what was asked before
                 self.po.send_scheduler(msg)
+                self.progress.sent(msg.kind, msg.seq, time.monotonic())
                 return pending
             pending.msg = msg
             self.replacement.keep(msg)
@@ -239,6 +245,7 @@ class WorkerClient:
         replacement server is awaited nothing goes (it is sent once that one answered)."""
         if self._moving is None:
             self.link.post(msg, self.keys)
+        self.progress.sent(msg.kind, msg.seq, time.monotonic())
 
     def when_answered(self, handle: Pending, function) -> None:
         """Call ``function()`` once the request ``handle`` (from :meth:`start_push` with

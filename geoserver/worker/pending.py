@@ -9,12 +9,13 @@ while they wait), which runs in the thread that ended the request.
 from __future__ import annotations
 
 import threading
+import time
 
 __all__ = ["Pending"]
 
 
 class Pending:
-    __slots__ = ("reply", "what", "needs", "error", "msg", "slots", "deadline",
+    __slots__ = ("reply", "what", "needs", "error", "msg", "slots", "deadline", "since",
                  "_then", "_lock", "_ended", "_event")
 
     def __init__(self, what: str, needs=None):
@@ -28,6 +29,7 @@ class Pending:
         self.msg = None         # what went to the server (sent again if it is replaced)
         self.slots = None       # the key's WorkerSlots reserved for the answer
         self.deadline = None    # with a function waiting: when it fails unanswered
+        self.since = time.monotonic()   # when it was made (heartbeats say what waits longest)
         self._then = None
         self._lock = threading.Lock()
 

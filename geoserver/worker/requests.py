@@ -16,6 +16,7 @@ import time
 
 from ..core.wire import Kind, Message
 from .pending import Pending
+from .progress import lacking, missing_from
 from .settings import KVStoreError
 
 __all__ = ["Requests", "needs"]
@@ -44,6 +45,7 @@ class Requests:
                                         # left: the launcher looks for that one first
         self.changed = threading.Condition(self.lock)   # notified when the run is aborted
                                                         # (and when esync step counts come)
+        self.missing: dict = {}     # (key, round) -> who has not pushed it, by the scheduler
 
     def add(self, pending: Pending, msg: Message, token=None) -> None:
         """Register ``pending`` under ``token`` (None: a new request id, given to ``msg``),
@@ -106,8 +108,26 @@ class Requests:
             raise KVStoreError(error)
 
     def unanswered(self, pending: Pending) -> str:
+        """Why ``pending`` failed after ``timeout_s``, naming what its round lacks when the
+        scheduler said (:func:`~netstorm.geoserver.worker.progress.lacking`)."""
+        why = lacking(self.missing, pending.needs)
         return (f"worker rank {self.rank}: waited {self.timeout_s:g}s for "
-                f"{pending.what}; no answer (timeout_s in the cluster file)")
+                f"{pending.what}; no answer (timeout_s in the cluster file)"
+                f"{'; ' + why if why else ''}")
+
+    def note_missing(self, rows) -> None:
+        """The scheduler's latest word on the rounds this worker waits for (a heartbeat's
+        ``missing``; none: it knows of no wait)."""
+        self.missing = missing_from(rows)
+
+    def waiting(self) -> tuple:
+        """``(whether a request waits, [(since, needs), ...] of those that need other
+        workers, oldest first)`` for the heartbeat. O(requests log requests)."""
+        with self.lock:
+            pending = list(self.pending.values())
+        needing = sorted(((p.since, p.needs) for p in pending if p.needs is not None),
+                         key=lambda item: item[0])
+        return bool(pending), needing
 
     def expire(self, now: float) -> None:
         """Fail the requests a function waits for (:meth:`when_answered`) that are overdue,

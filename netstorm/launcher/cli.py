@@ -61,7 +61,7 @@ OVERRIDES = {   # a cluster file's field -> the flag that overrides it
     "checkpoint": "--checkpoint", "cluster_restarts": "--cluster-restarts",
     "server_restarts": "--server-restarts", "adapt": "--adapt", "multipath": "--multipath",
     "stats": "--stats", "security": "--insecure", "compression": "--compression",
-    "sync": "--sync"}
+    "sync": "--sync", "max_idle_s": "--max-idle"}
 
 
 def parse_args(argv):
@@ -109,6 +109,12 @@ def parse_args(argv):
                              "applies; docs/dataplane.md); overrides [transport] dataplane")
     parser.add_argument("--timeout", type=flag_type("timeout_s"), default=None,
                         help="seconds any node waits for a peer before a clear error")
+    parser.add_argument("--max-idle", type=flag_type("max_idle_s"), default=None,
+                        metavar="SECONDS",
+                        help="fail the run, naming it, when a worker sent nothing on the data "
+                             "path for SECONDS while the others wait on it or have finished "
+                             "(0: never, the default; overrides [transport] max_idle_s; "
+                             "docs/operations.md)")
     parser.add_argument("--insecure", action="store_true",
                         help="no CURVE: traffic unencrypted and unauthenticated (a warning "
                              "is logged); by default the launcher makes throw-away keys "
@@ -253,6 +259,8 @@ def _overrides(args) -> dict:
             transport[key] = getattr(args, key)
     if args.timeout is not None:
         transport["timeout_s"] = args.timeout
+    if args.max_idle is not None:
+        transport["max_idle_s"] = args.max_idle
     for key in ("resume", "checkpoint"):
         if getattr(args, key) is not None:
             transport[key] = str(Path(getattr(args, key)).resolve())

@@ -48,7 +48,7 @@ def test_good_file_parses(tmp_path):
 
 
 def test_to_toml_roundtrips(tmp_path):
-    c = pseudo_cluster(3, 2, 9123, chunk_bytes=4096, timeout_s=7.5)
+    c = pseudo_cluster(3, 2, 9123, chunk_bytes=4096, timeout_s=7.5, max_idle_s=30.0)
     path = tmp_path / "c.toml"
     path.write_text(to_toml(c))
     assert load_cluster(path) == c

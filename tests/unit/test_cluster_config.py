@@ -18,3 +18,10 @@ def test_unknown_dc_lookup_names_the_choices():
                                "workers": 1}]})
     with pytest.raises(ClusterFileError, match=r"no DC named 'b'; DCs are \['a'\]"):
         c.dc("b")
+
+
+def test_max_idle_below_two_heartbeats_is_refused_and_zero_means_never():
+    with pytest.raises(ClusterFileError, match="<pseudo>: max_idle_s = 0.5 is below two "
+                                               "heartbeats"):
+        pseudo_cluster(2, 1, 9123, heartbeat_s=0.5, max_idle_s=0.5)
+    assert pseudo_cluster(2, 1, 9123).max_idle_s == 0.0     # the default: never

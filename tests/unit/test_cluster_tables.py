@@ -42,3 +42,11 @@ def test_each_table_returns_only_the_fields_it_sets():
     with pytest.raises(ClusterFileError, match="r: worker_restarts must be a whole number in "
                                                "0..100, got 101"):
         parse_recovery({"worker_restarts": 101}, "r")
+
+
+def test_max_idle_is_a_duration_or_zero_for_never():
+    assert parse_timeouts({"max_idle_s": 0}, "t") == {"max_idle_s": 0.0}
+    assert parse_timeouts({"max_idle_s": 600}, "t") == {"max_idle_s": 600.0}
+    with pytest.raises(ClusterFileError, match=r"t: max_idle_s must be a finite number in "
+                                               r"\[0, 86400\] s, got -1.0 \(0: never\)"):
+        parse_timeouts({"max_idle_s": -1}, "t")

@@ -84,3 +84,35 @@ def test_a_finished_worker_is_announced_to_those_still_running_and_esync_servers
     failed = wire.Message(wire.Kind.BYE, sender=4, meta={"clean": False, "reason": "oom"})
     with pytest.raises(ClusterAborted, match=r"worker rank 1 \(dc1/0, node 4\) failed: oom"):
         liveness.bye(failed, replacing=False, esync=False)
+
+
+def test_a_waiting_worker_hears_what_its_round_lacks_and_a_stall_is_warned_then_fatal(caplog):
+    """The workers' beats say what they pushed and wait for (scheduler/stalls.py): the one
+    waiting hears who has not pushed its round; the silent one is warned of once (again
+    when its silence doubled) and, silent for max_idle_s, aborts the run, named."""
+    liveness = _liveness(max_idle_s=6.0)
+    liveness.heard(3, {"quiet_s": 0.0, "pushed": [[1, [0]]], "waits": [[0, 1, 1.0]]})
+    liveness.heard(4, {"quiet_s": 3.5})
+    liveness.beat()
+    assert (3, wire.Kind.HEARTBEAT, {"missing": [[0, 1, ["dc1/0 (rank 1)"]]]}) in \
+        liveness.van.sent and (4, wire.Kind.HEARTBEAT, {}) in liveness.van.sent
+    liveness.check(None)        # a stall from half max_idle_s
+    liveness._next_judgement = 0.0
+    liveness.check(None)        # not warned again before its silence doubled
+    warned = [r.message for r in caplog.records if r.message.startswith("stall:")]
+    assert len(warned) == 1 and warned[0].startswith("stall: rank 1 (dc1/0) sent nothing for ")
+    assert warned[0].endswith(" s; rank 0 waits on it") and len(liveness.stall_warnings) == 1
+    liveness.heard(4, {"quiet_s": 6.5})
+    liveness._next_judgement = 0.0
+    with pytest.raises(ClusterAborted, match=r"^worker rank 1 \(dc1/0, node 4\) sent nothing "
+                                             r"on the data path for 6\.\ds while rank 0 waits "
+                                             r"on it \(max_idle_s = 6\): it is presumed hung$"):
+        liveness.check(None)
+
+
+def test_no_stall_is_judged_while_a_lost_worker_is_awaited():
+    liveness = _liveness(worker_restarts=1, max_idle_s=2.0)
+    liveness.heard(3, {"quiet_s": 0.0, "waits": [[0, 1, 1.0]]})
+    liveness.heard(4, {"quiet_s": 30.0})
+    liveness.lose(4, "sent nothing", replacing=False)
+    liveness.check(None)            # it is awaited back, not hung

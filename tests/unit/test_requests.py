@@ -70,3 +70,23 @@ def test_a_function_waiting_for_a_request_runs_when_it_fails_or_is_overdue():
     book.fail_all("the scheduler aborted the run")
     assert [e[0] for e in ended[2:]] == ["value of key 5 round 48", "value of key 5 round 49"]
     assert ended[2][1] == "VALUE" and ended[3][1] is None and book.pending == {}
+
+
+def test_a_timeout_names_the_workers_its_round_lacks_by_the_scheduler_s_word():
+    """The scheduler tells a waiting worker who has not pushed its rounds (a heartbeat's
+    ``missing``, scheduler/stalls.py); a request that times out names them."""
+    book = _book()
+    book.note_missing([[5, 50, ["dc1/0 (rank 1)"]], [-1, 0, []]])
+    late = Pending("value of key 5 after round 50 from server of dc0 (node 1)", (5, 50))
+    other = Pending("value of key 6 after round 50 from server of dc0 (node 1)", (6, 50))
+    book.pending = {1: late, 2: other}
+    assert book.waiting() == (True, [(late.since, (5, 50)), (other.since, (6, 50))])
+    for pending in (late, other):
+        book.when_answered(pending, lambda: None)
+    book.expire(time.monotonic() + 31)
+    assert late.error == (
+        "worker rank 0: waited 30s for value of key 5 after round 50 from server of dc0 "
+        "(node 1); no answer (timeout_s in the cluster file); round 50 of key 5 lacks the "
+        "push of dc1/0 (rank 1)")
+    assert other.error.endswith("no answer (timeout_s in the cluster file)")  # no word of it
+    assert book.waiting() == (False, [])

@@ -25,3 +25,14 @@ def test_the_schedulers_own_failure_aborts_every_unfinished_node_naming_the_caus
         scheduler.run()
     reason = "the scheduler failed: OverflowError: cannot convert float infinity to integer"
     assert told == [([1, 2], reason)] and scheduler.abort_reason == reason
+
+
+def test_a_worker_s_heartbeat_tells_liveness_its_data_path():
+    """A server's beat carries its round; a worker's, its data path (scheduler/stalls.py)."""
+    from netstorm.geoserver.core import wire
+    scheduler = Scheduler.__new__(Scheduler)        # no sockets: only what the handler uses
+    heard = []
+    scheduler.liveness = SimpleNamespace(heard=lambda node, meta: heard.append((node, meta)))
+    scheduler._on_heartbeat(wire.Message(wire.Kind.HEARTBEAT, sender=3,
+                                         meta={"quiet_s": 2.0, "waits": [[0, 1, 1.5]]}))
+    assert heard == [(3, {"quiet_s": 2.0, "waits": [[0, 1, 1.5]]})]

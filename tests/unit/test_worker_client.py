@@ -54,12 +54,15 @@ def test_beats_queued_while_the_io_thread_was_busy_are_read_before_judging_the_s
     from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
     from netstorm.geoserver.core.wire import Kind, Message
     from netstorm.geoserver.core.ratelog import RateLimitedLog
+    from netstorm.geoserver.worker.progress import Progress
     clock = Clock(100.0)
     monkeypatch.setattr(worker_client, "time", types.SimpleNamespace(monotonic=clock))
     client = worker_client.WorkerClient.__new__(worker_client.WorkerClient)    # no sockets
     client.me = NodeInfo(3, "worker", "eu", "tcp://127.0.0.1:1", rank=1, local_rank=0)
     client._drops = RateLimitedLog(worker_client.log)
-    client.requests = types.SimpleNamespace(expire=lambda now: None, aborted=False)
+    client.requests = types.SimpleNamespace(expire=lambda now: None, aborted=False,
+                                            waiting=lambda: (False, []))
+    client.progress, client.keys = Progress(clock.t), {}
     client.link = types.SimpleNamespace(send_due=lambda now: None, end_unsent=lambda: None)
     inbox = [Message(Kind.VALUE, sender=1), Message(Kind.HEARTBEAT, sender=0)]
     client._closed, failed = threading.Event(), []

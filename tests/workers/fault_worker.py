@@ -7,7 +7,8 @@ after init), sleep (init, then sleep), garbage (send malformed frames and messag
 unknown peer to the server, then loop and check sums), die-rank1 (rank 1 SIGKILLs itself),
 short-rank1 (like loop, but rank 1 stops cleanly two rounds early), stall-rank0 (rank 0
 sleeps after init; the others wait inside MXNet's engine for round 1's value, which never
-comes).
+comes), stall-rank1 (the same with rank 1: a data loader deadlocked), hang-rank1 (like loop,
+but rank 1 then sleeps forever, outside the kvstore, while the others finish).
 """
 import os
 import signal
@@ -34,7 +35,8 @@ if mode == "exit-rank1" and kv.rank == 1:
     sys.exit(3)
 if mode == "die-rank1" and kv.rank == 1:
     os.kill(os.getpid(), signal.SIGKILL)
-if mode == "sleep" or mode == "stall-rank0" and kv.rank == 0:
+stalled = int(mode.removeprefix("stall-rank")) if mode.startswith("stall-rank") else None
+if mode == "sleep" or stalled == kv.rank:
     while True:
         time.sleep(1)
 if mode == "garbage":     # from this DC's key: a stranger's would not get past the handshake
@@ -60,12 +62,12 @@ if mode == "garbage":     # from this DC's key: a stranger's would not get past 
     sock.close(linger=1000)
     print(f"rank {kv.rank} sent garbage", flush=True)
 
-if mode == "stall-rank0":
+if stalled is not None:
     out = mx.nd.zeros(shape)
     kv.pushpull(0, mx.nd.ones(shape), out=out)
     print(f"rank {kv.rank} waiting in the engine", flush=True)
     out.asnumpy()       # the main thread waits in MXNet's C++ engine, not in Python
-    sys.exit(f"rank {kv.rank}: round 1 ended, but rank 0 never pushed it")
+    sys.exit(f"rank {kv.rank}: round 1 ended, but rank {stalled} never pushed it")
 
 total = kv.num_workers * (kv.num_workers + 1) / 2
 out = mx.nd.zeros(shape)
@@ -77,3 +79,6 @@ for r in range(1, rounds + 1):
     print(f"rank {kv.rank} round {r} ok", flush=True)
     time.sleep(0.05)
 print(f"rank {kv.rank} finished {rounds} rounds", flush=True)
+if mode == "hang-rank1" and kv.rank == 1:
+    while True:         # hung outside the kvstore: its I/O thread still beats
+        time.sleep(1)
