@@ -202,3 +202,38 @@ def test_a_range_takes_its_first_free_port_and_the_entry_goes_with_the_endpoint(
 class _Nothing:
     def collect(self):
         return []
+
+
+def test_one_metrics_port_for_a_host_running_several_processes_is_refused_at_once():
+    """--metrics-port 9400 on one machine: the scheduler and both servers would need it;
+    refused before anything starts, naming the host, the processes and the flag."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "launch.py"), "--dcs", "2",
+                           "--metrics-port", "9400", "--", "true"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "[metrics] port 9400 holds 1 port(s), but 127.0.0.1 runs 3 processes that serve " \
+           "metrics (the scheduler, the server of 'dc0', the server of 'dc1')" in proc.stderr
+    assert "(with the command line's --metrics-port)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("module", [["netstorm.scheduler"], ["netstorm.geoserver", "--dc",
+                                                                "dc0"]])
+def test_a_process_whose_metrics_port_is_taken_stops_at_once_saying_why(tmp_path, module):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        config = ClusterConfig("127.0.0.1", free_port(),
+                               (DataCenter("dc0", "127.0.0.2", 0, 1),),
+                               metrics=MetricsConfig(on=True, ports=(port, port)))
+        path = tmp_path / "cluster.toml"
+        path.write_text(to_toml(config).replace("curve = true", "curve = false"))
+        reason = tmp_path / "reason"
+        proc = subprocess.run([sys.executable, "-m", *module, "--cluster", str(path),
+                               "--reason-file", str(reason)], capture_output=True, text=True,
+                              timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    message = f"[metrics] port {port}: is taken on 127.0.0.1"
+    assert message in proc.stderr and message in reason.read_text()
+    assert "Traceback" not in proc.stderr
