@@ -23,7 +23,7 @@ from netstorm.geoserver.config.metrics import MetricsConfig, MetricsError
 from netstorm.geoserver.metrics.endpoint import serve_metrics
 
 DCS = ("dc0", "dc1", "dc2")
-ROUNDS, STEP_S = 30, 0.15       # ~7 rounds a second: each is judged (trust) before the
+ROUNDS, STEP_S = 24, 0.25       # 4 rounds a second: each is judged (trust) long before the
                                 # scheduler forgets it (16 rounds kept, a tick a second)
 KEY_ELEMENTS = 256 * 256
 
