@@ -9,9 +9,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.geoserver.core.nodes import NodeInfo
+from netstorm.scheduler.announcer import PolicyAnnouncer
 from netstorm.scheduler.metrics import SchedulerMetrics
 from netstorm.scheduler.planning import cut_lower_bound_s
+from netstorm.scheduler.policy import star_policy
 from netstorm.scheduler.rounds import RoundTracker
 from netstorm.scheduler.topology import Link, Topology
 
@@ -168,3 +171,20 @@ def test_before_the_cluster_is_complete_only_what_was_logged_shows():
     samples = scraped(metrics)
     assert value(samples, "netstorm_round") is None
     assert value(samples, "netstorm_replans_total") == 0
+
+
+def test_the_model_s_size_on_a_heartbeat_is_logged_once_and_feeds_the_bound():
+    """A server's heartbeat naming the model's size (``model_bytes``) is logged as a
+    ``model`` record once per size, which the metrics take."""
+    stats = []
+    announcer = PolicyAnnouncer(pseudo_cluster(2, 1, 1), False, stats.append,
+                                lambda kind, meta, seq=0: None)
+    announcer.start(star_policy(["dc0", "dc1"], "dc0"), None)
+    for meta in ({"round": 1}, {"round": 1, "model_bytes": 4096},
+                 {"round": 2, "model_bytes": 4096}, {"round": 3, "model_bytes": 8192}):
+        announcer.report(1, "dc0", meta)
+    assert [r["bytes"] for r in stats if r["event"] == "model"] == [4096, 8192]
+    metrics = SchedulerMetrics()
+    for record in stats:
+        metrics.observe(record)
+    assert metrics.model_bytes == 8192
