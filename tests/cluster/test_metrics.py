@@ -21,6 +21,8 @@ from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, Link
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.metrics import MetricsConfig, MetricsError
 from netstorm.geoserver.metrics.endpoint import serve_metrics
+from netstorm.scheduler.planning import cut_lower_bound_s
+from netstorm.scheduler.topology import Topology
 
 DCS = ("dc0", "dc1", "dc2")
 ROUNDS, STEP_S = 24, 0.25       # 4 rounds a second: each is judged (trust) long before the
@@ -150,6 +152,15 @@ def test_a_live_3dc_cluster_s_metrics_match_the_scheduler_s_stats(no_leftovers):
     assert judged or transition, f"round {done} was never judged"
     for r in judged:
         assert abs(r["seconds"] - one(sched, "netstorm_round_seconds")) <= 0.0006
+    models = [r["bytes"] for r in records if r["event"] == "model"]
+    if models:      # servers that report the model's size: the round against the cut bound
+        assert models == [KEY_ELEMENTS * 4]
+        topology = Topology("wan", DCS, links).with_rates(
+            {tuple(name.split("->")): mbps for name, mbps in estimated.items()})
+        bound = cut_lower_bound_s(topology, KEY_ELEMENTS * 4)
+        assert one(sched, "netstorm_round_cut_bound_seconds") == pytest.approx(bound)
+        assert one(sched, "netstorm_round_bound_ratio") == \
+            pytest.approx(one(sched, "netstorm_round_seconds") / bound)
     per_dc = {dict(l)["dc"]: v for l, v in series(sched, "netstorm_dc_round").items()}
     assert set(per_dc) == set(DCS) and max(per_dc.values()) == one(sched, "netstorm_round")
 
