@@ -59,7 +59,9 @@ class SchedulerMetrics:
                                     for name, value in estimates.items()}
             self.estimates = estimates          # replaced whole: a scrape sees one record
         elif event == "replaced":
-            self.replaced[record["dc"]] += 1
+            replaced = collections.Counter(self.replaced)   # replaced whole, as the others
+            replaced[record["dc"]] += 1
+            self.replaced = replaced
         elif event == "model":
             self.model_bytes = float(record["bytes"])
 
@@ -157,7 +159,8 @@ class SchedulerMetrics:
         wan = scheduler.policies.wan_topology
         if not self.model_bytes or wan is None:
             return None
-        rates = {d: m for d, m in self.estimated_rates.items() if d in wan.rates() and m > 0}
+        known = wan.rates()
+        rates = {d: m for d, m in self.estimated_rates.items() if d in known and m > 0}
         key = (self.model_bytes, tuple(sorted(rates.items())))
         if self._bound[0] != key:
             self._bound = (key, cut_lower_bound_s(wan.with_rates(rates), self.model_bytes))
