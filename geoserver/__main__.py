@@ -19,8 +19,8 @@ from .core.heap import return_large_buffers
 from .core.nodes import SERVER
 from .core.postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
 from .server.geoserver import GeoServer
-from .metrics.endpoint import MetricsError, serve_metrics
-from .metrics.server import ServerCollector
+from .core.metrics import MetricsError, serve_metrics
+from .server.metrics import ServerCollector
 from .core.security import node_credentials
 from .core.van import TransportError, Van
 from .core.wire import Kind, Message

@@ -18,7 +18,7 @@ from netstorm.geoserver.core.heap import return_large_buffers
 from netstorm.geoserver.core.security import node_credentials
 from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL
 from netstorm.geoserver.core.van import Van
-from netstorm.geoserver.metrics.endpoint import MetricsError, serve_metrics
+from netstorm.geoserver.core.metrics import MetricsError, serve_metrics
 
 from .metrics import SchedulerMetrics
 from .service import Scheduler

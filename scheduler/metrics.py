@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 
-from netstorm.geoserver.metrics.families import Families, link_name
+from netstorm.geoserver.core.metrics import Families, link_name
 
 from .planning import cut_lower_bound_s
 

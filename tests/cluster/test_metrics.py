@@ -20,7 +20,7 @@ from launching import REPO, free_port, leftovers, worker_cmd
 from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, Link
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.metrics import MetricsConfig, MetricsError
-from netstorm.geoserver.metrics.endpoint import serve_metrics
+from netstorm.geoserver.core.metrics import serve_metrics
 from netstorm.scheduler.planning import cut_lower_bound_s
 from netstorm.scheduler.topology import Topology
 

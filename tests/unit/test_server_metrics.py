@@ -1,4 +1,4 @@
-"""geoserver/metrics/server.py: a DC server's collector over fake parts (the real pure
+"""geoserver/server/metrics.py: a DC server's collector over fake parts (the real pure
 ones where they exist: the link monitor, rate-limited logs, round gate, step balancer,
 error feedback); its live counterpart is tests/cluster/test_metrics.py."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from netstorm.geoserver.compression.feedback import ErrorFeedback
 from netstorm.geoserver.config.compression import CompressionConfig
 from netstorm.geoserver.core.nodes import NodeInfo
 from netstorm.geoserver.core.ratelog import RateLimitedLog
-from netstorm.geoserver.metrics.server import ServerCollector
+from netstorm.geoserver.server.metrics import ServerCollector
 from netstorm.geoserver.server.esync import StepBalancer
 from netstorm.geoserver.server.round_gate import RoundGate
 from netstorm.geoserver.server.store_keys import KeyEntry

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 
-from .families import Families, link_name
+from ..core.metrics import Families, link_name
 
 __all__ = ["DROP_LOGS", "ServerCollector"]
 

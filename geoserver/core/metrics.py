@@ -1,11 +1,15 @@
-"""One process's ``/metrics`` endpoint: Prometheus text served by prometheus_client's own
-HTTP server on a daemon thread, bound to the first free port of the ``[metrics]`` range
-(or any free port), and, with ``targets_dir``, the process's file_sd entry saying where it
-is. The process's loop never waits on it: a scrape runs the collectors on the endpoint's
-thread, and they read the process's state as it is (docs/operations.md).
+"""Prometheus metrics of one process (docs/operations.md): its ``/metrics`` endpoint, served
+by prometheus_client's own HTTP server on a daemon thread, bound to the first free port of
+the ``[metrics]`` range (or any free port), with its file_sd entry saying where it is
+(:func:`serve_metrics`); and the families a custom collector builds at each scrape, every
+series labelled with its process's ``role`` (and ``dc``) (:class:`Families`). The
+collectors themselves are the server's (:mod:`netstorm.geoserver.server.metrics`) and the
+scheduler's (:mod:`netstorm.scheduler.metrics`).
 
-Each process has its own :class:`~prometheus_client.CollectorRegistry` (no global one):
-its collector and the process's CPU and memory (``process_*``)."""
+The process's loop never waits on the endpoint: a scrape runs the collectors on the
+endpoint's thread, and they read the process's state as it is. Each process has its own
+:class:`~prometheus_client.CollectorRegistry` (no global one): its collector and the
+process's CPU and memory (``process_*``). A scrape is O(samples) here."""
 from __future__ import annotations
 
 import errno
@@ -15,11 +19,13 @@ import tempfile
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.process_collector import ProcessCollector
 
 from ..config.metrics import MetricsConfig, MetricsError, reached_host
 
-__all__ = ["MetricsEndpoint", "MetricsError", "serve_metrics", "target_group"]
+__all__ = ["Families", "MetricsEndpoint", "MetricsError", "link_name", "serve_metrics",
+           "target_group", "write_targets"]
 
 
 class MetricsEndpoint:
@@ -109,3 +115,40 @@ def write_targets(folder: Path, name: str, group: list) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def link_name(src: str, dst: str) -> str:
+    """The ``link`` label of the direction ``src -> dst``: ``"src->dst"``."""
+    return f"{src}->{dst}"
+
+
+class Families:
+    """The families of one scrape. ``base``: the labels every series carries (e.g.
+    ``{"role": "server", "dc": "eu"}``)."""
+
+    def __init__(self, base: dict):
+        self.base = dict(base)
+        self._families: dict = {}
+
+    def _family(self, kind, name: str, text: str, labels: tuple):
+        family = self._families.get(name)
+        if family is None:
+            family = self._families[name] = kind(name, text,
+                                                 labels=[*self.base, *labels])
+        return family
+
+    def gauge(self, name: str, text: str, value, **labels) -> None:
+        """One gauge sample (skipped when ``value`` is None)."""
+        if value is not None:
+            self._family(GaugeMetricFamily, name, text, tuple(labels)).add_metric(
+                [*map(str, self.base.values()), *map(str, labels.values())], float(value))
+
+    def counter(self, name: str, text: str, value, **labels) -> None:
+        """One counter sample (``name`` without ``_total``; skipped when ``value`` is
+        None)."""
+        if value is not None:
+            self._family(CounterMetricFamily, name, text, tuple(labels)).add_metric(
+                [*map(str, self.base.values()), *map(str, labels.values())], float(value))
+
+    def all(self) -> list:
+        return list(self._families.values())
