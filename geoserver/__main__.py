@@ -19,6 +19,8 @@ from .core.heap import return_large_buffers
 from .core.nodes import SERVER
 from .core.postoffice import AbortedByScheduler, AbortError, Postoffice, RendezvousError
 from .server.geoserver import GeoServer
+from .core.metrics import MetricsError, serve_metrics
+from .server.metrics import ServerCollector
 from .core.security import node_credentials
 from .core.van import TransportError, Van
 from .core.wire import Kind, Message
@@ -92,11 +94,22 @@ def run(args) -> int:
         return 2
     config, dc, resumed, van = built
     postoffice = None
+    metrics = ServerCollector(dc.name)      # shows the server once built
+    try:
+        endpoint = serve_metrics(config.metrics, metrics, f"server-{dc.name}",
+                                 dc.server_host, {"role": "server", "dc": dc.name})
+    except MetricsError as exc:
+        log.error("server of %s: %s", dc.name, exc)
+        write_reason(args.reason_file, str(exc))
+        van.close()
+        return 2
     try:
         postoffice = Postoffice(van, config.scheduler_address, SERVER, dc.name)
         postoffice.register(config.timeout_s)
         log.info("server of %s is node %d at %s", dc.name, postoffice.me.id, van.address)
-        GeoServer(postoffice, check_stop=stop.check, resumed=resumed).serve()
+        server = GeoServer(postoffice, check_stop=stop.check, resumed=resumed)
+        metrics.attach(server)
+        server.serve()
         return 0
     except AbortedByScheduler as exc:
         log.error("server of %s stops: %s", dc.name, exc)
@@ -131,6 +144,8 @@ def run(args) -> int:
     finally:
         stop.quiet()
         van.close()
+        if endpoint is not None:
+            endpoint.close()
 
 
 if __name__ == "__main__":

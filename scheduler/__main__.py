@@ -18,7 +18,9 @@ from netstorm.geoserver.core.heap import return_large_buffers
 from netstorm.geoserver.core.security import node_credentials
 from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL
 from netstorm.geoserver.core.van import Van
+from netstorm.geoserver.core.metrics import MetricsError, serve_metrics
 
+from .metrics import SchedulerMetrics
 from .service import Scheduler
 
 log = logging.getLogger("netstorm.scheduler")
@@ -71,25 +73,33 @@ def run(args) -> int:
     if built is None:
         return 2
     config, van = built
-    stats_file = None
+    stats_file = endpoint = None
+    metrics = SchedulerMetrics()        # fed the stats records, served with [metrics]
     try:
         if config.stats:
             stats_file = open(config.stats, "a", encoding="utf-8")
-    except OSError as exc:
-        log.error("cannot open the stats file %s: %s", config.stats, exc.strerror)
-        write_reason(args.reason_file, f"cannot open the stats file {config.stats}: "
-                                       f"{exc.strerror}")
+        endpoint = serve_metrics(config.metrics, metrics, "scheduler",
+                                 config.scheduler_reached_at, {"role": "scheduler"})
+    except (OSError, MetricsError) as exc:
+        why = str(exc) if isinstance(exc, MetricsError) else \
+            f"cannot open the stats file {config.stats}: {exc.strerror}"
+        log.error("%s", why)
+        write_reason(args.reason_file, why)
         van.close()
+        if stats_file is not None:
+            stats_file.close()
         return 2
 
     def stats(record: dict) -> None:
         if stats_file is not None:
             stats_file.write(json.dumps(record, separators=(",", ":")) + "\n")
             stats_file.flush()
+        metrics.observe(record)
 
     try:
         scheduler = Scheduler(config, van, args.switch_policy_every, args.seed, stats,
                               check_stop=stop.check)
+        metrics.attach(scheduler)
         code = scheduler.run()
         if code:
             write_reason(args.reason_file, scheduler.abort_reason, caused_by_other=True)
@@ -103,6 +113,8 @@ def run(args) -> int:
         van.close()
         if stats_file is not None:
             stats_file.close()
+        if endpoint is not None:
+            endpoint.close()
 
 
 if __name__ == "__main__":

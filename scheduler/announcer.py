@@ -36,6 +36,7 @@ class PolicyAnnouncer:
         self.rounds = RoundTracker(round_gate, config.heartbeat_s)
         self.adaptation: Adaptation | None = None
         self.wan_topology = None        # the WAN as planned on (declared or measured)
+        self.model_bytes = 0            # the model's size, as servers report it (metrics)
 
     def start(self, policy, measured) -> None:
         """Once the first policy is set: log it, keep the WAN it was planned on (servers
@@ -67,6 +68,10 @@ class PolicyAnnouncer:
         reported = int(meta["round"])
         now = time.monotonic()
         self.rounds.report(sender, reported, now)
+        size = meta.get("model_bytes", 0)       # logged once known (the metrics' bound)
+        if size and size != self.model_bytes:
+            self.model_bytes = size
+            self.stats({"t": round(now, 3), "event": "model", "bytes": size})
         if self.adaptation is not None:
             self.adaptation.on_report(dc, meta, now)
         if self.round_gate:

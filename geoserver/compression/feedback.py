@@ -20,6 +20,8 @@ or not finite) travels dense, exact. Each encode is O(len(chunk)). Pure.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import payload
@@ -45,6 +47,12 @@ class ErrorFeedback:
         if res is None or len(res) != key_size:
             res = self._residual[key] = np.zeros(key_size, dtype=np.float32)
         return res
+
+    def residual_norm(self) -> float:
+        """The L2 norm of every residual held: the mass compression has delayed and not
+        sent yet (the metrics). O(model); it copies the table first, so another thread may
+        call it."""
+        return math.sqrt(sum(float(np.dot(r, r)) for r in list(self._residual.values())))
 
     def correct(self, key: int, start: int, values, key_size: int):
         """DGC momentum correction of this DC's own contribution to elements

@@ -79,6 +79,7 @@ from .ports import check_worker_ports, fixed_ports
 from .compression import CompressionConfig, CompressionError
 from .emulation import parse_emulation
 from .limits import check_strings
+from .metrics import MetricsConfig, MetricsError
 from .links import Link
 from .sync import SyncConfig, SyncError
 
@@ -127,6 +128,12 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     if "emulation" in data:
         kwargs["emulation"] = parse_emulation(data["emulation"], seen, f"{source} [emulation]",
                                               ClusterFileError)
+    if "metrics" in data:
+        try:
+            kwargs["metrics"] = MetricsConfig.from_params(data["metrics"],
+                                                          where=f"{source} [metrics]")
+        except MetricsError as exc:
+            raise ClusterFileError(str(exc)) from None
     where = f"{source} [recovery]"
     kwargs.update(parse_recovery(known_fields(data.get("recovery", {}), "recovery", where),
                                  where))
@@ -146,6 +153,10 @@ def load_cluster(path) -> ClusterConfig:
         value = getattr(config, key)
         if value and not Path(value).is_absolute():
             config = replace(config, **{key: str((Path(path).parent / value).resolve())})
+    targets = config.metrics.targets_dir        # [metrics] targets_dir: the same
+    if targets and not Path(targets).is_absolute():
+        config = replace(config, metrics=replace(
+            config.metrics, targets_dir=str((Path(path).parent / targets).resolve())))
     return config
 
 

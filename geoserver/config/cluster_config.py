@@ -12,6 +12,7 @@ from .emulation import EmulationConfig
 from .hosts import SshConfig
 from .keys import SecurityConfig
 from .limits import node_count_problem
+from .metrics import MetricsConfig, crowded_host
 from .sync import SyncConfig
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_FUSE_BYTES, \
     DEFAULT_FUSE_LINGER_S, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
@@ -102,6 +103,7 @@ class ClusterConfig:
     server_restarts: int = 0            # [recovery]: replacements of each DC's server
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
+    metrics: MetricsConfig = MetricsConfig()    # [metrics]: Prometheus endpoints (off)
     source: str = field(default="<built>", compare=False)
 
     def __post_init__(self):
@@ -119,6 +121,9 @@ class ClusterConfig:
                     f"{self.source}: {key} = {getattr(self, key):g} is below two heartbeats "
                     f"(heartbeat_s = {self.heartbeat_s:g}): a healthy node would be taken "
                     f"for dead; raise {key} to at least {beats:g} or lower heartbeat_s")
+        crowded = crowded_host(self.metrics, self.scheduler_reached_at, self.dcs)
+        if crowded:
+            raise ClusterFileError(f"{self.source}: {crowded}")
         if self.cluster_restarts and not self.checkpoint:
             raise ClusterFileError(f"{self.source}: [recovery] cluster_restarts needs "
                                    f"'checkpoint', the file the run restarts from")

@@ -38,10 +38,12 @@ class RateLimitedLog:
         self._peers: collections.OrderedDict = collections.OrderedDict()
         self._all = _Window(clock())
         self.suppressed = 0           # lines held back so far, all peers
+        self.count = 0                # calls so far, written or held back (the metrics)
 
     def log(self, peer, fmt: str, *args) -> bool:
         """Log ``fmt % args`` about ``peer`` unless its budget (or everyone's) is spent;
         True if the line was written."""
+        self.count += 1
         now = self.clock()
         window = self._peers.pop(peer, None) or _Window(now)
         self._peers[peer] = window                     # most recently heard last

@@ -37,6 +37,7 @@ from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
+from netstorm.geoserver.config.metrics import MetricsConfig, MetricsError, parse_port
 from netstorm.geoserver.config.limits import crowding, flag_type, node_count_problem, text_flag
 from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES, \
     PROCESSES_PER_CORE
@@ -61,7 +62,7 @@ OVERRIDES = {   # a cluster file's field -> the flag that overrides it
     "checkpoint": "--checkpoint", "cluster_restarts": "--cluster-restarts",
     "server_restarts": "--server-restarts", "adapt": "--adapt", "multipath": "--multipath",
     "stats": "--stats", "security": "--insecure", "compression": "--compression",
-    "sync": "--sync", "max_idle_s": "--max-idle"}
+    "sync": "--sync", "max_idle_s": "--max-idle", "metrics": "--metrics-port"}
 
 
 def parse_args(argv):
@@ -85,6 +86,11 @@ def parse_args(argv):
                         help="let idle links relay part of busy links' chunks")
     parser.add_argument("--stats", type=text_flag, default=None,
                         help="the scheduler's JSON-lines log of estimates and policies")
+    parser.add_argument("--metrics-port", type=_metrics_port, default=None, metavar="PORT",
+                        help="the scheduler and every DC server serve Prometheus metrics "
+                             "at /metrics: 0 (any free port), a port, or LOW-HIGH (each "
+                             "takes the first free one); sets [metrics] port, bound to "
+                             "[metrics] host (default 127.0.0.1)")
     parser.add_argument("--measure", action="store_true",
                         help="with --wan: do not declare the links' rates; the cluster "
                              "measures them at start-up")
@@ -197,6 +203,14 @@ def parse_args(argv):
     return args
 
 
+def _metrics_port(text: str) -> tuple:
+    """``--metrics-port``: checked as ``[metrics] port`` is (argparse names the flag)."""
+    try:
+        return parse_port(text)
+    except MetricsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run_on_wan(args, transport: dict, cores: int, out=None) -> int:
     """Bring up the emulated WAN, run the cluster with each DC in its namespace (scheduler in
     the first DC), tear the WAN down whatever happens. The cluster is checked (its settings,
@@ -270,6 +284,8 @@ def _overrides(args) -> dict:
         transport["compression"] = compression_setting(args.compression)
     if args.sync is not None:
         transport["sync"] = SyncConfig.parse(args.sync)
+    if args.metrics_port is not None:
+        transport["metrics"] = MetricsConfig(on=True, ports=args.metrics_port)
     return transport
 
 
@@ -341,6 +357,9 @@ def _run(args, cores: int, log: RunLog) -> int:
                 return 130
         if args.cluster:
             config = load_cluster(args.cluster)
+            if "metrics" in transport:      # the flag's port; the file's [metrics] the rest
+                transport["metrics"] = replace(config.metrics, on=True,
+                                               ports=transport["metrics"].ports)
             if transport:
                 config = _overridden(lambda: replace(config, **transport), transport)
         else:

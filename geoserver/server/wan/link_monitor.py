@@ -65,6 +65,7 @@ class _Link:
     updated_at: float | None = None
     samples: int = 0
     recent: list = field(default_factory=list)     # the last 3 windows: (end time, Mbit/s)
+    received: int = 0               # bytes that arrived in all (the metrics)
 
 
 class LinkMonitor:
@@ -90,6 +91,7 @@ class LinkMonitor:
         """A message of ``nbytes`` from ``source`` arrived at ``now`` (this DC's clock);
         ``behind``: another message already waited for this DC when it took this one."""
         link = self._links.setdefault(source, _Link())
+        link.received += nbytes
         previous, link.last_arrival = link.last_arrival, now
         if not queued or previous is None or now < previous:
             # the link may have idled: close the window; a short busy run (a probe burst)
@@ -137,6 +139,11 @@ class LinkMonitor:
         """``{source: (mbps, age_s)}`` for every link measured so far."""
         return {src: (link.mbps, now - link.updated_at)
                 for src, link in self._links.items() if link.mbps is not None}
+
+    def received_bytes(self) -> dict:
+        """``{source: bytes}`` that arrived from each source so far (the metrics' per-link
+        bytes). O(links); it copies the table first, so another thread may call it."""
+        return {src: link.received for src, link in list(self._links.items())}
 
     def report(self, now: float) -> dict:
         """The estimates as heartbeat meta: ``{source: [mbps, age_s]}`` (JSON-ready)."""
