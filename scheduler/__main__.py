@@ -8,6 +8,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 
 from netstorm.geoserver.cli import Terminated, setup_logging, start_node
 from netstorm.geoserver.config.exit_reasons import EXIT_FAILED, describe, write_reason
@@ -20,6 +21,8 @@ from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL
 from netstorm.geoserver.core.van import Van
 
 from .service import Scheduler
+from .status import ClusterStatus
+from .status_server import StatusServer, StatusServerError
 
 log = logging.getLogger("netstorm.scheduler")
 
@@ -87,9 +90,13 @@ def run(args) -> int:
             stats_file.write(json.dumps(record, separators=(",", ":")) + "\n")
             stats_file.flush()
 
+    status, page = ClusterStatus(config, time.monotonic()), None
     try:
-        scheduler = Scheduler(config, van, args.switch_policy_every, args.seed, stats,
-                              check_stop=stop.check)
+        if config.status.on:
+            page = StatusServer(config.status.host, config.status.port,
+                                status.json_bytes).start()
+        scheduler = Scheduler(config, van, args.switch_policy_every, args.seed,
+                              status.stats_sink(stats), check_stop=stop.check, status=status)
         code = scheduler.run()
         if code:
             write_reason(args.reason_file, scheduler.abort_reason, caused_by_other=True)
@@ -98,8 +105,14 @@ def run(args) -> int:
         log.warning("stopped by %s", exc)
         write_reason(args.reason_file, f"stopped by {exc}")
         return 1
+    except StatusServerError as exc:
+        log.error("%s", exc)
+        write_reason(args.reason_file, str(exc))
+        return 2
     finally:
         stop.quiet()
+        if page is not None:
+            page.close()
         van.close()
         if stats_file is not None:
             stats_file.close()

@@ -72,7 +72,7 @@ from pathlib import Path
 from .cluster_config import ClusterConfig, ClusterFileError, DataCenter
 from .cluster_fields import known_fields, need, read_toml
 from .cluster_tables import parse_dcs, parse_links, parse_recovery, parse_scheduler, \
-    parse_security, parse_ssh, parse_timeouts, parse_transport, parse_wan
+    parse_security, parse_ssh, parse_status, parse_timeouts, parse_transport, parse_wan
 from .ports import check_worker_ports, fixed_ports
 from .compression import CompressionConfig, CompressionError
 from .emulation import parse_emulation
@@ -125,6 +125,8 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     if "emulation" in data:
         kwargs["emulation"] = parse_emulation(data["emulation"], seen, f"{source} [emulation]",
                                               ClusterFileError)
+    if "status" in data:
+        kwargs["status"] = parse_status(data["status"], f"{source} [status]")
     where = f"{source} [recovery]"
     kwargs.update(parse_recovery(known_fields(data.get("recovery", {}), "recovery", where),
                                  where))

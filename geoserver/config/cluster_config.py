@@ -13,6 +13,7 @@ from .hosts import SshConfig
 from .keys import SecurityConfig
 from .limits import node_count_problem
 from .sync import SyncConfig
+from .status import StatusConfig
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_FUSE_BYTES, \
     DEFAULT_FUSE_LINGER_S, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 
@@ -100,6 +101,7 @@ class ClusterConfig:
     server_restarts: int = 0            # [recovery]: replacements of each DC's server
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
+    status: StatusConfig = StatusConfig()           # [status]: the live status page
     source: str = field(default="<built>", compare=False)
 
     def __post_init__(self):

@@ -67,6 +67,8 @@ def cluster_tables(config: ClusterConfig) -> dict:
         data["ssh"] = config.ssh.to_params()
     if config.emulation.on:
         data["emulation"] = config.emulation.to_params()
+    if config.status.to_params():
+        data["status"] = config.status.to_params()
     data["security"] = security_table(config.security)
     return data
 

@@ -30,6 +30,7 @@ from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, 
                                         load_cluster, pseudo_cluster)
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
+from netstorm.geoserver.config.status import StatusConfig
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
 from netstorm.geoserver.config.limits import crowding, flag_type, node_count_problem, text_flag
@@ -55,7 +56,7 @@ OVERRIDES = {   # a cluster file's field -> the flag that overrides it
     "checkpoint": "--checkpoint", "cluster_restarts": "--cluster-restarts",
     "server_restarts": "--server-restarts", "adapt": "--adapt", "multipath": "--multipath",
     "stats": "--stats", "security": "--insecure", "compression": "--compression",
-    "sync": "--sync"}
+    "sync": "--sync", "status": "--status-port/--total-steps"}
 
 
 def parse_args(argv):
@@ -79,6 +80,13 @@ def parse_args(argv):
                         help="let idle links relay part of busy links' chunks")
     parser.add_argument("--stats", type=text_flag, default=None,
                         help="the scheduler's JSON-lines log of estimates and policies")
+    parser.add_argument("--status-port", type=flag_type("status_port"), default=None,
+                        help="the scheduler serves a live status page and /status.json at "
+                             "this port ([status] port; on loopback unless the file's "
+                             "[status] host says otherwise; docs/operations.md)")
+    parser.add_argument("--total-steps", type=flag_type("status_total_steps"), default=None,
+                        help="the script's optimizer steps in all ([status] total_steps): "
+                             "progress and an ETA on the status page")
     parser.add_argument("--measure", action="store_true",
                         help="with --wan: do not declare the links' rates; the cluster "
                              "measures them at start-up")
@@ -240,6 +248,8 @@ def _overrides(args) -> dict:
         transport["compression"] = compression_setting(args.compression)
     if args.sync is not None:
         transport["sync"] = SyncConfig.parse(args.sync)
+    if args.status_port is not None or args.total_steps is not None:
+        transport["status"] = StatusConfig().overridden(args.status_port, args.total_steps)
     return transport
 
 
@@ -300,6 +310,9 @@ def _main(argv: list, cores: int) -> int:
                 return 130
         if args.cluster:
             config = load_cluster(args.cluster)
+            if "status" in transport:       # the file's [status] host stays
+                transport["status"] = config.status.overridden(args.status_port,
+                                                               args.total_steps)
             if transport:
                 config = _overridden(lambda: replace(config, **transport), transport)
         else:
