@@ -35,6 +35,7 @@ HISTORY = 120           # (round, seconds per round) points kept for the chart
 EVENTS = 20             # the last events shown
 RATE_WINDOW_S = 10.0    # the round rate is measured over this many recent seconds
 TICK_S = 1.0            # the snapshot is rebuilt at most this often
+POINT_S = 0.5           # a chart point spans at least this long (reports come every beat)
 SUMMARY_S = 5.0         # the one-line summary is logged this often while rounds advance
 BEHIND_WEIGHT = 0.1     # weight of a new report in a DC's mean rounds behind the leader
 SLOW_BEHIND = 0.25      # a DC at least this many rounds behind on average is the slowest
@@ -169,7 +170,8 @@ class ClusterStatus:
         leader = max(self.dc_round.values())
         before = self.behind.get(dc, 0.0)
         self.behind[dc] = before + BEHIND_WEIGHT * ((leader - rnd) - before)
-        if not self.round_log or leader > self.round_log[-1][1]:
+        if not self.round_log or leader > self.round_log[-1][1] and \
+                now - self.round_log[-1][0] >= POINT_S:
             if self.round_log and self.round_log[-1][1] >= 1:
                 t0, r0 = self.round_log[-1]
                 self.history.append((leader, round((now - t0) / (leader - r0), 4)))

@@ -5,7 +5,7 @@
 
 const POLL_MS = 2000;
 const SVG = "http://www.w3.org/2000/svg";
-const MAP_W = 560, MAP_H = 460, R = 30;
+const MAP_W = 560, MAP_H = 420, R = 36;
 
 function el(tag, attrs, text) {
   const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4))
@@ -37,7 +37,8 @@ function drawMap(snap) {
   svg.replaceChildren();
   const defs = el("svg:defs");
   const marker = el("svg:marker", {id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
-                                  markerWidth: 6, markerHeight: 6, orient: "auto"});
+                                  markerWidth: 11, markerHeight: 11, orient: "auto",
+                                  markerUnits: "userSpaceOnUse"});
   marker.append(el("svg:path", {d: "M0,0 L10,5 L0,10 z", fill: "#2563eb"}));
   defs.append(marker);
   svg.append(defs);
@@ -48,7 +49,7 @@ function drawMap(snap) {
     if (!(link.share > 0) || !at[link.src] || !at[link.dst]) continue;
     const [x1, y1] = at[link.src], [x2, y2] = at[link.dst];
     const dx = x2 - x1, dy = y2 - y1, len = Math.hypot(dx, dy) || 1;
-    const ux = dx / len, uy = dy / len, off = 7;     // each direction on its own side
+    const ux = dx / len, uy = dy / len, off = 8;     // each direction on its own side
     const ox = -uy * off, oy = ux * off;
     const ax = x1 + ux * R + ox, ay = y1 + uy * R + oy;
     const bx = x2 - ux * (R + 3) + ox, by = y2 - uy * (R + 3) + oy;
@@ -71,8 +72,10 @@ function drawMap(snap) {
                            "data-workers": dc.workers});
     g.append(el("svg:circle", {cx: x.toFixed(1), cy: y.toFixed(1), r: R}));
     g.append(el("svg:text", {class: "name", x: x.toFixed(1), y: (y - 2).toFixed(1)}, dc.name));
-    g.append(el("svg:text", {x: x.toFixed(1), y: (y + 13).toFixed(1)},
-                `r${dc.round} · ${dc.workers}w`));
+    g.append(el("svg:text", {class: "detail", x: x.toFixed(1), y: (y + 13).toFixed(1)},
+                `round ${dc.round}`));
+    g.append(el("svg:title", {}, `${dc.name}: round ${dc.round}, ${dc.workers} worker(s), ` +
+                                 `${dc.behind} rounds behind the leader on average`));
     svg.append(g);
   }
   const policy = snap.policy;
@@ -101,7 +104,10 @@ function drawChart(snap) {
   const sy = v => H - B - v / ymax * (H - B - T);
   svg.append(el("svg:polyline", {class: "series",
     points: hist.map(p => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" ")}));
-  if (bound !== null) {
+  if (bound === null) {
+    svg.append(el("svg:text", {x: W - Rm - 4, y: T + 8, "text-anchor": "end"},
+                  "cut bound unknown: no model size reported yet"));
+  } else {
     svg.append(el("svg:line", {class: "bound", x1: L, x2: W - Rm,
                                y1: sy(bound).toFixed(1), y2: sy(bound).toFixed(1)}));
     svg.append(el("svg:text", {x: W - Rm - 4, y: (sy(bound) - 4).toFixed(1),

@@ -223,7 +223,7 @@ def test_the_page_in_chromium_shows_the_dcs_trees_and_rates_of_status_json(clust
                     for l in snap["links"]}
     shot = tmp_path / "status-page.png"
     chromium(*profile, "--virtual-time-budget=5000", "--hide-scrollbars",
-             "--window-size=1280,860", f"--screenshot={shot}", cluster.url)
+             "--window-size=1280,1000", f"--screenshot={shot}", cluster.url)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 

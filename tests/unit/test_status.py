@@ -127,6 +127,12 @@ def test_round_times_are_the_time_between_reported_rounds_and_the_rate_their_win
     assert board.round_rate(START + 42) == 0.0
 
 
+def test_a_chart_point_spans_at_least_point_s_so_beats_do_not_make_it_jagged():
+    board = training()
+    report_rounds(board, [(0, 1), (1, 5), (1.1, 6), (1.2, 7), (1.6, 9)])
+    assert list(board.history) == [(5, 0.25), (9, 0.15)]      # 4 rounds in 0.6 s
+
+
 def test_completed_rounds_are_those_every_dc_is_past():
     board = training()
     board.on_report("dc0", {"round": 9}, START + 1)
