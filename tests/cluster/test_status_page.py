@@ -89,11 +89,12 @@ class HeldCluster:
 
 
 def steady(snap) -> dict | None:
-    """What must not change while the cluster holds still (not times, ages or rates of
-    rounds over a sliding window)."""
+    """What must not change while the cluster holds still (not times, ages, rates of
+    rounds over a sliding window or the DCs' mean lag, which fades)."""
     if snap is None:
         return None
-    return {"dcs": snap["dcs"], "policy": snap["policy"], "rounds": snap["rounds"]["latest"],
+    return {"dcs": [(d["name"], d["round"], d["workers"]) for d in snap["dcs"]],
+            "policy": snap["policy"], "rounds": snap["rounds"]["latest"],
             "links": [{k: v for k, v in l.items() if k != "measured_age_s"}
                       for l in snap["links"]]}
 
@@ -145,7 +146,9 @@ def test_status_json_matches_the_cluster_file_the_stats_log_and_the_workers(clus
     # the progress the workers declared: 2 x ROUNDS steps, one per round under fsa
     progress = snap["progress"]
     assert (progress["steps"], progress["total_steps"]) == (ROUNDS - 1, 2 * ROUNDS)
-    assert [e["kind"] for e in snap["events"]] == ["policy"]
+    # the first policy; a link reported stalled for a moment on a loaded host is an event too
+    kinds = [e["kind"] for e in snap["events"]]
+    assert kinds[0] == "policy" and set(kinds) <= {"policy", "stall"}, snap["events"]
     assert snap["workers"] == {"total": 3, "finished": 0}
 
 
