@@ -85,7 +85,9 @@ def fetch(url: str, timeout_s: float = TIMEOUT_S) -> dict:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Print a running netstorm cluster's status (its scheduler's "
+                               "/status.json) as tables in the terminal.")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--cluster", type=text_flag, metavar="FILE",
                        help="the cluster file: the status is at its [status] host and port")
