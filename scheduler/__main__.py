@@ -8,6 +8,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 
 from netstorm.geoserver.cli import Terminated, add_log_level_flags, setup_logging, start_node
 from netstorm.geoserver.config.exit_reasons import EXIT_FAILED, describe, write_reason
@@ -22,6 +23,8 @@ from netstorm.geoserver.core.metrics import MetricsError, serve_metrics
 
 from .metrics import SchedulerMetrics
 from .service import Scheduler
+from .status import ClusterStatus
+from .status_server import StatusServer, StatusServerError
 
 log = logging.getLogger("netstorm.scheduler")
 
@@ -96,9 +99,13 @@ def run(args) -> int:
             stats_file.flush()
         metrics.observe(record)
 
+    status, page = ClusterStatus(config, time.monotonic()), None
     try:
-        scheduler = Scheduler(config, van, args.switch_policy_every, args.seed, stats,
-                              check_stop=stop.check)
+        if config.status.on:
+            page = StatusServer(config.status.host, config.status.port,
+                                status.json_bytes).start()
+        scheduler = Scheduler(config, van, args.switch_policy_every, args.seed,
+                              status.stats_sink(stats), check_stop=stop.check, status=status)
         metrics.attach(scheduler)
         code = scheduler.run()
         if code:
@@ -108,8 +115,14 @@ def run(args) -> int:
         log.warning("stopped by %s", exc)
         write_reason(args.reason_file, f"stopped by {exc}")
         return 1
+    except StatusServerError as exc:
+        log.error("%s", exc)
+        write_reason(args.reason_file, str(exc))
+        return 2
     finally:
         stop.quiet()
+        if page is not None:
+            page.close()
         van.close()
         if stats_file is not None:
             stats_file.close()

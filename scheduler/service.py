@@ -31,6 +31,7 @@ from .liveness import ClusterAborted, Liveness
 from .policy import initial_policy, needs_measurement, random_trees
 from .replacing import ServerReplacing
 from .registration import SCHEDULER_ID, Registration
+from .status import view_of
 
 __all__ = ["PROGRESS_S", "ClusterAborted", "Scheduler"]
 
@@ -42,8 +43,9 @@ PROGRESS_S = 10.0     # at most this long between "waiting: ..." lines while nod
 
 class Scheduler:
     def __init__(self, config: ClusterConfig, van: Van, switch_every_s: float = 0.0,
-                 seed: int = 0, stats=None, check_stop=lambda: None):
-        """``check_stop``: called once a beat; raises to stop the scheduler (a signal)."""
+                 seed: int = 0, stats=None, check_stop=lambda: None, status=None):
+        """``check_stop``: called once a beat; raises to stop the scheduler (a signal).
+        ``status``: the :class:`~.status.ClusterStatus` fed from the loop (None: none)."""
         self.config = config
         self._check_stop = check_stop
         # what servers and workers are told; the WAN's links join once they are known
@@ -70,6 +72,7 @@ class Scheduler:
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
         self._handlers = handlers_for(SCHEDULER, self)    # kind -> its handler (core/kinds.py)
+        self.status = status
 
     @property
     def replacement(self):
@@ -286,6 +289,8 @@ class Scheduler:
         if "step_s" in msg.meta:            # esync: the DC's slowest seconds per step
             self.liveness.step_s[dc] = float(msg.meta["step_s"])
         self.policies.report(msg.sender, dc, msg.meta)
+        if self.status is not None:
+            self.status.on_report(dc, msg.meta, time.monotonic())
 
     def serve(self) -> None:
         """Run until every worker said BYE; raise :class:`ClusterAborted` on a failure."""
@@ -302,6 +307,14 @@ class Scheduler:
                 self._dispatch(msg)
             self._check_liveness()
             self._adapt()
+            self._status_tick()
+
+    def _status_tick(self) -> None:
+        """Once a second: the status page's snapshot; every few seconds the summary line."""
+        if self.status is not None:
+            line = self.status.tick(lambda: view_of(self), time.monotonic())
+            if line:
+                log.info("%s", line)
 
     def _dispatch(self, msg: wire.Message) -> None:
         """Hand a message to its kind's handler (core/kinds.py); one from a node already

@@ -74,7 +74,7 @@ from pathlib import Path
 from .cluster_config import ClusterConfig, ClusterFileError, DataCenter
 from .cluster_fields import known_fields, need, read_toml
 from .cluster_tables import parse_dcs, parse_links, parse_recovery, parse_scheduler, \
-    parse_security, parse_ssh, parse_timeouts, parse_transport, parse_wan
+    parse_security, parse_ssh, parse_status, parse_timeouts, parse_transport, parse_wan
 from .ports import check_worker_ports, fixed_ports
 from .compression import CompressionConfig, CompressionError
 from .emulation import parse_emulation
@@ -134,6 +134,8 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
                                                           where=f"{source} [metrics]")
         except MetricsError as exc:
             raise ClusterFileError(str(exc)) from None
+    if "status" in data:
+        kwargs["status"] = parse_status(data["status"], f"{source} [status]")
     where = f"{source} [recovery]"
     kwargs.update(parse_recovery(known_fields(data.get("recovery", {}), "recovery", where),
                                  where))

@@ -14,6 +14,7 @@ from .keys import SecurityConfig
 from .limits import node_count_problem
 from .metrics import MetricsConfig, crowded_host
 from .sync import SyncConfig
+from .status import StatusConfig
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_FUSE_BYTES, \
     DEFAULT_FUSE_LINGER_S, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 
@@ -104,6 +105,7 @@ class ClusterConfig:
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
     metrics: MetricsConfig = MetricsConfig()    # [metrics]: Prometheus endpoints (off)
+    status: StatusConfig = StatusConfig()           # [status]: the live status page
     source: str = field(default="<built>", compare=False)
 
     def __post_init__(self):

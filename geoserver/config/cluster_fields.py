@@ -21,7 +21,7 @@ MAX_FILE_BYTES = 1 << 20    # a cluster file of a thousand DCs with their keys i
 
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
-         "ssh", "recovery", "emulation", "metrics"),
+         "ssh", "recovery", "emulation", "metrics", "status"),
     "recovery": ("worker_restarts", "resume", "checkpoint", "cluster_restarts",
                  "server_restarts"),
     "scheduler": ("host", "advertise", "port", "stats"),
@@ -33,6 +33,7 @@ FIELDS = {     # what each table of a cluster file may hold; anything else is a 
             "trees"),
     "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"),
     "security": ("curve", "secret_keys", "scheduler_key", "dc_keys", "bulk_cipher"),
+    "status": ("port", "host", "total_steps", "samples_per_step"),
 }
 
 

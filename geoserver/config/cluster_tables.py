@@ -16,11 +16,12 @@ from .keys import BULK_CIPHERS, SCHEDULER_PRINCIPAL, SecurityConfig, SecurityErr
 from .limits import check_dc_name
 from .links import Link
 from .settings import DATAPLANES
+from .status import StatusConfig
 from .ports import check_worker_addresses, port_fields
 
 __all__ = ["POLICIES", "TREE_KINDS", "parse_dcs", "parse_links", "parse_recovery",
-           "parse_scheduler", "parse_security", "parse_ssh", "parse_timeouts", "parse_transport",
-           "parse_wan"]
+           "parse_scheduler", "parse_security", "parse_ssh", "parse_status", "parse_timeouts",
+           "parse_transport", "parse_wan"]
 
 POLICIES = ("star", "fapt")
 TREE_KINDS = ("split", "shared")   # [wan] trees
@@ -206,3 +207,15 @@ def parse_recovery(recovery: dict, where: str) -> dict:
         if key in recovery:
             kwargs[key] = need(recovery, key, str, where)
     return kwargs
+
+
+def parse_status(raw, where: str) -> StatusConfig:
+    """``[status]`` (``where`` names it; ``config.status``): an unknown field, a port outside
+    1..65535, a host that does not resolve or a count below 1 is an error naming ``where``
+    and the field."""
+    table = known_fields(raw, "status", where)
+    kwargs = {key: bounded(table, key, where, f"status_{key}")
+              for key in ("port", "total_steps", "samples_per_step") if key in table}
+    if "host" in table:
+        kwargs["host"] = host(need(table, "host", str, where), where)
+    return StatusConfig(**kwargs)

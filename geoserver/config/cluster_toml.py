@@ -71,6 +71,8 @@ def cluster_tables(config: ClusterConfig) -> dict:
         data["emulation"] = config.emulation.to_params()
     if config.metrics.on:
         data["metrics"] = config.metrics.to_params()
+    if config.status.to_params():
+        data["status"] = config.status.to_params()
     data["security"] = security_table(config.security)
     return data
 

@@ -35,6 +35,7 @@ from netstorm.geoserver.config.cluster import (ClusterConfig, ClusterFileError, 
                                         load_cluster, pseudo_cluster)
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.compression import CompressionConfig, CompressionError
+from netstorm.geoserver.config.status import StatusConfig
 from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
 from netstorm.geoserver.config.metrics import MetricsConfig, MetricsError, parse_port
@@ -62,7 +63,8 @@ OVERRIDES = {   # a cluster file's field -> the flag that overrides it
     "checkpoint": "--checkpoint", "cluster_restarts": "--cluster-restarts",
     "server_restarts": "--server-restarts", "adapt": "--adapt", "multipath": "--multipath",
     "stats": "--stats", "security": "--insecure", "compression": "--compression",
-    "sync": "--sync", "max_idle_s": "--max-idle", "metrics": "--metrics-port"}
+    "sync": "--sync", "max_idle_s": "--max-idle", "metrics": "--metrics-port",
+    "status": "--status-port/--total-steps"}
 
 
 def parse_args(argv):
@@ -91,6 +93,13 @@ def parse_args(argv):
                              "at /metrics: 0 (any free port), a port, or LOW-HIGH (each "
                              "takes the first free one); sets [metrics] port, bound to "
                              "[metrics] host (default 127.0.0.1)")
+    parser.add_argument("--status-port", type=flag_type("status_port"), default=None,
+                        help="the scheduler serves a live status page and /status.json at "
+                             "this port ([status] port; on loopback unless the file's "
+                             "[status] host says otherwise; docs/operations.md)")
+    parser.add_argument("--total-steps", type=flag_type("status_total_steps"), default=None,
+                        help="the script's optimizer steps in all ([status] total_steps): "
+                             "progress and an ETA on the status page")
     parser.add_argument("--measure", action="store_true",
                         help="with --wan: do not declare the links' rates; the cluster "
                              "measures them at start-up")
@@ -286,6 +295,8 @@ def _overrides(args) -> dict:
         transport["sync"] = SyncConfig.parse(args.sync)
     if args.metrics_port is not None:
         transport["metrics"] = MetricsConfig(on=True, ports=args.metrics_port)
+    if args.status_port is not None or args.total_steps is not None:
+        transport["status"] = StatusConfig().overridden(args.status_port, args.total_steps)
     return transport
 
 
@@ -360,6 +371,9 @@ def _run(args, cores: int, log: RunLog) -> int:
             if "metrics" in transport:      # the flag's port; the file's [metrics] the rest
                 transport["metrics"] = replace(config.metrics, on=True,
                                                ports=transport["metrics"].ports)
+            if "status" in transport:       # the file's [status] host stays
+                transport["status"] = config.status.overridden(args.status_port,
+                                                               args.total_steps)
             if transport:
                 config = _overridden(lambda: replace(config, **transport), transport)
         else:
