@@ -4,7 +4,7 @@
 #   bash scripts/test.sh -m cluster   processes, sockets, namespaces (tests/cluster/)
 #
 # System packages. A few tests need Debian packages pip cannot install (linux-perf, clang,
-# openssh-server and -client, slurm-wlm, munge, iptables), and some start a daemon (an sshd on
+# openssh-server and -client, slurm-wlm, munge, iptables, chromium), and some start a daemon (an sshd on
 # 127.0.0.1-3, Slurm's and MUNGE's). This script installs the missing ones with apt-get, as
 # root, only under CI (CI set, as .ci/run does) or when you opt in:
 #   NETSTORM_TEST_SYSTEM_PACKAGES=1 bash scripts/test.sh
@@ -16,7 +16,8 @@ cd "$REPO"
 
 # Debian package:the file that shows it installed (tests/conftest.py's SYSTEM_PACKAGES)
 SYSTEM_PACKAGES=(linux-perf:perf clang:clang++ openssh-server:/usr/sbin/sshd openssh-client:ssh
-                 slurm-wlm:/usr/sbin/slurmctld munge:/usr/sbin/munged iptables:/usr/sbin/iptables)
+                 slurm-wlm:/usr/sbin/slurmctld munge:/usr/sbin/munged iptables:/usr/sbin/iptables
+                 chromium:/usr/bin/chromium)
 
 opted_in() {        # the rule of tests/conftest.py's system_packages_opted_in
     local ci

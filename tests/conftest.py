@@ -49,6 +49,7 @@ SYSTEM_PACKAGES = {
                                daemon="Slurm's controller and node daemons"),
     "munge": SystemPackage("/usr/sbin/munged", daemon="MUNGE's authentication daemon"),
     "iptables": SystemPackage("/usr/sbin/iptables"),
+    "chromium": SystemPackage("/usr/bin/chromium"),
 }
 # a fixture of this name starts tests/ssh_hosts.py's sshd: its tests need these packages
 SSH_FIXTURE, SSH_PACKAGES = "ssh_hosts", ("openssh-server", "openssh-client")

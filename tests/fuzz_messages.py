@@ -49,7 +49,8 @@ FIELD_TYPES = {
     "rank": int, "pushes": list, "who": str, "step_s": float, "steps": int, "stype": str,
     "node": dict, "pushed": list, "rejoined": bool, "base": int, "version": int, "keys": list,
     "opened": int, "states_digest": str, "shm_fd": int, "shared": bool, "items": list,
-    "epoch": int, "cipher": str, "max_frame": int,
+    "epoch": int, "cipher": str, "max_frame": int, "model_bytes": int,
+    "quiet_s": float, "round_s": float, "waits": list, "missing": list,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 

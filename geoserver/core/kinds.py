@@ -116,7 +116,7 @@ _ROWS = [
     _spec(Kind.BARRIER_DONE, EMPTY, Route(WORKER, FROM_SCHEDULER), handler="_on_barrier_done"),
     _spec(Kind.HEARTBEAT, MessageSchema(Obj({
         "round": Int(), "stalled": ListOf(Str()), "links": DictOf(Row(Num(0.0), Num(0.0))),
-        "step_s": Num(0.0, 1e6),
+        "step_s": Num(0.0, 1e6), "model_bytes": Int(0, 1 << 50),
         # a worker's data path, the scheduler's answer (worker/progress.py, scheduler/stalls.py)
         "quiet_s": Num(0.0), "round_s": Num(0.0, 1e6), "pushed": PUSHED,
         "waits": ListOf(Row(Int(-1, I64), Int(0, U32), Num(0.0)), max_len=MAX_WAITS),

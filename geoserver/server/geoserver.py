@@ -286,10 +286,14 @@ class GeoServer:
     def _heartbeat_meta(self) -> dict:
         """This DC's round (with the round gate: the latest it asked for), its inbound link
         estimates ``{src: [Mbit/s, age s]}`` and the DCs its own messages are stuck towards
-        (nothing left for ``stall_s``)."""
+        (nothing left for ``stall_s``), and the model's bytes once its keys are known (the
+        scheduler's cut bound, status page and metrics need them). O(keys)."""
         meta = {"round": max(self.store.max_round, self.gate.requested), **self.wan.report()}
         if self.balancer is not None:
             meta["step_s"] = self.balancer.slowest_here()
+        model_bytes = self.store.model_bytes()
+        if model_bytes:
+            meta["model_bytes"] = model_bytes
         return meta
 
     def _send_heartbeat(self) -> None:

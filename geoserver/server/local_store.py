@@ -98,6 +98,10 @@ class KeyStore:
                                f"now declared as {shape} {dtype}")
         return entry
 
+    def model_bytes(self) -> int:
+        """The bytes of every key declared here (the model). O(keys)."""
+        return sum(e.size * e.dtype.itemsize for e in self.keys.values())
+
     def known(self, key: int) -> KeyEntry:
         """The entry of an initialized ``key``; any other is refused."""
         entry = self.keys.get(key)

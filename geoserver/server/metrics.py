@@ -71,9 +71,8 @@ class ServerCollector:
     def _rounds(self, server, out: Families) -> None:
         out.gauge("netstorm_round", "the latest WAN round this DC's workers pushed for",
                   server.store.max_round)
-        keys = list(server.store.keys.values())
         out.gauge("netstorm_model_bytes", "bytes of every key this DC holds (the model)",
-                  sum(e.size * e.dtype.itemsize for e in keys))
+                  server.store.model_bytes())
         out.counter("netstorm_messages", "messages this server handled",
                     server.stats["messages"])
 

@@ -242,3 +242,11 @@ def test_a_resumed_run_takes_saved_keys_from_the_checkpoint_without_the_wan():
     with pytest.raises(RequestError, match=r"\[recovery\] resume: key 5 was saved as \(10,\)"):
         h.store.resumed.values[5] = np.zeros(10, np.float32)
         h.init(W1, 5, shape=(5, 2))
+
+
+def test_the_model_bytes_are_every_declared_keys_bytes():
+    h = Harness()
+    assert h.store.model_bytes() == 0
+    h.init(W1, 0, np.arange(10, dtype=np.float32))
+    h.init(W1, 1, np.zeros((2, 3), np.float32), shape=(2, 3))
+    assert h.store.model_bytes() == (10 + 6) * 4

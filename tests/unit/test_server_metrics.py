@@ -44,7 +44,8 @@ def fake_server(now=100.0, gate=None, balancer=None, codec=None, mixed=None):
     return SimpleNamespace(
         store=SimpleNamespace(max_round=7, keys={
             0: KeyEntry(0, np.dtype("float32"), (10, 10)),
-            1: KeyEntry(1, np.dtype("float16"), (3,))}, drops=RateLimitedLog(log)),
+            1: KeyEntry(1, np.dtype("float16"), (3,))}, drops=RateLimitedLog(log),
+            model_bytes=lambda: 10 * 10 * 4 + 3 * 2),
         stats={"messages": 42, "dropped": 0, "fused": 0},
         wan=SimpleNamespace(monitor=monitor, clock=lambda: now, _drops=RateLimitedLog(log)),
         exchange=SimpleNamespace(sent={"chunks": 5, "encoded": 0, "bytes": 5000},
