@@ -33,8 +33,9 @@ class Liveness:
     """The nodes' liveness; ``table`` is set once the rendezvous assigned them.
     ``check_stop``: called once a beat; raises to stop the scheduler (a signal)."""
 
-    def __init__(self, config, van, check_stop):
+    def __init__(self, config, van, check_stop, on_stall=None):
         self.config, self.van, self._check_stop = config, van, check_stop
+        self._on_stall = on_stall or (lambda text: None)     # each stall warned of
         self.table = None
         self.last_seen: dict = {}       # node id -> when it was last heard of
         self._silence = SilenceJudge(config.dead_after_s)
@@ -43,7 +44,6 @@ class Liveness:
         self.step_s: dict = {}          # esync: dc -> its slowest seconds per local step
         self.next_beat = 0.0            # every node hears from the scheduler
         self.stalls: StallWatch | None = None   # the workers' data path, once they beat
-        self.stall_warnings: list = []  # (time.time(), text) of every stall warned of
         self._warn_at: dict = {}        # node id -> the silence at which to warn again
         self._next_judgement = 0.0      # stalls are judged once a beat
 
@@ -117,8 +117,7 @@ class Liveness:
             if stall.quiet_s >= self._warn_at.get(stall.node, 0.0):
                 self._warn_at[stall.node] = 2 * stall.quiet_s
                 log.warning("%s", stall.describe())
-                self.stall_warnings.append((time.time(), stall.describe()))
-                del self.stall_warnings[:-100]
+                self._on_stall(stall.describe())
             if self.config.max_idle_s and stall.quiet_s >= self.config.max_idle_s:
                 raise ClusterAborted(
                     f"{self.table.describe(stall.node)} sent nothing on the data path for "

@@ -57,7 +57,8 @@ class Scheduler:
         self.van = van
         self.van.node_id = SCHEDULER_ID
         self.table: NodeTable | None = None
-        self.liveness = Liveness(config, van, check_stop)
+        self.liveness = Liveness(config, van, check_stop, on_stall=lambda text: self.stats(
+            {"t": round(time.monotonic(), 3), "event": "stall", "message": text}))
         self.finished, self.lost = self.liveness.finished, self.liveness.lost
         self.barriers: dict = {}
         # adapt: servers start a round only once it is open, and a re-planned policy starts

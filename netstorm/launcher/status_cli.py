@@ -20,6 +20,8 @@ import time
 import urllib.error
 import urllib.request
 
+import netstorm
+
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.config.limits import text_flag
 from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
@@ -103,6 +105,7 @@ def parse_args(argv):
     parser.add_argument("--json", action="store_true", help="print the JSON as it came")
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of an unexpected error")
+    parser.add_argument("--version", action="version", version=f"{PROG} {netstorm.__version__}")
     args = parser.parse_args(argv)
     if args.watch is not None and not 0.1 <= args.watch <= 3600:
         parser.error(f"--watch must be a number of seconds in [0.1, 3600], got {args.watch:g}")

@@ -90,7 +90,8 @@ def test_a_waiting_worker_hears_what_its_round_lacks_and_a_stall_is_warned_then_
     """The workers' beats say what they pushed and wait for (scheduler/stalls.py): the one
     waiting hears who has not pushed its round; the silent one is warned of once (again
     when its silence doubled) and, silent for max_idle_s, aborts the run, named."""
-    liveness = _liveness(max_idle_s=6.0)
+    liveness, stalls = _liveness(max_idle_s=6.0), []
+    liveness._on_stall = stalls.append         # the scheduler's stats (the status page's events)
     liveness.heard(3, {"quiet_s": 0.0, "pushed": [[1, [0]]], "waits": [[0, 1, 1.0]]})
     liveness.heard(4, {"quiet_s": 3.5})
     liveness.beat()
@@ -101,7 +102,7 @@ def test_a_waiting_worker_hears_what_its_round_lacks_and_a_stall_is_warned_then_
     liveness.check(None)        # not warned again before its silence doubled
     warned = [r.message for r in caplog.records if r.message.startswith("stall:")]
     assert len(warned) == 1 and warned[0].startswith("stall: rank 1 (dc1/0) sent nothing for ")
-    assert warned[0].endswith(" s; rank 0 waits on it") and len(liveness.stall_warnings) == 1
+    assert warned[0].endswith(" s; rank 0 waits on it") and stalls == [warned[0]]
     liveness.heard(4, {"quiet_s": 6.5})
     liveness._next_judgement = 0.0
     with pytest.raises(ClusterAborted, match=r"^worker rank 1 \(dc1/0, node 4\) sent nothing "

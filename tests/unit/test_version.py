@@ -43,6 +43,7 @@ def test_a_checkout_never_installed_reads_setup_cfg(monkeypatch, tmp_path):
 @pytest.mark.parametrize("module, prog", [
     ("netstorm.launcher.cli", "netstorm-launch"), ("netstorm.bench.cli", "netstorm-bench"),
     ("netstorm.wan.cli", "netstorm-wan"), ("netstorm.launcher.keygen", "netstorm-keygen"),
+    ("netstorm.launcher.status_cli", "netstorm-status"),
     ("netstorm.deploy.cli", "netstorm-deploy")])
 def test_every_tool_prints_its_name_and_the_version(capsys, module, prog):
     with pytest.raises(SystemExit) as exit_:
