@@ -52,8 +52,9 @@ from .link_table import measured_links
 from .measure import CpuSampler, busiest_links, collect, model_bytes
 from .report import fapt_plan, plot, table
 from .train_args import eval_every_of, steps_per_wan_round
-from .systems import (ADAPTIVE, COMPRESSED, DATAPLANE_OF, FAPT_TREES, STATS_FILE, SYNCED,
-                      SYSTEMS, RunContext, cluster_dataplane_missing, configured_dataplane)
+from .scraper import apply_scrapes
+from .systems import (ADAPTIVE, COMPRESSED, DATAPLANE_OF, FAPT_TREES, OBSERVED, STATS_FILE,
+                      SYNCED, SYSTEMS, RunContext, cluster_dataplane_missing, configured_dataplane)
 from .train_args import (MOMENTUM, SYNC_FLAGS, add_train_arguments, check_compression,
                          check_train_args, compression_params, hyper_parameters, iters_of,
                          mixed_worker_args, sync_settings, worker_args)
@@ -307,6 +308,8 @@ def run(args) -> int:
                             runner.stop()
                             wan.apply_rates(topology.rates())   # same start for the next
                     r = collect(out, args.mode, same_weights=name not in SYNCED)
+                    if name in OBSERVED:    # its scrape counts; none: not correct
+                        apply_scrapes(r, out)
                     after = wan.link_bytes()
                     # every link a byte crossed counts (a route of two links: twice)
                     crossed = wan_bytes(before, after)

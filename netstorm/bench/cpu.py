@@ -26,11 +26,11 @@ import psutil
 
 __all__ = ["ROLES", "RoleCpu", "cpu_by_role", "describe", "measured_window", "per_gb", "role_of"]
 
-ROLES = ("worker", "server", "scheduler", "other")
+ROLES = ("worker", "server", "scheduler", "scraper", "other")
 
 
 def role_of(proc: psutil.Process) -> str | None:
-    """"worker", "server", "scheduler" or "other" (a helper: a launcher, ``ip``); None when
+    """"worker", "server", "scheduler", "scraper" or "other" (a helper: a launcher, ``ip``); None when
     the process is gone."""
     try:
         cmdline = " ".join(proc.cmdline())
@@ -40,6 +40,8 @@ def role_of(proc: psutil.Process) -> str | None:
             return "scheduler"
         if "netstorm.bench.worker" in cmdline:
             return "worker"
+        if "netstorm.bench.scraper" in cmdline:     # netstorm-fapt-observed's readers
+            return "scraper"
         if "import mxnet" in cmdline:
             role = proc.environ().get("DMLC_ROLE", "")
             return role if role in ROLES else "other"

@@ -12,21 +12,25 @@ from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
 from netstorm.geoserver.config.compression import CompressionConfig
 from netstorm.geoserver.config.emulation import EmulationConfig
 from netstorm.geoserver.config.keys import SecurityConfig
+from netstorm.geoserver.config.metrics import MetricsConfig
 from netstorm.geoserver.config.settings import DEFAULT_CHUNK_BYTES
+from netstorm.geoserver.config.status import StatusConfig
 from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.launcher import free_port, run_cluster, run_pslite_cluster
 from netstorm.wan.routes import path_delays_ms
 
 from .dataplane import DEFAULT_DATAPLANE
+from .scraper import Scrapers
 
-__all__ = ["ADAPTIVE", "COMPRESSED", "DATAPLANE_OF", "FAPT_TREES", "STATS_FILE", "SYNCED",
-           "SYSTEMS", "VARIANTS", "RunContext", "cluster_config", "cluster_dataplane_missing",
-           "configured_dataplane",
-           "run_mxnet", "run_netstorm"]
+__all__ = ["ADAPTIVE", "COMPRESSED", "DATAPLANE_OF", "FAPT_TREES", "OBSERVED", "STATS_FILE",
+           "SYNCED", "SYSTEMS", "VARIANTS", "RunContext", "cluster_config",
+           "cluster_dataplane_missing", "configured_dataplane", "observed_config",
+           "run_mxnet", "run_netstorm", "run_observed"]
 
 
 STATS_FILE = "scheduler-stats.jsonl"
 ADAPTIVE = ("netstorm-aware", "netstorm-full")     # their estimates are compared under --dynamic
+OBSERVED = ("netstorm-fapt-observed",)      # scraped while they run: their scrape counts
 
 
 @dataclass
@@ -98,6 +102,30 @@ def run_netstorm(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
     extra = ctx.mixed_args if sync == "mixed" else ()
     return run_cluster(config, ctx.command("netstorm", out, params, extra),
                        wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
+
+
+def observed_config(ctx: RunContext, out: Path) -> ClusterConfig:
+    """netstorm-fapt's cluster file with ``[metrics]`` on (any free port, each process's
+    file_sd entry in ``out/targets``) and ``[status]`` on (a free port, loopback)."""
+    return dataclasses.replace(
+        cluster_config(ctx, out, "fapt"),
+        metrics=MetricsConfig(on=True, ports=(0, 0), targets_dir=str(out.resolve() / "targets")),
+        status=StatusConfig(port=free_port()))
+
+
+def run_observed(ctx: RunContext, out: Path) -> int:
+    """netstorm-fapt with its metrics and status page on and read as an operator would:
+    one :class:`~netstorm.bench.scraper.Scrapers` process per DC namespace GETs its
+    endpoints' ``/metrics`` every 5 s and, in the scheduler's (the hub DC's), the status
+    page's ``/status.json`` every 2 s, until the run ends (counts in ``out/scrapes-*.json``,
+    read by :func:`~netstorm.bench.scraper.apply_scrapes`)."""
+    config = observed_config(ctx, out)
+    url = f"http://{config.status.reached_at(config.scheduler_host)}:{config.status.port}" \
+        "/status.json"
+    with Scrapers(ctx.wan, ctx.topology.dcs, config.hub_dc, Path(config.metrics.targets_dir),
+                  out, url):
+        return run_cluster(config, ctx.command("netstorm", out),
+                           wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
 
 def cluster_config(ctx: RunContext, out: Path, policy: str, adapt: bool = False,
@@ -179,6 +207,7 @@ SYSTEMS = {
     "mxnet-sharded": lambda ctx, out: run_mxnet(ctx, out, sharded=True),
     "netstorm-hips": lambda ctx, out: run_netstorm(ctx, out, "star"),
     "netstorm-fapt": lambda ctx, out: run_netstorm(ctx, out, "fapt"),
+    "netstorm-fapt-observed": run_observed,
     "netstorm-fapt-insecure": lambda ctx, out: run_netstorm(ctx, out, "fapt", curve=False),
     "netstorm-fapt-python": lambda ctx, out: run_netstorm(
         ctx, out, "fapt", dataplane=DATAPLANE_OF["netstorm-fapt-python"]),
@@ -195,5 +224,5 @@ SYNCED = {name: sync for name, (sync, _) in VARIANTS.items() if sync}
 COMPRESSED = {"mxnet-2bit": "2bit",
               **{name: kind for name, (_, kind) in VARIANTS.items() if kind}}
 # systems that start on fapt's split trees (report.fapt_plan): their links' assigned bytes
-FAPT_TREES = ("netstorm-fapt", "netstorm-fapt-insecure", "netstorm-fapt-python",
+FAPT_TREES = ("netstorm-fapt", "netstorm-fapt-observed", "netstorm-fapt-insecure", "netstorm-fapt-python",
               "netstorm-aware", "netstorm-full", *VARIANTS)

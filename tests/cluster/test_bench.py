@@ -176,3 +176,28 @@ def test_bench_reports_per_link_bytes_and_the_data_plane(tmp_path):
     assert plane["ran"] == "python" and plane["configured"] == "python"
     assert plane["source"] == "server logs" and plane["servers"] == {"python": 3}
     assert "busiest links over the measured iterations" in proc.stdout
+
+
+@pytest.mark.slow
+@needs_wan
+def test_the_observed_system_is_scraped_in_every_namespace_while_it_runs(tmp_path):
+    """netstorm-fapt-observed: its metrics and status page are on and read by one scraper
+    per DC namespace (netstorm.bench.scraper); the result counts the scrapes per endpoint,
+    the scrapers' CPU is a role of its own, and nothing is left running."""
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench.py"), "--topology", "small",
+         "--model", "squeezenet1.0", "--iters", "2", "--bandwidth-scale", "5",
+         "--systems", "netstorm-fapt-observed", "--json", str(out),
+         "--keep-logs", str(tmp_path / "logs")],
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads(out.read_text())["systems"]["netstorm-fapt-observed"]
+    assert r["correct"] and r["scrapes_ok"] > 0, r.get("scrapes")
+    assert sum(r["scrapes"]["status"].values()) > 0, r["scrapes"]   # asked, at least
+    assert r["cpu"]["scraper"]["processes"] == 3
+    logs = tmp_path / "logs" / "netstorm-fapt-observed"
+    assert sorted(p.name for p in logs.glob("scrapes-*.json")) == [
+        "scrapes-dc0.json", "scrapes-dc1.json", "scrapes-dc2.json"]
+    assert not list((logs / "targets").glob("netstorm-*.json"))    # removed on exit
+    assert not [n for n in list_netns() if n.startswith("netstorm-")]
