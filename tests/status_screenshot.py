@@ -15,11 +15,10 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launching import REPO, free_port, leftovers, worker_cmd  # noqa: E402
-from netstorm.geoserver.config.cluster import Link, pseudo_cluster  # noqa: E402
-from netstorm.geoserver.config.cluster_toml import to_toml  # noqa: E402
-from netstorm.geoserver.config.status import StatusConfig  # noqa: E402
+from launching import REPO, free_port, leftovers, worker_cmd     # tests/: this script's folder
+from netstorm.geoserver.config.cluster import Link, pseudo_cluster
+from netstorm.geoserver.config.cluster_toml import to_toml
+from netstorm.geoserver.config.status import StatusConfig
 
 ROUNDS, SHOT_AT = 600, 250
 LINKS = (Link("dc0", "dc1", 200.0, 200.0), Link("dc1", "dc2", 100.0, 100.0),
