@@ -88,18 +88,18 @@ def no_leftovers(tmp_path):
     assert not alive, f"processes left running: {[p.info['cmdline'] for p in alive]}"
 
 
-def train_example_compressed(tmp_path, params: dict) -> Run:
+def train_example_compressed(tmp_path, params: dict, min_accuracy: float = 0.9) -> Run:
     """examples/train_gluon.py on 3 DCs (fapt trees) with ``params`` as the cluster's
     compression, the workers' pushes compressed too (``scope = "all"``): the example must
-    learn (accuracy >= 0.9), every replica agree, and every server take compressed pushes
-    and encode WAN chunks."""
+    learn (accuracy >= ``min_accuracy``; chance is 0.1), every replica agree, and every
+    server take compressed pushes and encode WAN chunks."""
     run = launch(["--dcs", 3, "--policy", "fapt", "--compression", json.dumps(params)],
                  [sys.executable, str(REPO / "examples" / "train_gluon.py")], tmp_path)
     assert run.code == 0, run.output[-4000:]
     summaries = [l for l in run.output.splitlines() if "summary rank=" in l]
     accuracies = {l.split("accuracy=")[1].split()[0] for l in summaries}
     assert len(summaries) == 3 and len(accuracies) == 1, summaries
-    assert float(accuracies.pop()) >= 0.9
+    assert float(accuracies.pop()) >= min_accuracy, summaries
     pushes = [int(n) for n in re.findall(r"compressed pushes (\d+)", run.output)]
     encoded = [int(n) for n in re.findall(r"'encoded': (\d+)", run.output)]
     assert len(pushes) == len(encoded) == 3 and all(pushes) and all(encoded), run.output[-3000:]
