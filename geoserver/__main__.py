@@ -9,8 +9,8 @@ import argparse
 import logging
 import sys
 
-from .cli import Terminated, add_log_level_flags, setup_logging, start_node
-from .config.exit_reasons import (EXIT_ABORTED, EXIT_FAILED, describe, read_stop_note,
+from .cli import Terminated, add_log_level_flags, run_entry_point, start_node
+from .config.exit_reasons import (EXIT_ABORTED, describe, read_stop_note,
                                   write_reason)
 from .model import checkpoint
 from .config.cluster import ClusterFileError, load_cluster
@@ -29,19 +29,10 @@ log = logging.getLogger("netstorm.server")
 
 
 def main(argv=None) -> int:
-    """Run one DC's server; an error netstorm does not name itself (a bug, or a value no
-    check caught) ends it with code 1, its ``Type: message`` left for the launcher's line
-    (the traceback logged too, but for an ``OSError``, which is about this machine)."""
+    """Run one DC's server; an unexpected error ends it with code 1, its ``Type: message``
+    left for the launcher's line (:func:`~netstorm.geoserver.cli.run_entry_point`)."""
     args = parse_args(argv)
-    setup_logging(args.log_level)
-    try:
-        return run(args)
-    except Exception as exc:      # noqa: BLE001 - the catch-all: say why, in one line
-        reason = describe(exc)
-        log.error("server of %s stops on an unexpected error: %s", args.dc, reason,
-                  exc_info=not isinstance(exc, OSError))
-        write_reason(args.reason_file, reason)
-        return EXIT_FAILED
+    return run_entry_point(run, args, log, f"server of {args.dc}")
 
 
 def _tell_scheduler(postoffice, reason: str) -> None:
@@ -135,11 +126,8 @@ def run(args) -> int:
         reason = f"stopped by {exc}" + (f" from its launcher, after: {note}" if note else "")
         log.warning("server of %s %s", dc.name, reason)
         write_reason(args.reason_file, reason)
-        try:   # the scheduler stops the others now, naming why, not after dead_after_s
-            if postoffice is not None:
-                postoffice.send_scheduler(Message(Kind.ABORT, meta={"reason": reason}))
-        except TransportError:
-            pass
+        # the scheduler stops the others now, naming why, not after dead_after_s
+        _tell_scheduler(postoffice, reason)
         return 1
     finally:
         stop.quiet()

@@ -9,11 +9,12 @@ import sys
 
 from .config.cluster import ClusterFileError
 from .config.keys import SecurityError
-from .config.exit_reasons import write_reason
+from .config.exit_reasons import EXIT_FAILED, describe, write_reason
 from .core.van import TransportError
 
 __all__ = ["LOG_DATE_FORMAT", "LOG_FORMAT", "LOG_LEVELS", "StopSignals", "Terminated",
-           "add_log_level_flags", "raise_on_signals", "setup_logging", "start_node"]
+           "add_log_level_flags", "raise_on_signals", "run_entry_point", "setup_logging",
+           "start_node"]
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
               "error": logging.ERROR}     # the names --log-level takes, in every process
@@ -35,6 +36,22 @@ def setup_logging(level: str = "info") -> None:
     :data:`LOG_LEVELS`) up, as ``12:00:01.234 INFO netstorm.server: ...``."""
     logging.basicConfig(level=LOG_LEVELS[level], stream=sys.stderr, format=LOG_FORMAT,
                         datefmt=LOG_DATE_FORMAT)
+
+
+def run_entry_point(run, args, log: logging.Logger, who: str) -> int:
+    """``run(args)`` with logging set up from ``args.log_level``; an error netstorm does not
+    name itself (a bug, or a value no check caught) ends it with code 1, its ``Type:
+    message`` left in ``args.reason_file`` for the launcher's line and logged as ``who``
+    stopping (with its traceback, but for an ``OSError``, which is about this machine)."""
+    setup_logging(args.log_level)
+    try:
+        return run(args)
+    except Exception as exc:      # noqa: BLE001 - the catch-all: say why, in one line
+        reason = describe(exc)
+        log.error("%s stops on an unexpected error: %s", who, reason,
+                  exc_info=not isinstance(exc, OSError))
+        write_reason(args.reason_file, reason)
+        return EXIT_FAILED
 
 
 def start_node(build, log: logging.Logger, reason_file: str = ""):

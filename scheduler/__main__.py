@@ -10,8 +10,9 @@ import logging
 import sys
 import time
 
-from netstorm.geoserver.cli import Terminated, add_log_level_flags, setup_logging, start_node
-from netstorm.geoserver.config.exit_reasons import EXIT_FAILED, describe, write_reason
+from netstorm.geoserver.cli import (Terminated, add_log_level_flags, run_entry_point,
+                                    start_node)
+from netstorm.geoserver.config.exit_reasons import write_reason
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.config.cluster import ClusterFileError, load_cluster
 from netstorm.geoserver.config.emulation import receive_delays
@@ -30,19 +31,10 @@ log = logging.getLogger("netstorm.scheduler")
 
 
 def main(argv=None) -> int:
-    """Run the scheduler; an error netstorm does not name itself (a bug, or a value no
-    check caught) ends it with code 1, its ``Type: message`` left for the launcher's line
-    (the traceback logged too, but for an ``OSError``, which is about this machine)."""
+    """Run the scheduler; an unexpected error ends it with code 1, its ``Type: message``
+    left for the launcher's line (:func:`~netstorm.geoserver.cli.run_entry_point`)."""
     args = parse_args(argv)
-    setup_logging(args.log_level)
-    try:
-        return run(args)
-    except Exception as exc:      # noqa: BLE001 - the catch-all: say why, in one line
-        reason = describe(exc)
-        log.error("the scheduler stops on an unexpected error: %s", reason,
-                  exc_info=not isinstance(exc, OSError))
-        write_reason(args.reason_file, reason)
-        return EXIT_FAILED
+    return run_entry_point(run, args, log, "the scheduler")
 
 
 def parse_args(argv):
