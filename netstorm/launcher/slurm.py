@@ -27,20 +27,18 @@ step's input stops its processes. Placement is O(nodes + workers); two ``scontro
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, replace
 
 from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError
 from netstorm.geoserver.config.hosts import resolve_host
 
 from . import placement
-from .ssh import SshLauncher, bundle, forwarded_env
-from .supervisor import child_env, with_keys
+from .ssh import bundle, forwarded_env, run_far_ends
+from .supervisor import with_keys
 
 __all__ = ["Allocation", "Share", "SlurmError", "dc_node_sets", "expand_hostlist",
            "node_addresses", "place_one_dc", "place_whole", "read_allocation",
@@ -248,24 +246,14 @@ def run_over_srun(config: ClusterConfig, shares: list, command: list, whole_clus
     with tempfile.TemporaryDirectory(prefix="netstorm-slurm-") as tmp:
         config = with_keys(config, tmp, whole_cluster=whole_cluster)
         env = forwarded_env(config, environ)
-        launcher = SshLauncher(out)
         parts = [placement.on_host(config, share.address) for share in shares]
         dcs = {dc for part in parts for dc in (*part.servers, *(d for d, _ in part.workers))}
-        with launcher:
-            for share, part in zip(shares, parts):
-                argv = srun_argv(share, python)
-                launcher._emit("launch", f"{share.node} ({share.address}): {part.describe()}")
-                data = json.dumps(bundle(config, share.address, command, env, os.getcwd(),
-                                         as_dist_sync))
-                launcher.start(f"host {share.node}", "host", argv, child_env({}),
-                               stdin_data=data.encode() + b"\n")
-            began = time.monotonic()
-            code = launcher.wait(0)
-            status = "ok" if code == 0 else f"FAILED (exit {code})"
-            launcher._emit("launch", f"{status}: {len(shares)} node(s), {len(dcs)} DC(s), "
-                                     f"{sum(len(p.workers) for p in parts)} worker(s), "
-                                     f"{time.monotonic() - began:.1f}s")
-            return code
+        far_ends = [(share.node, f"{share.node} ({share.address}): {part.describe()}",
+                     srun_argv(share, python),
+                     bundle(config, share.address, command, env, os.getcwd(), as_dist_sync))
+                    for share, part in zip(shares, parts)]
+        return run_far_ends(out, far_ends, f"{len(shares)} node(s), {len(dcs)} DC(s), "
+                                           f"{sum(len(p.workers) for p in parts)} worker(s)")
 
 
 def plan(config: ClusterConfig, args, allocation: Allocation, run=subprocess.run,

@@ -31,11 +31,7 @@ from .processes import STOP_GRACE_S, Launcher, wait_for_exits
 from .supervisor import child_env, with_keys
 
 __all__ = ["FORWARDED_PREFIXES", "REMOTE_STOP_S", "SshLauncher", "bundle", "forwarded_env",
-           "principals_on", "run_over_ssh"]
-
-
-__all__ = ["FORWARDED_PREFIXES", "REMOTE_STOP_S", "SshLauncher", "bundle", "forwarded_env",
-           "principals_on", "run_over_ssh"]
+           "principals_on", "run_far_ends", "run_over_ssh"]
 
 FORWARDED_PREFIXES = ("MXNET_", "OMP_")     # always passed on to the remote processes
 REMOTE_STOP_S = STOP_GRACE_S + 5.0      # a remote launcher's clean-up, before ssh is killed
@@ -111,19 +107,28 @@ def run_over_ssh(config: ClusterConfig, command: list, as_dist_sync: bool = Fals
     with tempfile.TemporaryDirectory(prefix="netstorm-ssh-") as tmp:
         config = with_keys(config, tmp, whole_cluster=True)
         env = forwarded_env(config, environ)
-        launcher = SshLauncher(out)
-        with launcher:
-            for host in hosts:
-                part = placement.on_host(config, host)
-                launcher._emit("launch", f"{host}: {part.describe()} "
-                                         f"(ssh {config.ssh.destination(host)})")
-                data = json.dumps(bundle(config, host, command, env, workdir, as_dist_sync))
-                launcher.start(f"host {host}", "host", config.ssh.argv(host) + [remote],
-                               child_env({}), stdin_data=data.encode() + b"\n")
-            began = time.monotonic()
-            code = launcher.wait(0)
-            status = "ok" if code == 0 else f"FAILED (exit {code})"
-            launcher._emit("launch", f"{status}: {len(hosts)} host(s), {len(config.dcs)} "
-                                     f"DC(s), {config.num_workers} worker(s), "
-                                     f"{time.monotonic() - began:.1f}s")
-            return code
+        far_ends = [(host, f"{host}: {placement.on_host(config, host).describe()} "
+                           f"(ssh {config.ssh.destination(host)})",
+                     config.ssh.argv(host) + [remote],
+                     bundle(config, host, command, env, workdir, as_dist_sync))
+                    for host in hosts]
+        return run_far_ends(out, far_ends, f"{len(hosts)} host(s), {len(config.dcs)} DC(s), "
+                                           f"{config.num_workers} worker(s)")
+
+
+def run_far_ends(out, far_ends: list, what: str) -> int:
+    """Start every host's far end (:mod:`.remote`), ``far_ends`` being ``[(host label,
+    its launch line, the command that starts it, its bundle)]``, each fed its bundle as
+    one JSON line; wait for them all (the first to fail stops the others) and say
+    ok/FAILED with ``what`` ran and how long. The exit code. O(far ends)."""
+    launcher = SshLauncher(out)
+    with launcher:
+        for label, line, argv, data in far_ends:
+            launcher._emit("launch", line)
+            launcher.start(f"host {label}", "host", argv, child_env({}),
+                           stdin_data=json.dumps(data).encode() + b"\n")
+        began = time.monotonic()
+        code = launcher.wait(0)
+        status = "ok" if code == 0 else f"FAILED (exit {code})"
+        launcher._emit("launch", f"{status}: {what}, {time.monotonic() - began:.1f}s")
+        return code
