@@ -24,7 +24,7 @@ from .settings import MAX_CHUNK_BYTES, MAX_DURATION_S, MAX_FRAME_BYTES, MAX_FUSE
 
 __all__ = ["BOUNDS", "Bound", "DC_NAME", "MAX_DCS", "MAX_NAME_CHARS", "MAX_STRING_CHARS",
            "MAX_WORKERS_PER_DC", "check_dc_name", "check_strings", "crowding", "flag_type",
-           "node_count_problem", "text_flag"]
+           "node_count_problem", "port_range", "text_flag"]
 
 MAX_NAME_CHARS = 64
 DC_NAME = re.compile(r"[A-Za-z0-9_-]{1,%d}" % MAX_NAME_CHARS)   # ASCII only: no look-alikes
@@ -202,3 +202,26 @@ def crowding(processes: int, cores: int) -> str:
     return (f"{processes} processes on this host with {cores} core(s) is more than "
             f"{PROCESSES_PER_CORE} per core: they would mostly wait for each other (and for "
             f"memory)")
+
+
+PORT_RANGE = re.compile(r"\s*([0-9]{1,5})\s*(?:-\s*([0-9]{1,5})\s*)?")   # "40000-40100", "40000"
+
+
+def port_range(text: str, label: str, error: type, note: str = "",
+               any_free: bool = False) -> tuple | None:
+    """``"LOW-HIGH"`` or ``"N"`` as ``(low, high)``; None when ``text`` has neither form.
+    A port outside 1..65535 (``note`` added) or a low above its high raises ``error``
+    starting with ``label``; ``any_free``: ``0`` alone (``(0, 0)``: any free port) is
+    taken. O(len(text))."""
+    match = PORT_RANGE.fullmatch(text)
+    if match is None:
+        return None
+    low, high = int(match[1]), int(match[2] or match[1])
+    if any_free and (low, high) == (0, 0):
+        return 0, 0
+    for port in (low, high):
+        if not 1 <= port <= 65535:
+            raise error(f"{label}port {port} is outside 1..65535{note}")
+    if low > high:
+        raise error(f"{label}{low} is above {high}")
+    return low, high

@@ -15,17 +15,16 @@ any free port) and, with ``targets_dir``, writes where it is. Pure data; O(field
 host check O(DCs)."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from .hosts import ANY_ADDRESS, resolve_host
+from .limits import port_range
 
 __all__ = ["FIELDS", "LOOPBACK", "MetricsConfig", "MetricsError", "crowded_host",
            "parse_port", "reached_host"]
 
 LOOPBACK = "127.0.0.1"
 FIELDS = ("host", "port", "targets_dir")
-_RANGE = re.compile(r"\s*([0-9]{1,5})\s*(?:-\s*([0-9]{1,5})\s*)?")   # "9400-9409" or "9400"
 
 
 class MetricsError(ValueError):
@@ -91,21 +90,13 @@ def parse_port(value, where: str = "") -> tuple:
     ``"N"`` text; the error starts with ``where`` (the field; "" for a flag, which
     argparse names)."""
     label = f"{where}: " if where else ""
-    match = None if isinstance(value, bool) or not isinstance(value, (int, str)) \
-        else _RANGE.fullmatch(str(value))
-    if match is None:
+    ports = None if isinstance(value, bool) or not isinstance(value, (int, str)) else \
+        port_range(str(value), f"{label}{value!r}: ", MetricsError,
+                   " (0 alone: any free port)", any_free=True)
+    if ports is None:
         raise MetricsError(f"{label}must be a port, 0 (any free port) or a range "
                            f"\"LOW-HIGH\" (e.g. \"9400-9409\"), got {value!r}")
-    low, high = int(match[1]), int(match[2] or match[1])
-    if (low, high) == (0, 0):
-        return 0, 0
-    for port in (low, high):
-        if not 1 <= port <= 65535:
-            raise MetricsError(f"{label}{value!r}: port {port} is outside 1..65535 "
-                               f"(0 alone: any free port)")
-    if low > high:
-        raise MetricsError(f"{label}{value!r}: {low} is above {high}")
-    return low, high
+    return ports
 
 
 def crowded_host(metrics: MetricsConfig, scheduler_host: str, dcs) -> str:

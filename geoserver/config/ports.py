@@ -5,16 +5,15 @@ host binds. docs/launch.md, "Networking", lists every port. Pure; each check is
 O(fields), :func:`check_worker_ports` O(workers + DCs^2)."""
 from __future__ import annotations
 
-import re
 
 from .cluster_config import ClusterFileError, DataCenter
 from .cluster_fields import bounded, host, need
 from .hosts import ANY_ADDRESS
+from .limits import port_range
 
 __all__ = ["check_worker_addresses", "check_worker_ports", "fixed_ports", "port_fields",
            "worker_advertise", "worker_ports"]
 
-RANGE = re.compile(r"\s*([0-9]{1,5})\s*(?:-\s*([0-9]{1,5})\s*)?")     # "40000-40100" or "40000"
 
 
 def port_fields(raw: dict, workers: int, hosts: tuple, where: str) -> dict:
@@ -34,17 +33,11 @@ def worker_ports(raw: dict, per_host: int, where: str) -> tuple:
     if "worker_ports" not in raw:
         return ()
     text = need(raw, "worker_ports", str, where)
-    match = RANGE.fullmatch(text)
-    if match is None:
+    ports = port_range(text, f"{where}: worker_ports {text!r}: ", ClusterFileError)
+    if ports is None:
         raise ClusterFileError(f"{where}: worker_ports must be a port range \"LOW-HIGH\" "
                                f"(e.g. \"40000-40100\"), got {text!r}")
-    low, high = int(match[1]), int(match[2] or match[1])
-    for value in (low, high):
-        if not 1 <= value <= 65535:
-            raise ClusterFileError(f"{where}: worker_ports {text!r}: port {value} is outside "
-                                   f"1..65535")
-    if low > high:
-        raise ClusterFileError(f"{where}: worker_ports {text!r}: {low} is above {high}")
+    low, high = ports
     if high - low + 1 < per_host:
         raise ClusterFileError(f"{where}: worker_ports {text!r} holds {high - low + 1} "
                                f"port(s), but a host runs {per_host} of this DC's workers, "
