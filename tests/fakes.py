@@ -1,9 +1,12 @@
 """Stand-ins shared by the socket-free tests (``from fakes import ...``; tests/ is on sys.path
 under pytest): a clock the test moves, a Van's sending side (alone, or on a network of FIFO
-links), random policies, one tree exchange per DC, and the requests a worker sends."""
+links), random policies, one tree exchange per DC, the requests a worker sends, and what a
+Prometheus scrape of a collector shows."""
 from __future__ import annotations
 
 import numpy as np
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.server.aggregation import TreeExchange
@@ -157,3 +160,25 @@ class FakePostoffice:
 
     def take_early(self) -> list:
         return []
+
+
+def samples_of(text: str) -> dict:
+    """Prometheus text as prometheus_client's own parser reads it: ``{(name, sorted
+    labels): value}``."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def scraped(collector) -> dict:
+    """What a scrape of ``collector`` shows (:func:`samples_of` its text)."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return samples_of(generate_latest(registry).decode())
+
+
+def sample(samples: dict, name: str, **labels):
+    """The one value of series ``name`` whose labels include ``labels`` (None: none)."""
+    found = [v for (n, l), v in samples.items() if n == name and
+             set(labels.items()) <= set(l)]
+    assert len(found) <= 1, found
+    return found[0] if found else None

@@ -14,8 +14,8 @@ import time
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from fakes import samples_of
 from launching import REPO, free_port, leftovers, worker_cmd
 from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter, Link
 from netstorm.geoserver.config.cluster_toml import to_toml
@@ -34,9 +34,7 @@ def scrape(target: str) -> dict:
     """``{(name, labels as a sorted tuple): value}`` of one endpoint, parsed by
     prometheus_client's own parser."""
     with urllib.request.urlopen(f"http://{target}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+        return samples_of(reply.read().decode())
 
 
 def series(samples: dict, name: str, **labels) -> dict:

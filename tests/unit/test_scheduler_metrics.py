@@ -6,9 +6,8 @@ import collections
 from types import SimpleNamespace
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
+from fakes import sample as value, scraped
 from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.geoserver.core.nodes import NodeInfo
 from netstorm.scheduler.announcer import PolicyAnnouncer
@@ -20,23 +19,6 @@ from netstorm.scheduler.topology import Link, Topology
 
 WAN = Topology("test", ("a", "b", "c"), (Link("a", "b", 100.0, 100.0),
                                          Link("b", "c", 50.0, 40.0)))
-
-
-def scraped(metrics) -> dict:
-    """What a scrape shows, through prometheus_client's text format and parser:
-    {(name, sorted labels): value}."""
-    registry = CollectorRegistry()
-    registry.register(metrics)
-    text = generate_latest(registry).decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: dict, name: str, **labels):
-    found = [v for (n, l), v in samples.items() if n == name and
-             set(labels.items()) <= set(l)]
-    assert len(found) <= 1, found
-    return found[0] if found else None
 
 
 class FakeAdaptation:

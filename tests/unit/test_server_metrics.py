@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
+from fakes import sample as value, scraped
 from netstorm.geoserver.compression.feedback import ErrorFeedback
 from netstorm.geoserver.config.compression import CompressionConfig
 from netstorm.geoserver.core.nodes import NodeInfo
@@ -22,21 +21,6 @@ from netstorm.geoserver.server.store_keys import KeyEntry
 from netstorm.geoserver.server.wan.link_monitor import LinkMonitor
 
 log = logging.getLogger("test")
-
-
-def scraped(collector) -> dict:
-    registry = CollectorRegistry()
-    registry.register(collector)
-    text = generate_latest(registry).decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: dict, name: str, **labels):
-    found = [v for (n, l), v in samples.items() if n == name and
-             set(labels.items()) <= set(l)]
-    assert len(found) <= 1, found
-    return found[0] if found else None
 
 
 def fake_server(now=100.0, gate=None, balancer=None, codec=None, mixed=None):
