@@ -150,20 +150,29 @@ def test_bench_train_mode_runs_the_language_model_to_another_systems_final_loss(
     assert not [n for n in list_netns() if n.startswith("netstorm-")]
 
 
-@pytest.mark.slow
-@needs_wan
-def test_bench_reports_per_link_bytes_and_the_data_plane(tmp_path):
-    """Each netstorm system's result has the per-link table (bytes carried near the time
-    model's, sampled over the measured iterations) and which data plane its servers ran."""
-    out = tmp_path / "r.json"
+@pytest.fixture(scope="module")
+def small_netstorm_run(tmp_path_factory):
+    """One bench run on small of netstorm-fapt-python and netstorm-fapt-observed (squeezenet,
+    2 iterations): (the bench's process, its JSON result, its kept logs); only the tests
+    marked needs_wan ask for it."""
+    tmp = tmp_path_factory.mktemp("bench-small")
+    out = tmp / "r.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "bench.py"), "--topology", "small",
          "--model", "squeezenet1.0", "--iters", "2", "--bandwidth-scale", "5",
-         "--systems", "netstorm-fapt-python", "--json", str(out),
-         "--keep-logs", str(tmp_path / "logs")],
+         "--systems", "netstorm-fapt-python,netstorm-fapt-observed", "--json", str(out),
+         "--keep-logs", str(tmp / "logs")],
         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(out.read_text())
+    return proc, json.loads(out.read_text()), tmp / "logs"
+
+
+@pytest.mark.slow
+@needs_wan
+def test_bench_reports_per_link_bytes_and_the_data_plane(small_netstorm_run):
+    """Each netstorm system's result has the per-link table (bytes carried near the time
+    model's, sampled over the measured iterations) and which data plane its servers ran."""
+    proc, result, logs = small_netstorm_run
     for name, r in result["systems"].items():
         links = r["links"]
         assert links and all(0.9 < x["carried_vs_assigned"] < 1.3 for x in links
@@ -171,7 +180,7 @@ def test_bench_reports_per_link_bytes_and_the_data_plane(tmp_path):
                              > 10 ** 6), (name, links)
         assert 0 < links[0]["busy_s_per_iter"] <= max(r["iter_s"]) + 0.1
         assert 0 < links[0]["efficiency"] <= 1.05
-        assert (tmp_path / "logs" / f"{name}.link-samples.jsonl").stat().st_size > 0
+        assert (logs / f"{name}.link-samples.jsonl").stat().st_size > 0
     plane = result["systems"]["netstorm-fapt-python"]["dataplane"]
     assert plane["ran"] == "python" and plane["configured"] == "python"
     assert plane["source"] == "server logs" and plane["servers"] == {"python": 3}
@@ -180,23 +189,16 @@ def test_bench_reports_per_link_bytes_and_the_data_plane(tmp_path):
 
 @pytest.mark.slow
 @needs_wan
-def test_the_observed_system_is_scraped_in_every_namespace_while_it_runs(tmp_path):
+def test_the_observed_system_is_scraped_in_every_namespace_while_it_runs(small_netstorm_run):
     """netstorm-fapt-observed: its metrics and status page are on and read by one scraper
     per DC namespace (netstorm.bench.scraper); the result counts the scrapes per endpoint,
     the scrapers' CPU is a role of its own, and nothing is left running."""
-    out = tmp_path / "r.json"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench.py"), "--topology", "small",
-         "--model", "squeezenet1.0", "--iters", "2", "--bandwidth-scale", "5",
-         "--systems", "netstorm-fapt-observed", "--json", str(out),
-         "--keep-logs", str(tmp_path / "logs")],
-        capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    r = json.loads(out.read_text())["systems"]["netstorm-fapt-observed"]
+    _, result, logs = small_netstorm_run
+    r = result["systems"]["netstorm-fapt-observed"]
     assert r["correct"] and r["scrapes_ok"] > 0, r.get("scrapes")
     assert sum(r["scrapes"]["status"].values()) > 0, r["scrapes"]   # asked, at least
     assert r["cpu"]["scraper"]["processes"] == 3
-    logs = tmp_path / "logs" / "netstorm-fapt-observed"
+    logs = logs / "netstorm-fapt-observed"
     assert sorted(p.name for p in logs.glob("scrapes-*.json")) == [
         "scrapes-dc0.json", "scrapes-dc1.json", "scrapes-dc2.json"]
     assert not list((logs / "targets").glob("netstorm-*.json"))    # removed on exit
