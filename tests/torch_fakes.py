@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import torch
 
 from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.geoserver.server.sync_modes import OuterNesterov
@@ -91,3 +92,40 @@ class FakeClient:
 
     def close(self, clean: bool = True, reason: str = "") -> None:
         self.closed = (clean, reason)
+
+
+# ---------------------------------------------------------------- a model and its data
+WORKERS, BATCH, STEPS = 4, 8, 5
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+
+
+def batches(step):
+    """Every worker's batch of ``step``: (inputs, labels) of WORKERS * BATCH rows."""
+    g = torch.Generator().manual_seed(100 + step)
+    return torch.randn(WORKERS * BATCH, 6, generator=g), \
+        torch.randint(0, 3, (WORKERS * BATCH,), generator=g)
+
+
+def train_alone(make_optimizer, steps=STEPS):
+    """One process on all the rows: the averaged gradient of equal shards."""
+    model = make_model()
+    opt = make_optimizer(model)
+    for step in range(steps):
+        x, y = batches(step)
+        opt.zero_grad()
+        sum(torch.nn.functional.cross_entropy(model(x[r * BATCH:(r + 1) * BATCH]),
+                                              y[r * BATCH:(r + 1) * BATCH])
+            for r in range(WORKERS)).div(WORKERS).backward()
+        opt.step()
+    return model
+
+
+def sgd(model):
+    """SGD with momentum, the optimizer of most tests."""
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+

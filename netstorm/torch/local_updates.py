@@ -86,13 +86,24 @@ class LocalUpdates:
     def synchronize(self) -> None:
         """Push every parameter's delta since the last synchronization as its next round
         and take the synchronized weights (blocks until they came)."""
+        self.finish_sync(self.start_sync())
+
+    def start_sync(self) -> list:
+        """Push every parameter's delta since the last synchronization as its next round;
+        returns the requests for :meth:`finish_sync`. Does not wait."""
         started = []
         with torch.no_grad():
-            for key, name, param, base in self._params:
+            for key, _, param, base in self._params:
                 delta = (param.detach() - base).to("cpu").contiguous().reshape(-1).numpy()
                 started.append(self._client.start_push(key, delta, True))
+        return started
+
+    def finish_sync(self, started: list) -> None:
+        """Wait for the synchronized weights of the pushes ``started``; they become the
+        parameters and the base of the next deltas."""
+        with torch.no_grad():
             for (key, name, param, base), handle in zip(self._params, started):
-                view = np.empty(param.numel(), numpy_dtype(param, name))
+                view = np.empty(param.numel(), numpy_dtype(param, f"parameter {name!r}"))
                 self._client.finish_into(key, handle, view)
                 synced = torch.from_numpy(view).view(param.shape)
                 param.copy_(synced)
