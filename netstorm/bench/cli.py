@@ -43,7 +43,7 @@ from netstorm.scheduler.topology import TopologyError
 from netstorm.datasets import DatasetError
 from netstorm.geoserver.config.sync import SyncError
 
-from . import awareness, perf_profile, quality_report
+from . import awareness, perf_profile, quality_report, torch_systems
 from .accuracy import apply_target, comparisons, wan_bytes
 from .cpu import RoleCpu, cpu_by_role, measured_window
 from .dataplane import dataplane_record
@@ -115,6 +115,8 @@ def parse_args(argv=None):
     unknown = [s for s in args.systems if s not in SYSTEMS]
     if unknown:
         p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
+    if torch_systems.refused(args.systems, args.mode):
+        p.error(torch_systems.refused(args.systems, args.mode))
     if args.mode == "train":
         check_train_args(p, args)
     else:

@@ -21,6 +21,7 @@ from netstorm.wan.routes import path_delays_ms
 
 from .dataplane import DEFAULT_DATAPLANE
 from .scraper import Scrapers
+from .torch_systems import TORCH_SYSTEMS
 
 __all__ = ["ADAPTIVE", "COMPRESSED", "DATAPLANE_OF", "FAPT_TREES", "OBSERVED", "STATS_FILE",
            "SYNCED", "SYSTEMS", "VARIANTS", "RunContext", "cluster_config",
@@ -218,11 +219,12 @@ SYSTEMS = {
     "mxnet-2bit": lambda ctx, out: run_mxnet(ctx, out, sharded=False, compression="2bit"),
     **{name: _variant(*settings) for name, settings in VARIANTS.items()},
 }
+SYSTEMS.update(TORCH_SYSTEMS)   # PyTorch's own and netstorm from PyTorch (torch_systems.py)
 # system -> the sync setting it runs with (a key of RunContext.sync: several settings may
 # share a mode, e.g. diloco and streaming) and the compression setting (RunContext.compression)
 SYNCED = {name: sync for name, (sync, _) in VARIANTS.items() if sync}
 COMPRESSED = {"mxnet-2bit": "2bit",
               **{name: kind for name, (_, kind) in VARIANTS.items() if kind}}
 # systems that start on fapt's split trees (report.fapt_plan): their links' assigned bytes
-FAPT_TREES = ("netstorm-fapt", "netstorm-fapt-observed", "netstorm-fapt-insecure", "netstorm-fapt-python",
+FAPT_TREES = ("netstorm-fapt", "netstorm-fapt-torch", "netstorm-fapt-observed", "netstorm-fapt-insecure", "netstorm-fapt-python",
               "netstorm-aware", "netstorm-full", *VARIANTS)

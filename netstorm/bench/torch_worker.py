@@ -1,0 +1,174 @@
+"""The PyTorch worker of scripts/bench.py (comm mode): one per worker process, for every
+PyTorch system alike (netstorm/bench/torch_systems.py).
+
+    python -m netstorm.bench.torch_worker --backend netstorm|ddp|ddp-fp16|post-local-sgd
+        --model resnet18_v1 --mode comm --iters N --out DIR [--dc-ranks 0,1:2,3]
+
+Every parameter of the model's PyTorch twin (netstorm.bench.torch_models) gets the gradient
+``(rank + 1) * (iteration % 5 + 1) * N`` from a backward pass over ``sum(p * c)`` (so the
+synchronization is driven by autograd's hooks, as in training): DDP's averaging and
+netstorm.torch's both give the exact sum of ``(rank + 1) * factor`` (small integers, exact in
+fp32 and fp16). The iteration lasts from the backward pass to the synchronized gradients
+(and the optimizer's step, learning rate 0). Every result is checked.
+
+- ``netstorm``: netstorm.torch's DistributedOptimizer (started by the launcher);
+- ``ddp``: DistributedDataParallel over gloo, one process group across every DC's workers;
+- ``ddp-fp16``: the same with DDP's fp16 compression hook;
+- ``post-local-sgd``: torch's post-local SGD: gradients all-reduced within the DC
+  (``post_localSGD_hook``, a subgroup per DC from ``--dc-ranks``) and the models averaged
+  across every worker each ``--period`` steps (``PostLocalSGDOptimizer``); its results are
+  checked against the DC's average.
+
+DDP's ranks come from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and, for gloo's own
+address, NETSTORM_BENCH_ADDRESS (every namespace shares the host name gloo would resolve).
+Writes DIR/rank{R}.json as netstorm.bench.worker does.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import time
+
+import numpy as np
+import torch
+
+from netstorm.bench.torch_models import build
+
+__all__ = ["expected", "main", "parse_args"]
+
+BACKENDS = ("netstorm", "ddp", "ddp-fp16", "post-local-sgd")
+TIMEOUT = datetime.timedelta(seconds=600)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--backend", required=True, choices=BACKENDS)
+    p.add_argument("--model", default="resnet18_v1")
+    p.add_argument("--mode", choices=["comm"], default="comm")
+    p.add_argument("--iters", type=int, default=5, help="measured iterations (+1 warm-up)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--period", type=int, default=4, help="post-local-sgd: steps per average")
+    p.add_argument("--dc-ranks", default="", help="post-local-sgd: each DC's ranks, "
+                                                  "'0,1:2,3'")
+    p.add_argument("--straggler-host", default=None)
+    p.add_argument("--straggler-s", type=float, default=0.0)
+    return p.parse_args(argv)
+
+
+class _Summed(torch.nn.Module):
+    """The model's parameters and a forward pass whose gradient is ``c`` everywhere."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, c):
+        return sum((p * c).sum() for p in self.model.parameters())
+
+
+def expected(rank: int, size: int, factor: int, dc_ranks=None) -> float:
+    """The synchronized gradient of every element: the sum of every worker's
+    ``(rank + 1) * factor`` (their gradients carry a factor ``size`` that averaging
+    removes), or for a DC-local all-reduce (``dc_ranks``: this DC's) its average."""
+    if dc_ranks is None:
+        return size * (size + 1) / 2 * factor
+    return float(np.mean([(r + 1) * factor * size for r in dc_ranks]))
+
+
+def _gloo_at(address: str) -> None:
+    """Make the gloo process groups bind to ``address``: gloo resolves the host name, which
+    every network namespace of the emulated WAN shares (a bench-only shim)."""
+    import torch.distributed.distributed_c10d as c10d
+    gloo = c10d.ProcessGroupGloo
+
+    def with_device(store, rank, size, timeout=TIMEOUT):
+        options = gloo._Options()
+        options._devices = [gloo.create_device(hostname=address)]
+        options._timeout = timeout
+        return gloo(store, rank, size, options)
+    c10d.ProcessGroupGloo = with_device
+
+
+def _ddp(args, module):
+    """(module wrapped in DDP, optimizer, rank, size, the DC's ranks or None)."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    if os.environ.get("NETSTORM_BENCH_ADDRESS"):
+        _gloo_at(os.environ["NETSTORM_BENCH_ADDRESS"])
+    dist.init_process_group("gloo", timeout=TIMEOUT)
+    rank, size = dist.get_rank(), dist.get_world_size()
+    ddp = torch.nn.parallel.DistributedDataParallel(module)
+    inner = torch.optim.SGD(module.parameters(), lr=0.0)
+    mine = None
+    if args.backend == "ddp-fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.backend == "post-local-sgd":
+        from torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook import (
+            PostLocalSGDState, post_localSGD_hook)
+        from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager
+        from torch.distributed.optim import PostLocalSGDOptimizer
+        groups = [[int(r) for r in part.split(",")] for part in args.dc_ranks.split(":")]
+        subgroup, _ = dist.new_subgroups_by_enumeration(groups, timeout=TIMEOUT)
+        mine = next(g for g in groups if rank in g)
+        ddp.register_comm_hook(PostLocalSGDState(None, subgroup, start_localSGD_iter=1),
+                               post_localSGD_hook)
+        inner = PostLocalSGDOptimizer(inner, PeriodicModelAverager(args.period, warmup_steps=1))
+    return ddp, inner, rank, size, mine
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(1)        # several workers share this host's cores
+    torch.manual_seed(0)
+    module = _Summed(build(args.model))
+    session = None
+    if args.backend == "netstorm":
+        import netstorm.torch as nst
+        session = nst.init()
+        rank, size, dc_ranks = session.rank, session.size, None
+        model = module
+        opt = nst.DistributedOptimizer(torch.optim.SGD(module.parameters(), lr=0.0),
+                                       module.named_parameters(), session=session)
+    else:
+        model, opt, rank, size, dc_ranks = _ddp(args, module)
+    here = os.environ.get("NETSTORM_HOST") or os.environ.get("NETSTORM_BENCH_ADDRESS")
+    extra_s = args.straggler_s if args.straggler_host and here == args.straggler_host else 0.0
+    params = list(module.parameters())
+    times, starts, correct = [], [], True
+    for it in range(args.iters + 1):
+        factor = it % 5 + 1
+        c = torch.tensor(float((rank + 1) * factor * size))
+        opt.zero_grad()
+        start = time.perf_counter()
+        starts.append(time.monotonic())
+        if extra_s:
+            time.sleep(extra_s)
+        model(c).backward()
+        opt.step()
+        times.append(time.perf_counter() - start)
+        local = dc_ranks if args.backend == "post-local-sgd" and it >= 1 else None
+        want = expected(rank, size, factor, local)
+        correct &= all(bool(torch.allclose(p.grad, torch.full_like(p.grad, want), rtol=1e-6,
+                                           atol=0)) for p in params)
+        if rank == 0:
+            print(f"iter {'warm-up' if it == 0 else f'{it}/{args.iters}'} {times[-1]:.3f}s",
+                  flush=True)
+    nbytes = sum(p.numel() * p.element_size() for p in params)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
+        json.dump({"rank": rank, "num_workers": size, "iter_s": times, "model_bytes": nbytes,
+                   "exact_sums": correct, "iter_start_monotonic": starts}, f)
+    if session is not None:
+        session.client.barrier()
+        session.close()
+    else:
+        import torch.distributed as dist
+        dist.barrier()
+        dist.destroy_process_group()
+    print(f"rank {rank} done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
