@@ -83,12 +83,13 @@ def _gloo_at(address: str) -> None:
     import torch.distributed.distributed_c10d as c10d
     gloo = c10d.ProcessGroupGloo
 
-    def with_device(store, rank, size, timeout=TIMEOUT):
-        options = gloo._Options()
-        options._devices = [gloo.create_device(hostname=address)]
-        options._timeout = timeout
-        return gloo(store, rank, size, options)
-    c10d.ProcessGroupGloo = with_device
+    class GlooAt(gloo):
+        def __init__(self, store, rank, size, timeout=TIMEOUT):
+            options = gloo._Options()
+            options._devices = [gloo.create_device(hostname=address)]
+            options._timeout = timeout
+            super().__init__(store, rank, size, options)
+    c10d.ProcessGroupGloo = GlooAt
 
 
 def _ddp(args, module):

@@ -36,3 +36,22 @@ def test_keys_are_handed_out_in_order_and_not_after_close():
     assert session.client.closed == (True, "")
     with pytest.raises(TorchSessionError, match="closed"):
         session.new_keys(1)
+
+
+def test_the_package_imports_neither_mxnet_nor_the_plug_in_nor_the_server():
+    """Read with ast, as tests/unit/test_import_rules.py reads the engine: netstorm.torch
+    stands on the worker client alone."""
+    import ast
+    from pathlib import Path
+    import netstorm.torch
+    found = set()
+    for path in Path(netstorm.torch.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                found.add(node.module)
+    forbidden = ("mxnet", "netstorm.kvstore", "netstorm.geoserver.server", "netstorm.scheduler",
+                 "netstorm.launcher", "netstorm.bench", "netstorm.wan")
+    assert not [m for m in found if m.startswith(forbidden)], found
+    assert "netstorm.geoserver.worker.client" in found

@@ -43,8 +43,10 @@ def main():
         opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
         step_of = opt.step
     else:
+        import sys
         import netstorm.torch as nst
         session = nst.init()
+        assert "mxnet" not in sys.modules, "netstorm.torch imported mxnet"
         rank = int(os.environ["RANK"])
         assert rank == session.rank and os.environ["WORLD_SIZE"] == str(session.size)
         model = build(rank)
