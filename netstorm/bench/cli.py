@@ -115,8 +115,9 @@ def parse_args(argv=None):
     unknown = [s for s in args.systems if s not in SYSTEMS]
     if unknown:
         p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
-    if torch_systems.refused(args.systems, args.mode):
-        p.error(torch_systems.refused(args.systems, args.mode))
+    why = torch_systems.refused(args.systems)
+    if why:
+        p.error(why)
     if args.mode == "train":
         check_train_args(p, args)
     else:

@@ -12,7 +12,8 @@ worker process):
 - ``netstorm-fapt-torch``: netstorm on fapt's trees driven from PyTorch
   (netstorm.torch.DistributedOptimizer), to set beside ``netstorm-fapt`` (from MXNet).
 
-Train mode is not built for them (:func:`refused`).
+In train mode they train the workload's PyTorch twin (netstorm.bench.torch_training) on the
+same data and hyper-parameters. Without PyTorch they are refused (:func:`refused`).
 """
 from __future__ import annotations
 
@@ -30,15 +31,12 @@ WORKER = "netstorm.bench.torch_worker"
 PERIOD = 4      # torch-post-local-sgd: steps per model average
 
 
-def refused(systems, mode: str) -> str:
-    """Why the PyTorch systems among ``systems`` cannot run in ``mode`` ('' if they can)."""
+def refused(systems) -> str:
+    """Why the PyTorch systems among ``systems`` cannot run here ('' if they can)."""
     mine = [s for s in systems if s in TORCH_SYSTEMS]
     if mine and importlib.util.find_spec("torch") is None:
         return (f"{', '.join(mine)} need PyTorch, not importable here: pip install "
                 f"'netstorm[torch]' (a CPU build: docs/torch.md)")
-    if mine and mode != "comm":
-        return (f"{', '.join(mine)}: the PyTorch systems run --mode comm only (their train "
-                f"mode is not built yet, docs/torch.md)")
     return ""
 
 

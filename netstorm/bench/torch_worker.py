@@ -1,23 +1,27 @@
-"""The PyTorch worker of scripts/bench.py (comm mode): one per worker process, for every
-PyTorch system alike (netstorm/bench/torch_systems.py).
+"""The PyTorch worker of scripts/bench.py: one per worker process, for every PyTorch system
+alike (netstorm/bench/torch_systems.py).
 
     python -m netstorm.bench.torch_worker --backend netstorm|ddp|ddp-fp16|post-local-sgd
-        --model resnet18_v1 --mode comm --iters N --out DIR [--dc-ranks 0,1:2,3]
+        --model resnet18_v1 --mode comm|train --iters N --out DIR [--dc-ranks 0,1:2,3]
 
-Every parameter of the model's PyTorch twin (netstorm.bench.torch_models) gets the gradient
+train: the workload's PyTorch twin trained as netstorm.bench.worker trains it with MXNet
+(netstorm.bench.torch_training), the same result file.
+
+comm: every parameter of the model's PyTorch twin (netstorm.bench.torch_models) gets the gradient
 ``(rank + 1) * (iteration % 5 + 1) * N`` from a backward pass over ``sum(p * c)`` (so the
 synchronization is driven by autograd's hooks, as in training): DDP's averaging and
 netstorm.torch's both give the exact sum of ``(rank + 1) * factor`` (small integers, exact in
 fp32 and fp16). The iteration lasts from the backward pass to the synchronized gradients
-(and the optimizer's step, learning rate 0). Every result is checked.
+(and the optimizer's step, learning rate 0). Every result is checked (the DC's average,
+for post-local SGD's local steps).
 
 - ``netstorm``: netstorm.torch's DistributedOptimizer (started by the launcher);
 - ``ddp``: DistributedDataParallel over gloo, one process group across every DC's workers;
 - ``ddp-fp16``: the same with DDP's fp16 compression hook;
 - ``post-local-sgd``: torch's post-local SGD: gradients all-reduced within the DC
   (``post_localSGD_hook``, a subgroup per DC from ``--dc-ranks``) and the models averaged
-  across every worker each ``--period`` steps (``PostLocalSGDOptimizer``); its results are
-  checked against the DC's average.
+  across every worker each ``--period`` steps (``PostLocalSGDOptimizer``) and once after the
+  last step (train mode: every rank ends with the same weights).
 
 DDP's ranks come from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and, for gloo's own
 address, NETSTORM_BENCH_ADDRESS (every namespace shares the host name gloo would resolve).
@@ -35,6 +39,8 @@ import numpy as np
 import torch
 
 from netstorm.bench.torch_models import build
+from netstorm.bench.torch_training import inner_optimizer, prepare, train
+from netstorm.bench.workloads import WORKLOADS, resolve
 
 __all__ = ["expected", "main", "parse_args"]
 
@@ -46,7 +52,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--backend", required=True, choices=BACKENDS)
     p.add_argument("--model", default="resnet18_v1")
-    p.add_argument("--mode", choices=["comm"], default="comm")
+    p.add_argument("--mode", choices=["comm", "train"], default="comm")
     p.add_argument("--iters", type=int, default=5, help="measured iterations (+1 warm-up)")
     p.add_argument("--out", required=True)
     p.add_argument("--period", type=int, default=4, help="post-local-sgd: steps per average")
@@ -54,7 +60,26 @@ def parse_args(argv=None):
                                                   "'0,1:2,3'")
     p.add_argument("--straggler-host", default=None)
     p.add_argument("--straggler-s", type=float, default=0.0)
-    return p.parse_args(argv)
+    t = p.add_argument_group("train mode: netstorm.bench.worker's flags, resolved by the bench")
+    t.add_argument("--workload", default="mlp-digits", choices=list(WORKLOADS))
+    t.add_argument("--data", default=None)
+    t.add_argument("--hidden", type=int, default=None)
+    t.add_argument("--layers", type=int, default=2)
+    t.add_argument("--heads", type=int, default=4)
+    t.add_argument("--seq-len", type=int, default=32)
+    t.add_argument("--vocab", type=int, default=8192)
+    t.add_argument("--eval-tokens", type=int, default=4096)
+    t.add_argument("--batch-size", type=int, default=None)
+    t.add_argument("--lr", type=float, default=None)
+    t.add_argument("--wd", type=float, default=0.0)
+    t.add_argument("--momentum", type=float, default=0.9)
+    t.add_argument("--optimizer", default=None, choices=["sgd", "adam"])
+    t.add_argument("--seed", type=int, default=42)
+    t.add_argument("--eval-every", type=int, default=None)
+    args = p.parse_args(argv)
+    if args.mode == "train":
+        resolve(args)
+    return args
 
 
 class _Summed(torch.nn.Module):
@@ -92,51 +117,41 @@ def _gloo_at(address: str) -> None:
     c10d.ProcessGroupGloo = GlooAt
 
 
-def _ddp(args, module):
-    """(module wrapped in DDP, optimizer, rank, size, the DC's ranks or None)."""
+def _ddp_group(args) -> tuple:
+    """Join DDP's process group: (rank, size)."""
     import torch.distributed as dist
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     if os.environ.get("NETSTORM_BENCH_ADDRESS"):
         _gloo_at(os.environ["NETSTORM_BENCH_ADDRESS"])
     dist.init_process_group("gloo", timeout=TIMEOUT)
-    rank, size = dist.get_rank(), dist.get_world_size()
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _ddp(args, module, inner, rank: int) -> tuple:
+    """(module wrapped in DDP, its optimizer, this DC's ranks or None, what runs after the
+    last step or None): post-local SGD ends with one average of every worker's model."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     ddp = torch.nn.parallel.DistributedDataParallel(module)
-    inner = torch.optim.SGD(module.parameters(), lr=0.0)
-    mine = None
     if args.backend == "ddp-fp16":
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    elif args.backend == "post-local-sgd":
-        from torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook import (
-            PostLocalSGDState, post_localSGD_hook)
-        from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager
-        from torch.distributed.optim import PostLocalSGDOptimizer
-        groups = [[int(r) for r in part.split(",")] for part in args.dc_ranks.split(":")]
-        subgroup, _ = dist.new_subgroups_by_enumeration(groups, timeout=TIMEOUT)
-        mine = next(g for g in groups if rank in g)
-        ddp.register_comm_hook(PostLocalSGDState(None, subgroup, start_localSGD_iter=1),
-                               post_localSGD_hook)
-        inner = PostLocalSGDOptimizer(inner, PeriodicModelAverager(args.period, warmup_steps=1))
-    return ddp, inner, rank, size, mine
+    if args.backend != "post-local-sgd":
+        return ddp, inner, None, None
+    from torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook import (
+        PostLocalSGDState, post_localSGD_hook)
+    from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager
+    from torch.distributed.algorithms.model_averaging.utils import average_parameters
+    from torch.distributed.optim import PostLocalSGDOptimizer
+    groups = [[int(r) for r in part.split(",")] for part in args.dc_ranks.split(":")]
+    subgroup, _ = dist.new_subgroups_by_enumeration(groups, timeout=TIMEOUT)
+    ddp.register_comm_hook(PostLocalSGDState(None, subgroup, start_localSGD_iter=1),
+                           post_localSGD_hook)
+    opt = PostLocalSGDOptimizer(inner, PeriodicModelAverager(args.period, warmup_steps=1))
+    return ddp, opt, next(g for g in groups if rank in g), \
+        lambda: average_parameters(module.parameters(), dist.group.WORLD)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    torch.set_num_threads(1)        # several workers share this host's cores
-    torch.manual_seed(0)
-    module = _Summed(build(args.model))
-    session = None
-    if args.backend == "netstorm":
-        import netstorm.torch as nst
-        session = nst.init()
-        rank, size, dc_ranks = session.rank, session.size, None
-        model = module
-        opt = nst.DistributedOptimizer(torch.optim.SGD(module.parameters(), lr=0.0),
-                                       module.named_parameters(), session=session)
-    else:
-        model, opt, rank, size, dc_ranks = _ddp(args, module)
-    here = os.environ.get("NETSTORM_HOST") or os.environ.get("NETSTORM_BENCH_ADDRESS")
-    extra_s = args.straggler_s if args.straggler_host and here == args.straggler_host else 0.0
-    params = list(module.parameters())
+def comm(forward, opt, params, args, rank: int, size: int, dc_ranks) -> tuple:
+    """Comm mode's iterations (see the module doc): (seconds each, checks)."""
     times, starts, correct = [], [], True
     for it in range(args.iters + 1):
         factor = it % 5 + 1
@@ -144,23 +159,56 @@ def main(argv=None):
         opt.zero_grad()
         start = time.perf_counter()
         starts.append(time.monotonic())
-        if extra_s:
-            time.sleep(extra_s)
-        model(c).backward()
+        if args.extra_s:
+            time.sleep(args.extra_s)
+        forward(c).backward()
         opt.step()
         times.append(time.perf_counter() - start)
-        local = dc_ranks if args.backend == "post-local-sgd" and it >= 1 else None
-        want = expected(rank, size, factor, local)
+        want = expected(rank, size, factor, dc_ranks if it >= 1 else None)
         correct &= all(bool(torch.allclose(p.grad, torch.full_like(p.grad, want), rtol=1e-6,
                                            atol=0)) for p in params)
         if rank == 0:
             print(f"iter {'warm-up' if it == 0 else f'{it}/{args.iters}'} {times[-1]:.3f}s",
                   flush=True)
-    nbytes = sum(p.numel() * p.element_size() for p in params)
+    return times, {"exact_sums": correct, "iter_start_monotonic": starts,
+                   "model_bytes": sum(p.numel() * p.element_size() for p in params)}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(1)        # several workers share this host's cores
+    session = None
+    if args.backend == "netstorm":
+        import netstorm.torch as nst
+        session = nst.init()
+        rank, size = session.rank, session.size
+    else:
+        rank, size = _ddp_group(args)
+    here = os.environ.get("NETSTORM_HOST") or os.environ.get("NETSTORM_BENCH_ADDRESS")
+    args.extra_s = args.straggler_s if args.straggler_host and here == args.straggler_host \
+        else 0.0
+    task = prepare(args, rank, size) if args.mode == "train" else None
+    if task is None:
+        torch.manual_seed(0)
+        module = _Summed(build(args.model))
+        inner = torch.optim.SGD(module.parameters(), lr=0.0)
+    else:
+        module = task.net
+        inner = inner_optimizer(args, module.parameters(), size)
+    finish, dc_ranks = None, None
+    if session is not None:
+        forward = module
+        opt = nst.DistributedOptimizer(inner, module.named_parameters(), session=session)
+    else:
+        forward, opt, dc_ranks, finish = _ddp(args, module, inner, rank)
+    if task is None:
+        times, checks = comm(forward, opt, list(module.parameters()), args, rank, size,
+                             dc_ranks)
+    else:
+        times, checks = train(task, forward, opt, args, rank, finish)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
-        json.dump({"rank": rank, "num_workers": size, "iter_s": times, "model_bytes": nbytes,
-                   "exact_sums": correct, "iter_start_monotonic": starts}, f)
+        json.dump({"rank": rank, "num_workers": size, "iter_s": times, **checks}, f)
     if session is not None:
         session.client.barrier()
         session.close()

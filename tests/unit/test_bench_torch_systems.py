@@ -1,6 +1,6 @@
 """netstorm.bench.torch_systems, torch_models and torch_worker's pure parts: the PyTorch
 systems' rows, their commands and DC order, their refusals; the ResNet-18 twin's size; the
-expected synchronized values. (A live run: tests/cluster/test_bench_torch.py.)"""
+expected synchronized values."""
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -74,17 +74,21 @@ def test_ddp_ranks_start_in_the_best_connected_dc_with_gloo_on_the_dcs_address(
     assert started[2][4] == ["ip", "netns", "exec", "dc0"]
 
 
-def test_train_mode_and_a_missing_torch_are_refused_naming_the_systems(monkeypatch):
-    assert torch_systems.refused(["netstorm-fapt", "torch-ddp"], "comm") == ""
-    assert "torch-ddp: the PyTorch systems run --mode comm only" in \
-        torch_systems.refused(["netstorm-fapt", "torch-ddp"], "train")
+def test_without_pytorch_they_are_refused_naming_the_extra(monkeypatch, capsys):
+    assert torch_systems.refused(["netstorm-fapt", "torch-ddp"]) == ""
     monkeypatch.setattr(torch_systems.importlib.util, "find_spec", lambda name: None)
-    assert "pip install 'netstorm[torch]'" in torch_systems.refused(["torch-ddp"], "comm")
-    assert torch_systems.refused(["netstorm-fapt"], "comm") == ""
-
-
-def test_the_cli_refuses_them_in_train_mode(capsys):
+    assert "pip install 'netstorm[torch]'" in torch_systems.refused(["torch-ddp"])
+    assert torch_systems.refused(["netstorm-fapt"]) == ""
     with pytest.raises(SystemExit) as exc:
-        cli.parse_args(["--mode", "train", "--systems", "torch-ddp"])
+        cli.parse_args(["--systems", "netstorm-fapt,torch-ddp-fp16"])
     assert exc.value.code == 2
-    assert "run --mode comm only" in capsys.readouterr().err
+    assert "torch-ddp-fp16 need PyTorch" in capsys.readouterr().err
+
+
+def test_the_worker_takes_the_train_flags_the_bench_gives_every_worker():
+    from netstorm.bench.train_args import worker_args
+    bench = cli.parse_args(["--mode", "train", "--systems", "torch-ddp,netstorm-fapt",
+                            "--workload", "lm"])
+    args = parse_args(["--backend", "ddp", "--out", "x", *worker_args(bench)])
+    assert (args.workload, args.optimizer, args.batch_size, args.hidden, args.seq_len) == \
+        ("lm", "adam", bench.batch_size, bench.hidden, bench.seq_len)
