@@ -21,7 +21,7 @@ from netstorm.wan.routes import path_delays_ms
 
 from .dataplane import DEFAULT_DATAPLANE
 from .scraper import Scrapers
-from .torch_systems import TORCH_SYSTEMS
+from .torch_systems import TORCH_SYNCED, TORCH_SYSTEMS
 
 __all__ = ["ADAPTIVE", "COMPRESSED", "DATAPLANE_OF", "FAPT_TREES", "OBSERVED", "STATS_FILE",
            "SYNCED", "SYSTEMS", "VARIANTS", "RunContext", "cluster_config",
@@ -223,6 +223,7 @@ SYSTEMS.update(TORCH_SYSTEMS)   # PyTorch's own and netstorm from PyTorch (torch
 # system -> the sync setting it runs with (a key of RunContext.sync: several settings may
 # share a mode, e.g. diloco and streaming) and the compression setting (RunContext.compression)
 SYNCED = {name: sync for name, (sync, _) in VARIANTS.items() if sync}
+SYNCED.update(TORCH_SYNCED)
 COMPRESSED = {"mxnet-2bit": "2bit",
               **{name: kind for name, (_, kind) in VARIANTS.items() if kind}}
 # systems that start on fapt's split trees (report.fapt_plan): their links' assigned bytes

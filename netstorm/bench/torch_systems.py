@@ -10,7 +10,9 @@ worker process):
   the models averaged across every worker each ``PERIOD`` steps (compare its mean
   iteration time: the averaging steps are the slow ones);
 - ``netstorm-fapt-torch``: netstorm on fapt's trees driven from PyTorch
-  (netstorm.torch.DistributedOptimizer), to set beside ``netstorm-fapt`` (from MXNet).
+  (netstorm.torch.DistributedOptimizer), to set beside ``netstorm-fapt`` (from MXNet);
+- ``netstorm-diloco-torch`` (train mode): netstorm's diloco from PyTorch
+  (netstorm.torch.LocalUpdates), beside ``netstorm-diloco`` and torch's local SGD.
 
 In train mode they train the workload's PyTorch twin (netstorm.bench.torch_training) on the
 same data and hyper-parameters. Without PyTorch they are refused (:func:`refused`).
@@ -24,7 +26,7 @@ from pathlib import Path
 from netstorm.launcher import free_port, run_cluster
 from netstorm.launcher.supervisor import Launcher, child_env
 
-__all__ = ["PERIOD", "TORCH_SYSTEMS", "refused", "run_netstorm_torch", "run_torch_ddp",
+__all__ = ["PERIOD", "TORCH_SYNCED", "TORCH_SYSTEMS", "refused", "run_netstorm_torch", "run_torch_ddp",
            "torch_command"]
 
 WORKER = "netstorm.bench.torch_worker"
@@ -75,11 +77,12 @@ def run_torch_ddp(ctx, out: Path, backend: str) -> int:
         return launcher.wait(len(dcs) * per_dc)
 
 
-def run_netstorm_torch(ctx, out: Path, policy: str) -> int:
-    """netstorm's cluster as :func:`~netstorm.bench.systems.run_netstorm` runs it, its
-    workers driving it from PyTorch."""
+def run_netstorm_torch(ctx, out: Path, policy: str, sync: str = "fsa") -> int:
+    """netstorm's cluster as :func:`~netstorm.bench.systems.run_netstorm` runs it (``sync``:
+    a setting in ``ctx.sync``), its workers driving it from PyTorch (DistributedOptimizer,
+    or LocalUpdates under hfa and diloco)."""
     from .systems import cluster_config     # noqa: PLC0415  (systems lists these rows)
-    return run_cluster(cluster_config(ctx, out, policy),
+    return run_cluster(cluster_config(ctx, out, policy, sync=sync),
                        torch_command(ctx, out, "netstorm"),
                        wrap_dc=ctx.wan.exec_prefix, out=ctx.log)
 
@@ -89,4 +92,6 @@ TORCH_SYSTEMS = {
     "torch-ddp-fp16": lambda ctx, out: run_torch_ddp(ctx, out, "ddp-fp16"),
     "torch-post-local-sgd": lambda ctx, out: run_torch_ddp(ctx, out, "post-local-sgd"),
     "netstorm-fapt-torch": lambda ctx, out: run_netstorm_torch(ctx, out, "fapt"),
+    "netstorm-diloco-torch": lambda ctx, out: run_netstorm_torch(ctx, out, "fapt", "diloco"),
 }
+TORCH_SYNCED = {"netstorm-diloco-torch": "diloco"}     # system -> its sync setting (train)

@@ -15,7 +15,8 @@ fp32 and fp16). The iteration lasts from the backward pass to the synchronized g
 (and the optimizer's step, learning rate 0). Every result is checked (the DC's average,
 for post-local SGD's local steps).
 
-- ``netstorm``: netstorm.torch's DistributedOptimizer (started by the launcher);
+- ``netstorm``: netstorm.torch's DistributedOptimizer, or LocalUpdates under the cluster's
+  hfa or diloco (started by the launcher);
 - ``ddp``: DistributedDataParallel over gloo, one process group across every DC's workers;
 - ``ddp-fp16``: the same with DDP's fp16 compression hook;
 - ``post-local-sgd``: torch's post-local SGD: gradients all-reduced within the DC
@@ -198,7 +199,8 @@ def main(argv=None):
     finish, dc_ranks = None, None
     if session is not None:
         forward = module
-        opt = nst.DistributedOptimizer(inner, module.named_parameters(), session=session)
+        wrap = nst.DistributedOptimizer if session.sync.mode == "fsa" else nst.LocalUpdates
+        opt = wrap(inner, module.named_parameters(), session=session)
     else:
         forward, opt, dc_ranks, finish = _ddp(args, module, inner, rank)
     if task is None:

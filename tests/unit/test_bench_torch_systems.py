@@ -12,10 +12,12 @@ from netstorm.bench.torch_worker import expected, parse_args
 
 
 def test_the_rows_are_in_the_benchs_systems():
-    assert set(torch_systems.TORCH_SYSTEMS) == {"torch-ddp", "torch-ddp-fp16",
-                                                "torch-post-local-sgd", "netstorm-fapt-torch"}
+    assert set(torch_systems.TORCH_SYSTEMS) == {
+        "torch-ddp", "torch-ddp-fp16", "torch-post-local-sgd", "netstorm-fapt-torch",
+        "netstorm-diloco-torch"}
     assert set(torch_systems.TORCH_SYSTEMS) <= set(systems.SYSTEMS)
     assert "netstorm-fapt-torch" in systems.FAPT_TREES
+    assert systems.SYNCED["netstorm-diloco-torch"] == "diloco"
 
 
 def test_the_resnet18_twin_moves_gluons_resnet18_v1_bytes():
