@@ -76,7 +76,7 @@ def test_the_new_systems_name_their_sync_and_compression_settings():
     assert {n: SYNCED[n] for n in SYNCED if "diloco" in n or "streaming" in n} == {
         "netstorm-diloco": "diloco", "netstorm-diloco-fp16": "diloco",
         "netstorm-diloco-int8": "diloco", "netstorm-diloco-topk2bit": "diloco",
-        "netstorm-streaming": "streaming"}
+        "netstorm-streaming": "streaming", "netstorm-diloco-torch": "diloco"}
     assert (COMPRESSED["netstorm-diloco-fp16"], COMPRESSED["netstorm-diloco-int8"],
             COMPRESSED["netstorm-diloco-topk2bit"], COMPRESSED["netstorm-streaming"]) == \
         ("fp16", "int8", "topk2bit", "streaming")
