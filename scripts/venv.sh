@@ -16,6 +16,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     echo "[setup] installing netstorm and its dependencies into .venv"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
     "$VENV/bin/python" -m pip install --quiet -e "$REPO[test]"
+    # netstorm.torch's tests: a CPU build (a plain `torch` requirement would fetch CUDA)
+    "$VENV/bin/python" -m pip install --quiet "torch==2.13.0"
     echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"
