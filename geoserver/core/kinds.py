@@ -208,7 +208,11 @@ _ROWS = [
           *_PEER, handler="_on_state_request"),
     _spec(Kind.STATE, MessageSchema(Obj({
         "keys": ListOf(KEY_STATE), "spec": Nullable(OPTIMIZER_SPEC), "states": Nullable(STATES),
-        "states_digest": DIGEST}, required=("keys",)), frames=(0, None), dtype="optional",
+        "states_digest": DIGEST,
+        "mode": Nullable(Obj({"buffers": ListOf(Row(Int(0, I64), Str(16, KEY_DTYPES),
+                                                    Int(0, U32))), "digest": DIGEST},
+                             required=("buffers", "digest")))},
+        required=("keys",)), frames=(0, None), dtype="optional",
         check=check_replica, flags=Flag.QUEUED, max_meta_bytes=MAX_META_BYTES),
         *_PEER, handler="_on_state"),
     _spec(Kind.RECOVERED, EMPTY, *_SERVER_TO_SCHED, handler="_on_recovered"),

@@ -115,6 +115,7 @@ class ServerRecovery:
                 source = self._source(holders, asks)
                 self.awaiting[key] = (rnd, want, source)
                 asks.setdefault(source, []).append(key)
+        self._rollback_residuals()
         self.exchange.forget_after(self.rounds)
         self.exchange.policy_added()
         log.info("%s: replay policy %d from round %d; copying %d keys from %s", self.dc,
@@ -126,6 +127,21 @@ class ServerRecovery:
         for dc, request in sorted(early.items()):
             self.on_state_request(dc, request)
         self._maybe_done()
+
+    def _rollback_residuals(self) -> None:
+        """Compression's error-feedback residuals back to before the rounds replayed
+        (:meth:`~netstorm.geoserver.compression.feedback.ErrorFeedback.rollback`), before
+        any chunk of the replay policy is encoded here."""
+        codec = getattr(self.exchange, "codec", None)     # the native exchange: none
+        if codec is None:
+            return
+        try:
+            rolled = codec.rollback(self.rounds)
+        except ValueError as exc:
+            raise AbortError(f"{self.dc}: cannot replay compressed rounds: {exc}") from exc
+        if rolled:
+            log.info("%s: residuals of %d keys rolled back to before their replayed round",
+                     self.dc, len(rolled))
 
     def _source(self, holders, asks: dict) -> str:
         """The holder to copy a key from: the fastest known link into this DC for the keys
@@ -194,8 +210,9 @@ class ServerRecovery:
             return
         expected = {k: self.awaiting[k][:2] for k in keys}
         try:
-            replicas, spec, states, frames = replica.decode(msg.meta, msg.frames, expected)
-            self.store.replicas.adopt(replicas, spec, states, frames)
+            replicas, spec, states, frames, mode = replica.decode(msg.meta, msg.frames,
+                                                                  expected)
+            self.store.replicas.adopt(replicas, spec, states, frames, mode)
         except (replica.ReplicaError, RequestError) as exc:    # RequestError: a key known here
             raise AbortError(f"{self.dc}: refused the replica from {source}: {exc}") from exc
         for rep in replicas:
