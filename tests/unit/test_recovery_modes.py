@@ -92,10 +92,12 @@ def _cluster(names, seed, sync, compression):
     return dcs, net, rng, policy
 
 
-def _replace(dcs, net, lost, sync, compression):
+def _replace(dcs, net, lost, sync, compression, dead=None):
     """What the scheduler and the launchers do when the servers of ``lost`` die at once:
-    the survivors freeze and report, one plan, new servers, every DC replays."""
+    the survivors freeze and report, one plan, new servers for the ``dead`` (default: every
+    lost DC; a replacement still copying is lost again without dying), every DC replays."""
     names = tuple(dcs)
+    dead = lost if dead is None else dead
     survivors = [d for d in names if d not in lost]
     latest = max(dcs[survivors[0]].policies.by_version)
     replacement = ServerReplacement(lost, survivors, deadline=1e9)
@@ -105,7 +107,7 @@ def _replace(dcs, net, lost, sync, compression):
         replacement.report(d, dcs[d].po.to_scheduler.pop().meta["keys"])
     plan = replacement.make_plan()
     olds = {}
-    for d in lost:
+    for d in dead:
         olds[d] = old = dcs[d]
         dcs[d] = _ModeDc(d, old.rank, net, None, names, sync, compression, replacing=True)
         dcs[d].values = old.values         # the worker lives on
@@ -197,3 +199,39 @@ def test_recover_refuses_a_plan_with_no_surviving_dc():
         ServerReplacement(("a", "b"), (), deadline=1.0)
     with pytest.raises(ValueError, match="must be two sets"):
         ServerReplacement(("a",), ("a", "b"), deadline=1.0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("mode", ["fsa", "fsa-2bit"])
+def test_recover_a_loss_during_a_replacement_in_process_exactly(mode, seed):
+    """dc b's server is lost; while it is being replaced (a random number of the copies
+    and replays delivered), dc c's server dies too. The replacement starts again under a
+    new version with both lost (b's new server, if not back yet, copies again; its
+    earlier requests and copies are dropped as stale), and every DC ends as without a
+    loss."""
+    sync, compression = (SyncConfig(), None) if mode == "fsa" else MODES[mode]
+    names = ("a", "b", "c", "d")
+    dcs, net, rng, _ = _cluster(names, seed, sync, compression)
+    _run(dcs, net, rng, until=3)
+    _run(dcs, net, rng, until=10, steps=rng.randrange(1, 150))
+    first, plan1 = _replace(dcs, net, ("b",), sync, compression)
+    _run(dcs, net, rng, until=0, steps=rng.randrange(0, 24))
+    b_back = not dcs["b"].recovery.active
+    lost = ("c",) if b_back else ("b", "c")
+    second, plan2 = _replace(dcs, net, lost, sync, compression, dead=("c",))
+    _run(dcs, net, rng, until=0)
+    assert not any(dc.recovery.active for dc in dcs.values())
+    for d, old in {**second, **first}.items():
+        _resend(old, dcs[d])
+    _run(dcs, net, rng, until=10)
+    ref, ref_net, _, _ = _cluster(names, seed, sync, compression)
+    if compression:
+        b_plan = plan1 if b_back else plan2
+        _zero_residuals_at(ref["b"].codec, {k: r + 1 for k, (r, _, _) in b_plan.items()})
+        _zero_residuals_at(ref["c"].codec, {k: r + 1 for k, (r, _, _) in plan2.items()})
+    _run(ref, ref_net, random.Random(seed + 1000), until=10)
+    for d in names:
+        for key in SHAPES:
+            np.testing.assert_array_equal(dcs[d].store.keys[key].value,
+                                          ref[d].store.keys[key].value,
+                                          err_msg=f"{d} key {key}: {plan1} then {plan2}")
