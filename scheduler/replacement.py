@@ -28,9 +28,11 @@ class RecoveryError(RuntimeError):
 
 
 class ServerReplacement:
-    def __init__(self, lost, survivors, deadline: float):
+    def __init__(self, lost, survivors, deadline: float, paused=None):
         """``lost``: the DC (or DCs, lost at once) whose servers are replaced;
-        ``survivors``: the DCs whose servers report; all must within ``deadline``."""
+        ``survivors``: the DCs whose servers report; all must within ``deadline``, unless
+        ``paused()`` (another server lost meanwhile, awaited: its own deadline holds)."""
+        self.paused = paused or (lambda: False)
         self.lost_dcs = (lost,) if isinstance(lost, str) else tuple(sorted(lost))
         if not self.lost_dcs or set(self.lost_dcs) & set(survivors):
             raise ValueError(f"lost {self.lost_dcs} and surviving {sorted(survivors)} DCs "
@@ -94,7 +96,7 @@ class ServerReplacement:
 
     def overdue(self, now: float) -> str:
         """Why the replacement failed, once it took longer than allowed; "" otherwise."""
-        if now <= self.deadline:
+        if now <= self.deadline or self.paused():
             return ""
         if self.plan is None:
             waiting = sorted(self.survivors - set(self.reports))

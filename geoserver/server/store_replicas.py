@@ -97,4 +97,5 @@ class StoreReplicas:
                 rnd.layout, rnd.total, rnd.chunks_done = [], None, 0
                 if rnd.pushed >= store.mode.needed(entry.key, rnd_no):
                     store.to_wan(entry, rnd_no, rnd)
+            store.mode.settled(entry)       # esync: rounds without the workers that left
             store.answer_pulls(entry)
