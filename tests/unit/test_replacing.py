@@ -135,3 +135,14 @@ def test_recovery_restarts_when_a_survivor_is_lost_during_a_replacement():
     with pytest.raises(ClusterAborted, match="the servers of every DC .dc0, dc1, dc2. were "
                                              "lost"):
         _rejoin(replacing, "dc0", 1)
+
+
+def test_recovery_tells_a_new_esync_server_again_of_the_workers_that_finished():
+    """esync: the rounds after a finished worker's last go on without it; a new server
+    hears of it again (WORKER_LEFT, as the others did when it finished)."""
+    replacing, van, _, _ = _replacing()
+    replacing.liveness.departures[5] = {"rank": 1, "pushes": [[0, 7]], "who": "worker"}
+    _lose(replacing, "dc1")
+    _rejoin(replacing, "dc1", 2)
+    assert (2, wire.Kind.WORKER_LEFT) in van.sent
+    assert [n for n, kind in van.sent if kind == wire.Kind.WORKER_LEFT] == [2]
