@@ -84,6 +84,7 @@ def test_a_finished_worker_is_announced_to_those_still_running_and_esync_servers
     assert liveness.van.sent == [(4, wire.Kind.WORKER_LEFT, left),
                                  (1, wire.Kind.WORKER_LEFT, left),
                                  (2, wire.Kind.WORKER_LEFT, left)]
+    assert liveness.departures == {3: left}     # a replaced server hears it again
     failed = wire.Message(wire.Kind.BYE, sender=4, meta={"clean": False, "reason": "oom"})
     with pytest.raises(ClusterAborted, match=r"worker rank 1 \(dc1/0, node 4\) failed: oom"):
         liveness.bye(failed, replacing=False, esync=False)
