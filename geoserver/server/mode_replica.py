@@ -35,8 +35,9 @@ def export(mode, keys) -> list:
 
 
 def adopt(mode, keys, arrays: dict, shapes: dict) -> None:
-    """``keys`` take a peer's mode state ``arrays`` (``{key: flat array}``; a key without
-    one has none here either), each reshaped to ``shapes[key]``. Raises
+    """``keys`` take a peer's mode state ``arrays`` (``{key: flat array}``, kept flat as
+    the mode keeps them; a key without one has none here either); ``shapes``: each key's
+    shape. Raises
     :class:`ModeStateError` for state this mode does not keep, a key not among ``keys``,
     or an array of another size than its key. O(bytes)."""
     if not isinstance(mode, DilocoMode):

@@ -170,7 +170,7 @@ MODES = {"fsa-2bit": (SyncConfig(), TWO_BIT),
          "diloco-2bit": (SyncConfig(mode="diloco", outer_lr=0.5, outer_momentum=0.75), TWO_BIT)}
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_recover_a_lost_server_in_process_in_every_mode_exactly(mode, seed):
     """dc b's server lost at a random message of a round (3 DCs): under compression every
@@ -184,7 +184,7 @@ def test_recover_a_lost_server_in_process_in_every_mode_exactly(mode, seed):
         assert dcs["b"].store.mode.outer.buffers.keys() == set(SHAPES)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("mode", ["fsa", "fsa-2bit", "diloco"])
 def test_recover_two_servers_lost_at_once_in_process_exactly(mode, seed):
     """dcs b and d lost at the same moment (4 DCs): one plan from the two survivors, both
@@ -201,7 +201,7 @@ def test_recover_refuses_a_plan_with_no_surviving_dc():
         ServerReplacement(("a",), ("a", "b"), deadline=1.0)
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("mode", ["fsa", "fsa-2bit"])
 def test_recover_a_loss_during_a_replacement_in_process_exactly(mode, seed):
     """dc b's server is lost; while it is being replaced (a random number of the copies
