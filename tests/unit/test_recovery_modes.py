@@ -63,7 +63,11 @@ class _ModeDc:
             self.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=self.worker,
                                                 meta={"spec": SPEC}))
 
+    stop_after = 1 << 30                # esync: the worker finishes after this round
+
     def push(self, key, rnd):
+        if rnd > self.stop_after:
+            return
         grad = gradient(key, rnd, self.rank).reshape(-1)       # a gradient, or a delta
         self.store.on_push(Message(Kind.PUSH, key=key, seq=rnd, sender=self.worker,
                                    flags=Flag.WANT_VALUE, dtype=np.float32, frames=[grad]))
@@ -291,3 +295,52 @@ def test_recover_copies_again_and_drops_stale_replicas_when_the_holder_dies_in_p
         for k in SHAPES:
             np.testing.assert_array_equal(dcs[d].store.keys[k].value,
                                           ref[d].store.keys[k].value, err_msg=f"{d} key {k}")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_recover_an_esync_server_whose_worker_finished_in_process_exactly(seed):
+    """esync: dc a's only worker finished after round 4, so a contributes zeros to the
+    rounds the others go on with; then a's server is lost. Its replacement hears again
+    that the worker left (as the scheduler tells it, scheduler/replacing.py), copies a
+    peer's replica, contributes zeros again, and every DC ends as without a loss."""
+    sync, names = SyncConfig(mode="esync"), ("a", "b", "c")
+
+    def finished(dcs):
+        dcs["a"].stop_after = 4
+        for dc in dcs.values():
+            dc.store.worker_left(100, {k: 4 for k in SHAPES}, everyone=False)
+
+    dcs, net, rng, _ = _cluster(names, seed, sync, None)
+    _run(dcs, net, rng, until=4)
+    finished(dcs)
+    _run(dcs, net, rng, until=10, steps=rng.randrange(1, 150))
+    survivors = ("b", "c")
+    latest = max(dcs["b"].policies.by_version)
+    replacement = ServerReplacement("a", survivors, deadline=1e9)
+    for d in survivors:
+        dcs[d].recovery.on_recover(Message(Kind.RECOVER, meta={"dc": "a",
+                                                               "version": latest + 1}))
+        replacement.report(d, dcs[d].po.to_scheduler.pop().meta["keys"])
+    plan = replacement.make_plan()
+    dcs["a"] = new = _ModeDc("a", 0, net, None, names, sync, replacing=True)
+    new.stop_after = 4
+    new.store.worker_left(100, {k: 4 for k in SHAPES}, everyone=False)   # told again
+    then = dcs["b"].policies.for_round(replacement.start_round)
+    replay = Message(Kind.REPLAY, meta={
+        "policy": Policy(latest + 1, replacement.start_round, then.trees,
+                         then.shares).to_json(),
+        "keys": [[k, r, list(h), dg] for k, (r, h, dg) in sorted(plan.items())]})
+    for d in names:
+        dcs[d].recovery.on_replay(replay)
+    _run(dcs, net, rng, until=0)
+    assert not any(dc.recovery.active for dc in dcs.values())
+    _run(dcs, net, rng, until=10)
+    ref, ref_net, ref_rng, _ = _cluster(names, seed, sync, None)
+    _run(ref, ref_net, ref_rng, until=4)
+    finished(ref)
+    _run(ref, ref_net, random.Random(seed + 1000), until=10)
+    for d in names:
+        for key in SHAPES:
+            assert dcs[d].store.keys[key].applied == 10
+            np.testing.assert_array_equal(dcs[d].store.keys[key].value,
+                                          ref[d].store.keys[key].value, err_msg=f"{d} {key}")
