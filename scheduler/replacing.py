@@ -133,8 +133,10 @@ class ServerReplacing:
         if self.current is None or not self.current.back(dc):
             return
         took = time.monotonic() - (self.current.deadline - self.config.timeout_s)
-        log.warning("the server of %s was replaced in %.1fs; every DC replays from its "
-                    "planned rounds", self.current.lost_dc, took)
+        what = f"the server of {self.current.lost_dc} was" if len(self.current.lost_dcs) == 1 \
+            else f"the servers of {self.current.lost_dc} were"
+        log.warning("%s replaced in %.1fs; every DC replays from its planned rounds", what,
+                    took)
         self.stats({"t": round(time.monotonic(), 3), "event": "replaced",
                     "dc": self.current.lost_dc, "seconds": round(took, 3)})
         self.current = None

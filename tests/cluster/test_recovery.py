@@ -282,3 +282,35 @@ def test_recover_a_killed_server_under_diloco_exactly(no_leftovers):
         for key in SHAPES:
             np.testing.assert_array_equal(weights[str(key)], want[str(key)],
                                           err_msg=f"rank {rank}")
+
+
+@pytest.mark.slow
+def test_recover_two_servers_killed_at_once_exactly(no_leftovers):
+    """3 DCs x 1 worker, multi-root trees: the servers of dc1 and dc2 SIGKILLed at the same
+    moment (as rank 0 finishes round 7). The launcher restarts both; the scheduler makes
+    one plan from dc0's replica (or starts again when the second loss is seen late), and
+    every worker ends with the weights of an uninterrupted run, bit for bit."""
+    import threading
+    cue, out = no_leftovers / "cue", no_leftovers / "out"
+    out.mkdir()
+    killed = []
+    killers = [threading.Thread(target=_kill_server_when, args=(cue, dc, no_leftovers, killed))
+               for dc in ("dc1", "dc2")]
+    for killer in killers:
+        killer.start()
+    run = launch(["--dcs", 3, "--workers-per-dc", 1, "--policy", "fapt",
+                  "--server-restarts", 1],
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", 7, cue),
+                 no_leftovers, timeout=240)
+    for killer in killers:
+        killer.join()
+    assert len(killed) == 2, run.output[-3000:]
+    assert run.code == 0, run.output[-6000:]
+    for dc in ("dc1", "dc2"):
+        assert f"[launch] server {dc} was killed by SIGKILL; replacing it" in run.output
+    assert "the servers of dc1, dc2 were replaced in" in run.output, run.output[-4000:]
+    want = uninterrupted(ROUNDS, 3)
+    for rank in range(3):
+        got = np.load(out / f"rank{rank}.npz")
+        for key in SHAPES:
+            np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"rank {rank}")
