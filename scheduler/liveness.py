@@ -40,6 +40,7 @@ class Liveness:
         self.last_seen: dict = {}       # node id -> when it was last heard of
         self._silence = SilenceJudge(config.dead_after_s)
         self.finished: set = set()      # workers that said BYE
+        self.departures: dict = {}      # esync: worker id -> the WORKER_LEFT meta servers got
         self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
         self.step_s: dict = {}          # esync: dc -> its slowest seconds per local step
         self.next_beat = 0.0            # every node hears from the scheduler
@@ -126,12 +127,9 @@ class Liveness:
 
     def lose(self, node_id: int, why: str, replacing: bool) -> bool:
         """Await a dead worker's or server's return (``[recovery] worker_restarts``,
-        ``server_restarts``); False if the cluster must abort instead (a second server
-        lost while one is being replaced - ``replacing`` - too)."""
+        ``server_restarts``); False if the cluster must abort instead. Several servers
+        may be lost at once, also during a replacement (scheduler/replacing.py)."""
         node = self.table[node_id]
-        if node.role == SERVER and (replacing or any(
-                n.role == SERVER for n in (l.node for l in self.lost.lost.values()))):
-            return False
         if not self.lost.lose(node, time.monotonic(), why):
             return False
         self.last_seen.pop(node_id, None)
@@ -173,6 +171,7 @@ class Liveness:
         for other in others:    # a later round needs it: they fail at once, not on timeout
             self.van.send(other.id, wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
         if esync:                                   # the others go on without it
+            self.departures[msg.sender] = meta      # a replaced server hears it again
             for dc in self.table.dcs:
                 self.van.send(self.table.server_of(dc).id,
                               wire.Message(wire.Kind.WORKER_LEFT, meta=meta))

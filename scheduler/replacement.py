@@ -11,6 +11,12 @@ same rounds hold bit-identical replicas. Every later round was not applied by an
 it is summed again, under the replay policy, from the sums the DCs kept. (The lost server
 may have applied one round more; its workers then push that round again, see
 :mod:`netstorm.geoserver.worker.client`.)
+
+Several servers lost at once (in different DCs) are one replacement: the plan is made from
+the survivors alone, and every lost DC copies every key from them. It needs one survivor:
+a lost DC that applied a key's round the survivors had not was a round ahead at most (that
+round needed every DC's contribution, so every DC had applied the one before), and that
+round is replayed from the kept sums and pushes.
 """
 from __future__ import annotations
 
@@ -22,9 +28,18 @@ class RecoveryError(RuntimeError):
 
 
 class ServerReplacement:
-    def __init__(self, lost_dc: str, survivors, deadline: float):
-        """``survivors``: the DCs whose servers report; all must within ``deadline``."""
-        self.lost_dc = lost_dc
+    def __init__(self, lost, survivors, deadline: float, paused=None):
+        """``lost``: the DC (or DCs, lost at once) whose servers are replaced;
+        ``survivors``: the DCs whose servers report; all must within ``deadline``, unless
+        ``paused()`` (another server lost meanwhile, awaited: its own deadline holds)."""
+        self.paused = paused or (lambda: False)
+        self.lost_dcs = (lost,) if isinstance(lost, str) else tuple(sorted(lost))
+        if not self.lost_dcs or set(self.lost_dcs) & set(survivors):
+            raise ValueError(f"lost {self.lost_dcs} and surviving {sorted(survivors)} DCs "
+                             f"must be two sets, the first not empty")
+        if not survivors:
+            raise RecoveryError(f"the servers of every DC ({', '.join(self.lost_dcs)}) were "
+                                f"lost: no replica survives to copy")
         self.survivors = set(survivors)
         self.deadline = deadline
         self.reports: dict = {}         # dc -> {key: (round, digest)}
@@ -68,18 +83,23 @@ class ServerReplacement:
         """The first round replayed: the replay policy is in force from it on."""
         return min((rnd for rnd, _, _ in self.plan.values()), default=0) + 1
 
+    @property
+    def lost_dc(self) -> str:
+        """The lost DCs' names, for messages ("dc1" or "dc1, dc3")."""
+        return ", ".join(self.lost_dcs)
+
     def back(self, dc: str) -> bool:
         """``dc``'s server said it recovered; True once every server did. O(1)."""
         if self.plan is not None:
             self.recovered.add(dc)
-        return self.recovered >= self.survivors | {self.lost_dc}
+        return self.recovered >= self.survivors | set(self.lost_dcs)
 
     def overdue(self, now: float) -> str:
         """Why the replacement failed, once it took longer than allowed; "" otherwise."""
-        if now <= self.deadline:
+        if now <= self.deadline or self.paused():
             return ""
         if self.plan is None:
             waiting = sorted(self.survivors - set(self.reports))
             return f"no state report from the servers of {', '.join(waiting)}"
-        waiting = sorted((self.survivors | {self.lost_dc}) - self.recovered)
+        waiting = sorted((self.survivors | set(self.lost_dcs)) - self.recovered)
         return f"the servers of {', '.join(waiting)} did not recover"

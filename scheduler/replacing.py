@@ -8,6 +8,13 @@ gets the replay plan and policy (REPLAY); once every DC is back (RECOVERED) the 
 The decisions (the plan, who is back, until when) are the pure
 :class:`~netstorm.scheduler.replacement.ServerReplacement`; one runs at a time
 (:attr:`ServerReplacing.current`). Each step is O(nodes + keys).
+
+Several servers lost: the replacement starts once no server is awaited any more (each new
+one waits, welcomed, in :attr:`ServerReplacing.pending`), as one plan over every lost DC.
+A server lost during a replacement puts it on hold (its deadline is the lost server's);
+once the new one registered, it starts again under a new policy version, with the DCs
+not back yet among the lost: the survivors freeze and report again (one recovered since
+is a survivor), and replica messages of the earlier attempt are dropped as stale.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ class ServerReplacing:
         self.config, self.van, self.stats = config, van, stats
         self.policies, self.liveness, self.welcome = policies, liveness, welcome
         self.current: ServerReplacement | None = None   # a lost DC server being replaced
+        self.pending: set = set()       # DCs whose new server waits for the others lost
 
     def replace(self, node: NodeInfo, meta: dict) -> None:
         """A new server process for a lost one: it gets the table with no policy yet; every
@@ -48,19 +56,55 @@ class ServerReplacing:
             if other.id != node.id and other.id not in self.liveness.finished and (
                     other.role == SERVER or other.dc == node.dc and other.role != SCHEDULER):
                 self.van.send(other.id, moved)
-        survivors = [n for n in table.nodes.values() if n.role == SERVER and n is not node]
-        version = self.policies.rounds.policy.version + 1
         if self.policies.adaptation is not None:     # its links looked dead while it was
             self.policies.adaptation.forget(node.dc, time.monotonic())
-        self.current = ServerReplacement(node.dc, {n.dc for n in survivors},
-                                         time.monotonic() + self.config.timeout_s)
-        for other in survivors:
-            self.van.send(other.id, wire.Message(wire.Kind.RECOVER,
-                                                 meta={"dc": node.dc, "version": version}))
-        log.warning("%s rejoined at %s (pid %s on %s): the %d other servers freeze and "
-                    "report their replicas", node.describe(), node.address, meta.get("pid"),
-                    node.host, len(survivors))
         self.stats({"t": round(time.monotonic(), 3), "event": "replace", "dc": node.dc})
+        self.pending.add(node.dc)
+        if self.current is not None:    # a loss during a replacement: those not back
+            self.pending |= set(self.current.lost_dcs) - self.current.recovered
+            self.current = None
+        awaited = self.awaited()
+        if awaited:
+            log.warning("%s rejoined at %s (pid %s on %s); the servers of %s are awaited "
+                        "too: the replacement starts once they are back", node.describe(),
+                        node.address, meta.get("pid"), node.host, ", ".join(awaited))
+            return
+        self._start(node, meta)
+
+    def awaited(self) -> list:
+        """The DCs whose lost server has not registered again yet, sorted. O(lost)."""
+        return sorted({lost.node.dc for lost in self.liveness.lost.lost.values()
+                       if lost.node.role == SERVER})
+
+    def _start(self, node: NodeInfo, meta: dict) -> None:
+        """Every lost DC has its new server: the survivors freeze and report."""
+        lost, self.pending = self.pending, set()
+        survivors = [n for n in self.liveness.table.nodes.values()
+                     if n.role == SERVER and n.dc not in lost]
+        version = self.policies.rounds.policy.version + 1
+        try:
+            self.current = ServerReplacement(lost, {n.dc for n in survivors},
+                                             time.monotonic() + self.config.timeout_s,
+                                             paused=lambda: bool(self.awaited()))
+        except RecoveryError as exc:
+            raise ClusterAborted(str(exc)) from exc
+        for other in survivors:
+            self.van.send(other.id, wire.Message(wire.Kind.RECOVER, meta={
+                "dc": self.current.lost_dc, "version": version}))
+        self._resend_departures(lost)
+        log.warning("%s rejoined at %s (pid %s on %s): the %d other servers freeze and "
+                    "report their replicas%s", node.describe(), node.address, meta.get("pid"),
+                    node.host, len(survivors), f" (servers replaced: {self.current.lost_dc})"
+                    if len(lost) > 1 else "")
+
+    def _resend_departures(self, lost) -> None:
+        """esync: the new servers of ``lost`` hear again of the workers that finished (the
+        rounds after a worker's last go on without it)."""
+        table = self.liveness.table
+        for meta in self.liveness.departures.values():
+            for dc in sorted(lost):
+                self.van.send(table.server_of(dc).id,
+                              wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
 
     def on_state_report(self, dc: str, meta: dict) -> None:
         """A survivor in ``dc`` reported the keys of its replica (``meta``); once all did,
@@ -89,8 +133,10 @@ class ServerReplacing:
         if self.current is None or not self.current.back(dc):
             return
         took = time.monotonic() - (self.current.deadline - self.config.timeout_s)
-        log.warning("the server of %s was replaced in %.1fs; every DC replays from its "
-                    "planned rounds", self.current.lost_dc, took)
+        what = f"the server of {self.current.lost_dc} was" if len(self.current.lost_dcs) == 1 \
+            else f"the servers of {self.current.lost_dc} were"
+        log.warning("%s replaced in %.1fs; every DC replays from its planned rounds", what,
+                    took)
         self.stats({"t": round(time.monotonic(), 3), "event": "replaced",
                     "dc": self.current.lost_dc, "seconds": round(took, 3)})
         self.current = None

@@ -51,6 +51,7 @@ FIELD_TYPES = {
     "opened": int, "states_digest": str, "shm_fd": int, "shared": bool, "items": list,
     "epoch": int, "cipher": str, "max_frame": int, "model_bytes": int,
     "quiet_s": float, "round_s": float, "waits": list, "missing": list,
+    "mode": dict,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -91,11 +92,11 @@ BASE_META = {
     Kind.REPLAY: {"policy": {"version": 2, "start_round": 4,
                              "trees": [{"root": "dc0", "parent": {"dc0": None, "dc1": "dc0"}}],
                              "shares": [1.0]}, "keys": [[0, 3, ["dc1"], "ab" * 32]], "opened": 3},
-    Kind.STATE_REQUEST: {"keys": [0]},
+    Kind.STATE_REQUEST: {"keys": [0], "version": 2},
     Kind.LINK_KEY: {"epoch": 1, "cipher": "aegis256"},
     Kind.LINK_KEY_DONE: {"epoch": 1, "address": "tcp://127.0.0.1:9", "max_frame": 1 << 20},
     Kind.STATE: {"keys": [[0, 3, [4], "<f4", False, "ab" * 32]], "spec": None,
-                 "states": None},
+                 "states": None, "version": 2, "mode": {"buffers": [], "digest": "ab" * 32}},
     # one PUSH of 4 float32 to an unknown key, far ahead (the base payload is its frame)
     Kind.BATCH: {"items": [[int(Kind.PUSH), FAR_KEY + 3, FAR, 0, 0, F32, 1, {}]]},
 }

@@ -13,6 +13,16 @@ falls into next, the same residual joins it. A DC encodes each coordinate once p
 (up if it is not the root of that chunk's tree, down if it is), so one residual per
 coordinate is enough and none is stranded.
 
+Replayable (``server_restarts``, docs/recovery.md): when a lost DC server is replaced, the
+rounds in flight are summed again under a replay policy, so a DC's residuals must be as they
+were before its first attempt at them. A DC encodes a key's round ``r + 1`` only after its
+workers received round ``r``, which no DC applies before every encode of ``r`` was done; so a
+key's rounds are encoded in order and at most one is in flight. With ``replayable`` the
+feedback keeps, per key, a copy of its residual (and DGC velocity) from just before its
+latest round was first touched, and :meth:`ErrorFeedback.rollback` restores it for the keys
+whose latest round is replayed: one more float32 per element (twice the residuals' memory)
+and one copy per key and round.
+
 The types themselves (``fp16``, ``2bit``, ``bsc``, ``mpq``, ``int8``, ``topk2bit``: what
 goes up and down) are the codecs of :mod:`.registry`; this module is what they share. Only
 float32 keys are compressed; a chunk a codec cannot encode (beyond half precision's range,
@@ -35,12 +45,52 @@ class ErrorFeedback:
     """One DC's residuals and encoder. Memory: one float32 per element of every key
     it has encoded (the model's size once)."""
 
-    def __init__(self, config: CompressionConfig, seed: int = 0):
+    def __init__(self, config: CompressionConfig, seed: int = 0, replayable: bool = False):
+        """``replayable``: keep what :meth:`rollback` needs (see the module doc)."""
         self.config = config
         self.codec = codec_for(config)     # the type's Codec (registry.CODECS)
         self.seed = seed
+        self.replayable = replayable
         self._residual: dict = {}      # key -> float32 array of the key's size
         self._velocity: dict = {}      # key -> float32 array (DGC momentum correction)
+        self._before: dict = {}        # key -> (round, residual, velocity) as they were
+                                       # before that round (the key's latest) was touched
+
+    def _touch(self, key: int, rnd) -> None:
+        """Round ``rnd`` of ``key`` is about to change its residual or velocity: the first
+        time, keep a copy of both (replayable only). O(key size) once per key and round."""
+        if not self.replayable or rnd is None:
+            return
+        before = self._before.get(key)
+        if before is not None and before[0] >= rnd:
+            return
+        res, vel = self._residual.get(key), self._velocity.get(key)
+        self._before[key] = (rnd, None if res is None else res.copy(),
+                             None if vel is None else vel.copy())
+
+    def rollback(self, rounds: dict) -> list:
+        """The rounds of each key after ``rounds[key]`` will be encoded again: the keys
+        whose latest round touched is later get their residual and velocity back as they
+        were before it; the keys rolled back, sorted. Raises :class:`ValueError` naming the
+        key when two or more of its rounds after ``rounds[key]`` were touched (the state
+        before the first of them is not kept), or when not ``replayable``. O(keys rolled
+        back x key size)."""
+        rolled = []
+        for key, (rnd, res, vel) in sorted(self._before.items()):
+            after = rounds.get(key)
+            if after is None or rnd <= after:
+                continue
+            if not self.replayable or rnd > after + 1:
+                raise ValueError(f"key {key}: round {rnd} was encoded, so the residuals "
+                                 f"before round {after + 1} are not kept")
+            for table, saved in ((self._residual, res), (self._velocity, vel)):
+                if saved is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = saved
+            del self._before[key]
+            rolled.append(key)
+        return rolled
 
     def residual(self, key: int, key_size: int) -> np.ndarray:
         res = self._residual.get(key)
@@ -54,14 +104,16 @@ class ErrorFeedback:
         call it."""
         return math.sqrt(sum(float(np.dot(r, r)) for r in list(self._residual.values())))
 
-    def correct(self, key: int, start: int, values, key_size: int):
+    def correct(self, key: int, start: int, values, key_size: int, rnd=None):
         """DGC momentum correction of this DC's own contribution to elements
         ``start:start+len(values)`` of ``key``: ``u = momentum * u + values``, returned (a
         new array; ``values`` unchanged). The optimizer then runs without momentum: it is
         applied here, before sparsification, so that coordinates sent late still carry it.
-        Identity when ``config.momentum`` is 0 or the key is not float32. O(len(values))."""
+        Identity when ``config.momentum`` is 0 or the key is not float32. ``rnd``: the
+        round, for :meth:`rollback`. O(len(values))."""
         if not self.config.momentum or np.dtype(values.dtype) != np.float32:
             return values
+        self._touch(key, rnd)
         u = self._velocity.get(key)
         if u is None or len(u) != key_size:
             u = self._velocity[key] = np.zeros(key_size, dtype=np.float32)
@@ -85,6 +137,7 @@ class ErrorFeedback:
         difference. ``values`` is not modified. O(len(values))."""
         if not self.codec.on or np.dtype(values.dtype) != np.float32:
             return values, False
+        self._touch(key, rnd)
         res = self.residual(key, key_size)[start:start + len(values)]
         x = values + res
         wire, sent = self.codec.encode(x, res, Chunk(direction, key_size, rnd,
@@ -115,6 +168,10 @@ class DenseCodec:
         return array
 
     @staticmethod
+    def rollback(rounds: dict) -> list:
+        return []
+
+    @staticmethod
     def decode(cid, array, encoded: bool, where=None):
         if encoded:
             raise payload.PayloadError("compressed chunk, but compression is off here")
@@ -129,8 +186,8 @@ class WanCodec:
     (``chunk_bytes`` of float32), the bound on a payload decoded without ``where``."""
 
     def __init__(self, config: CompressionConfig, seed: int = 0,
-                 max_elements: int = 1 << 20):
-        self.feedback = ErrorFeedback(config, seed)
+                 max_elements: int = 1 << 20, replayable: bool = False):
+        self.feedback = ErrorFeedback(config, seed, replayable)
         self.max_elements = max_elements
 
     def encode(self, cid, array, direction: str, where=None):
@@ -145,7 +202,11 @@ class WanCodec:
         """This DC's own contribution to a chunk, momentum-corrected (DGC) when configured."""
         if where is None or where[1] - where[0] != len(array):
             return array
-        return self.feedback.correct(cid.key, where[0], array, where[2])
+        return self.feedback.correct(cid.key, where[0], array, where[2], cid.rnd)
+
+    def rollback(self, rounds: dict) -> list:
+        """See :meth:`ErrorFeedback.rollback`."""
+        return self.feedback.rollback(rounds)
 
     def decode(self, cid, array, encoded: bool, where=None):
         if not encoded:

@@ -129,14 +129,20 @@ class ClusterConfig:
         if self.cluster_restarts and not self.checkpoint:
             raise ClusterFileError(f"{self.source}: [recovery] cluster_restarts needs "
                                    f"'checkpoint', the file the run restarts from")
-        if self.server_restarts and self.compression.on:
+        if self.server_restarts and self.sync.mode == "mixed":
             raise ClusterFileError(
-                f"{self.source}: [recovery] server_restarts cannot run with [compression]: "
-                f"a replayed round would meet error-feedback residuals that already hold "
-                f"part of it (docs/recovery.md)")
+                f"{self.source}: [recovery] server_restarts cannot run with [sync] mode "
+                f"'mixed': each DC's replica is its own (other DCs' updates applied in its "
+                f"own order, with its own delay compensation), so no peer holds the lost "
+                f"DC's model (docs/recovery.md)")
+        if self.server_restarts and self.sync.rounds_per_wan_round > 1:
+            raise ClusterFileError(
+                f"{self.source}: [recovery] server_restarts needs [sync] k2 = 1 under 'hfa' "
+                f"(got {self.sync.k2}): the DC rounds since the last WAN round are only on "
+                f"the lost server, and its workers no longer hold their deltas "
+                f"(docs/recovery.md)")
         for name, on in (("worker_restarts", self.worker_restarts), ("resume", self.resume),
-                         ("checkpoint", self.checkpoint),
-                         ("server_restarts", self.server_restarts)):
+                         ("checkpoint", self.checkpoint)):
             if on and self.sync.mode != "fsa":
                 raise ClusterFileError(
                     f"{self.source}: [recovery] {name} needs [sync] mode 'fsa': under "

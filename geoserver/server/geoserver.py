@@ -85,7 +85,8 @@ class GeoServer:
         self.probing = Probing(self.dc, [dc for dc in self.servers if dc != self.dc],
                                self.wan, self.po)
         codec = WanCodec(settings.compression, seed=self.po.me.id,
-                         max_elements=max(1, settings.chunk_bytes // 4)) \
+                         max_elements=max(1, settings.chunk_bytes // 4),
+                         replayable=settings.server_restarts > 0) \
             if settings.compression.on else None
         self.exchange = TreeExchange(self.dc, self.policies, send=self.wan.send_chunk,
                                      deliver=self._deliver, codec=codec) \

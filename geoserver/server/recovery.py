@@ -60,6 +60,9 @@ class ServerRecovery:
         self.owed: dict = {}            # DC -> keys the plan has it copy from here, once
         self.early: dict = {}           # DC -> its STATE_REQUEST that came before the REPLAY
         self.started = time.monotonic()
+        self.version = None             # the replay policy's version of this recovery: its
+                                        # STATE_REQUESTs and STATEs carry it
+        self.recovered_once = False     # replacing: it was back once (then a survivor)
         self._drops = RateLimitedLog(log)   # replica messages no recovery here asked for
 
     # ------------------------------------------------------------ worker requests
@@ -86,6 +89,7 @@ class ServerRecovery:
                     "before %d are dropped", self.dc, msg.meta["dc"], version)
         self.active, self.started = True, time.monotonic()
         self.planless, self.owed, self.early = True, {}, {}
+        self.awaiting, self.version = {}, version    # a recovery restarted: a new plan
         self.store.replicas.freeze()
         self.exchange.restart(version)
         dropped = self.wan.forget_before(version)
@@ -102,12 +106,15 @@ class ServerRecovery:
         except PolicyError as exc:
             raise AbortError(f"{self.dc}: bad REPLAY from the scheduler: {exc}") from exc
         self.rounds, asks, self.owed, self.planless = {}, {}, {}, False
+        self.awaiting, self.version = {}, policy.version
         for key, rnd, holders, want in msg.meta["keys"]:
             self.rounds[key] = rnd
             if self.dc in holders:          # the DCs behind on it may copy it from here
                 for dc in set(self.dcs) - set(holders):
                     self.owed.setdefault(dc, set()).add(key)
             applied = self.store.replicas.applied(key)
+            if applied > rnd and self.replacing and not self.recovered_once:
+                applied = -1        # copied in a recovery restarted since: copied again
             if applied > rnd:
                 raise AbortError(f"{self.dc}: REPLAY puts key {key} back at round {rnd}, "
                                  f"this DC applied {applied}")
@@ -115,17 +122,34 @@ class ServerRecovery:
                 source = self._source(holders, asks)
                 self.awaiting[key] = (rnd, want, source)
                 asks.setdefault(source, []).append(key)
+        self._rollback_residuals()
         self.exchange.forget_after(self.rounds)
         self.exchange.policy_added()
         log.info("%s: replay policy %d from round %d; copying %d keys from %s", self.dc,
                  policy.version, policy.start_round, len(self.awaiting),
                  ", ".join(sorted(asks)) or "nobody")
         for source, keys in sorted(asks.items()):
-            self.wan.send(source, Message(Kind.STATE_REQUEST, meta={"keys": keys}))
+            self.wan.send(source, Message(Kind.STATE_REQUEST,
+                                          meta={"keys": keys, "version": self.version}))
         early, self.early = self.early, {}
         for dc, request in sorted(early.items()):
             self.on_state_request(dc, request)
         self._maybe_done()
+
+    def _rollback_residuals(self) -> None:
+        """Compression's error-feedback residuals back to before the rounds replayed
+        (:meth:`~netstorm.geoserver.compression.feedback.ErrorFeedback.rollback`), before
+        any chunk of the replay policy is encoded here."""
+        codec = getattr(self.exchange, "codec", None)     # the native exchange: none
+        if codec is None:
+            return
+        try:
+            rolled = codec.rollback(self.rounds)
+        except ValueError as exc:
+            raise AbortError(f"{self.dc}: cannot replay compressed rounds: {exc}") from exc
+        if rolled:
+            log.info("%s: residuals of %d keys rolled back to before their replayed round",
+                     self.dc, len(rolled))
 
     def _source(self, holders, asks: dict) -> str:
         """The holder to copy a key from: the fastest known link into this DC for the keys
@@ -145,6 +169,11 @@ class ServerRecovery:
         per DC. Any other is dropped and logged: a replica is whole values and optimizer
         states, sent to no DC that does not need it."""
         keys = [int(k) for k in msg.meta["keys"]]
+        if self._stale(msg):
+            self._drops.log(source, "%s: dropped STATE_REQUEST from %s: of an earlier "
+                            "recovery (policy %s, now %s)", self.dc, source,
+                            msg.meta.get("version"), self.version)
+            return
         if self.planless and source not in self.early:
             self.early[source] = msg
             return
@@ -161,8 +190,16 @@ class ServerRecovery:
         except RequestError as exc:         # a key not here (or not initialized)
             log.error("%s: cannot send %s the replica it asked for: %s", self.dc, source, exc)
             return
+        meta["version"] = self.version
         self.wan.send(source, Message(Kind.STATE, meta=meta, dtype=frames[0].dtype
                                       if frames else None, frames=frames))
+
+    def _stale(self, msg: Message) -> bool:
+        """Whether a replica message belongs to an earlier recovery than this DC's current
+        one (a loss during a replacement restarts it under a new version; a message without
+        a version is taken as the current one's, and checked against the plan as any)."""
+        version = msg.meta.get("version")
+        return version is not None and self.version is not None and version != self.version
 
     def _unplanned(self, source: str, keys: list) -> str:
         """Why ``source``'s STATE_REQUEST for ``keys`` is not answered; "" if it is."""
@@ -188,14 +225,15 @@ class ServerRecovery:
         ``source`` and the key): it came from the very DC the plan names, and without it
         this recovery cannot end."""
         keys = [k for k, *_ in msg.meta["keys"]]
-        why = self._unasked(source, keys)
+        why = self._unasked(source, keys, msg)
         if why:
             self._drops.log(source, "%s: dropped STATE from %s: %s", self.dc, source, why)
             return
         expected = {k: self.awaiting[k][:2] for k in keys}
         try:
-            replicas, spec, states, frames = replica.decode(msg.meta, msg.frames, expected)
-            self.store.replicas.adopt(replicas, spec, states, frames)
+            replicas, spec, states, frames, mode = replica.decode(msg.meta, msg.frames,
+                                                                  expected)
+            self.store.replicas.adopt(replicas, spec, states, frames, mode)
         except (replica.ReplicaError, RequestError) as exc:    # RequestError: a key known here
             raise AbortError(f"{self.dc}: refused the replica from {source}: {exc}") from exc
         for rep in replicas:
@@ -203,8 +241,11 @@ class ServerRecovery:
         log.info("%s: took %d keys from %s's replica", self.dc, len(replicas), source)
         self._maybe_done()
 
-    def _unasked(self, source: str, keys: list) -> str:
+    def _unasked(self, source: str, keys: list, msg: Message) -> str:
         """Why ``source``'s STATE of ``keys`` is not taken; "" if it answers a request."""
+        if self._stale(msg):
+            return f"of an earlier recovery (policy {msg.meta.get('version')}, now " \
+                   f"{self.version})"
         if not self.awaiting:
             return "no replica is awaited here (no recovery, or it came late or twice)"
         if not keys:
@@ -220,7 +261,7 @@ class ServerRecovery:
         if self.awaiting or not self.active:
             return
         self.store.replicas.replay(self.rounds)
-        self.active = False
+        self.active, self.recovered_once = False, True
         log.warning("%s: recovered in %.2fs: every key at its round; replaying the rounds "
                     "after it", self.dc, time.monotonic() - self.started)
         self.po.send_scheduler(Message(Kind.RECOVERED))

@@ -10,7 +10,7 @@ records (:mod:`.store_keys`) and optimizer through the store's public helpers (`
 """
 from __future__ import annotations
 
-from . import replica
+from . import mode_replica, replica
 from ..model.optimizer_host import OptimizerHost, OptimizerSpecError
 
 __all__ = ["StoreReplicas"]
@@ -21,6 +21,15 @@ class StoreReplicas:
         self.store = store
         self.frozen = False         # a lost DC's server is being replaced: nothing goes to
                                     # the WAN until the replay (docs/recovery.md)
+        self.replayed = False       # this DC replayed rounds after a replacement
+
+    def ahead(self, entry, rnd: int) -> bool:
+        """Whether a push of round ``rnd`` may come before round ``rnd - 1`` of ``entry``
+        is applied here: only after a replacement (this DC replayed), when that round is in
+        flight here. A lost server a round ahead of every survivor had answered round
+        ``rnd - 1``, so its workers pushed ``rnd`` and send both again to the replacement
+        (the local modes otherwise take round ``rnd`` only after ``rnd - 1``). O(1)."""
+        return self.replayed and rnd == entry.applied + 2 and rnd - 1 in entry.rounds
 
     def freeze(self) -> None:
         """Nothing more goes to the WAN until :meth:`replay`."""
@@ -43,15 +52,22 @@ class StoreReplicas:
         reps = [replica.KeyReplica(e.key, e.applied, e.shape, e.dtype, e.sparse, e.value)
                 for e in entries]
         states = store.optimizer.key_states(keys) if store.optimizer is not None else None
-        return replica.encode(reps, store.spec if store.optimizer else None, states)
+        return replica.encode(reps, store.spec if store.optimizer else None, states,
+                              mode_replica.export(store.mode, keys))
 
-    def adopt(self, replicas: list, spec, states_meta, state_frames) -> None:
+    def adopt(self, replicas: list, spec, states_meta, state_frames, mode_arrays=None) -> None:
         """Take a peer's replica of some keys (checked by :func:`replica.decode`): their
-        values and rounds, and their optimizer states (the optimizer is built from the
-        peer's spec if this server has none yet)."""
+        values and rounds, their optimizer states (the optimizer is built from the peer's
+        spec if this server has none yet) and the sync mode's own state
+        (:mod:`.mode_replica`)."""
         store = self.store
         # every key's shape and dtype checked before any is taken
         entries = [store.entry(rep.key, rep.shape, rep.dtype) for rep in replicas]
+        try:
+            mode_replica.adopt(store.mode, {r.key for r in replicas}, mode_arrays or {},
+                               {r.key: r.shape for r in replicas})
+        except mode_replica.ModeStateError as exc:
+            raise replica.ReplicaError(str(exc)) from exc
         for entry, rep in zip(entries, replicas):
             entry.value = entry.base = rep.value
             entry.applied, entry.sparse = rep.round, rep.sparse
@@ -69,7 +85,7 @@ class StoreReplicas:
         """Every key is at ``rounds[key]`` (its own or a peer's replica): the rounds after it
         go to the WAN again, under the replay policy, once their pushes are all here; pulls
         now answerable are answered."""
-        self.frozen = False
+        self.frozen, self.replayed = False, True
         store = self.store
         for entry in store.keys.values():
             entry.applied = rounds.get(entry.key, entry.applied)
@@ -81,4 +97,5 @@ class StoreReplicas:
                 rnd.layout, rnd.total, rnd.chunks_done = [], None, 0
                 if rnd.pushed >= store.mode.needed(entry.key, rnd_no):
                     store.to_wan(entry, rnd_no, rnd)
+            store.mode.settled(entry)       # esync: rounds without the workers that left
             store.answer_pulls(entry)

@@ -149,7 +149,7 @@ class HfaMode(FsaMode):
     delta since the last WAN round times its workers (a DC of two workers counts twice)."""
 
     def check_push(self, entry: KeyEntry, rnd: int) -> None:
-        if rnd != entry.applied + 1:
+        if rnd != entry.applied + 1 and not self.store.replicas.ahead(entry, rnd):
             raise RequestError(f"key {entry.key}: under sync mode {self.sync.mode!r} a worker "
                                f"pushes round {rnd} only after it received round {rnd - 1}; "
                                f"this DC applied {entry.applied}")

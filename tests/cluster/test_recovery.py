@@ -231,3 +231,86 @@ def test_recover_leaves_a_live_run_alone_when_a_peer_sends_replica_messages_unas
     server0 = "\n".join(run.lines("server dc0"))
     assert "dc0: dropped STATE_REQUEST from dc1: this server is in no recovery" in server0
     assert "dc0: dropped STATE from dc1: no replica is awaited here" in server0
+
+
+def _killed_server_run(no_leftovers, name, flags, kill_at=10):
+    """A 2 DC x 2 worker run of recover_worker.py with ``flags`` whose dc1 server is
+    SIGKILLed as rank 0 finishes round ``kill_at`` and replaced; its final weights."""
+    import threading
+    cue, out = no_leftovers / f"cue-{name}", no_leftovers / name
+    out.mkdir()
+    killed = []
+    killer = threading.Thread(target=_kill_server_when, args=(cue, "dc1", no_leftovers, killed))
+    killer.start()
+    run = launch(["--dcs", 2, "--workers-per-dc", 2, "--server-restarts", 1, *flags],
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", kill_at, cue),
+                 no_leftovers, timeout=240)
+    killer.join()
+    assert killed, run.output[-3000:]
+    assert run.code == 0, run.output[-6000:]
+    assert "the server of dc1 was replaced in" in run.output, run.output[-4000:]
+    return _final_weights(out)
+
+
+@pytest.mark.slow
+def test_recover_a_killed_server_under_compression_exactly(no_leftovers):
+    """fsa with fp16 compression (the integer sums are exact in half precision, so the
+    residuals stay zero and the uninterrupted run is MXNet's updater on the sums): dc1's
+    server SIGKILLed mid-training is replaced (replayable error feedback, the STATE's new
+    fields over the wire), and every worker ends bit-identical to the uninterrupted run."""
+    want = uninterrupted(ROUNDS, WORKER_COUNT)
+    got = _killed_server_run(no_leftovers, "fp16", ["--compression", "fp16"])
+    for rank, weights in enumerate(got):
+        for key in SHAPES:
+            np.testing.assert_array_equal(weights[str(key)], want[key], err_msg=f"rank {rank}")
+
+
+@pytest.mark.slow
+def test_recover_a_killed_server_under_diloco_exactly(no_leftovers):
+    """diloco (h = 1, SGD with momentum inside, the outer Nesterov step on the servers):
+    dc1's server SIGKILLed mid-training copies a peer's value and outer momentum (checked
+    by digest), and every worker ends bit-identical to an uninterrupted run's (2 x 2
+    workers: every sum has two operands, so the same in any order)."""
+    flags = ["--sync", "diloco:h=1"]
+    got = _killed_server_run(no_leftovers, "killed", flags)
+    out = no_leftovers / "whole"
+    out.mkdir()
+    run = launch(["--dcs", 2, "--workers-per-dc", 2, *flags],
+                 worker_cmd("recover_worker.py", ROUNDS, out), no_leftovers, timeout=240)
+    assert run.code == 0, run.output[-4000:]
+    for rank, (weights, want) in enumerate(zip(got, _final_weights(out))):
+        for key in SHAPES:
+            np.testing.assert_array_equal(weights[str(key)], want[str(key)],
+                                          err_msg=f"rank {rank}")
+
+
+@pytest.mark.slow
+def test_recover_two_servers_killed_at_once_exactly(no_leftovers):
+    """3 DCs x 1 worker, multi-root trees: the servers of dc1 and dc2 SIGKILLed at the same
+    moment (as rank 0 finishes round 7). The launcher restarts both; the scheduler makes
+    one plan from dc0's replica (or starts again when the second loss is seen late), and
+    every worker ends with the weights of an uninterrupted run, bit for bit."""
+    import threading
+    cue, out = no_leftovers / "cue", no_leftovers / "out"
+    out.mkdir()
+    killed = []
+    killers = [threading.Thread(target=_kill_server_when, args=(cue, dc, no_leftovers, killed))
+               for dc in ("dc1", "dc2")]
+    for killer in killers:
+        killer.start()
+    run = launch(["--dcs", 3, "--workers-per-dc", 1, "--policy", "fapt",
+                  "--server-restarts", 1],
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", 7, cue),
+                 no_leftovers, timeout=240)
+    for killer in killers:
+        killer.join()
+    assert len(killed) == 2, run.output[-3000:]
+    assert run.code == 0, run.output[-6000:]
+    for dc in ("dc1", "dc2"):
+        assert f"[launch] server {dc} was killed by SIGKILL; replacing it" in run.output
+    assert "the servers of dc1, dc2 were replaced in" in run.output, run.output[-4000:]
+    want = uninterrupted(ROUNDS, 3)
+    for rank in range(3):
+        got = np.load(out / f"rank{rank}.npz")
+        for key in SHAPES:
+            np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"rank {rank}")

@@ -314,12 +314,17 @@ def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
              "cluster_restarts needs 'checkpoint'"),
             (GOOD + '[recovery]\ncheckpoint = "c.npz"\ncluster_restarts = 101\n',
              "cluster_restarts must be a whole number in 0..100, got 101"),
-            (GOOD + '[recovery]\nserver_restarts = 1\n[sync]\nmode = "esync"\n',
-             "server_restarts needs [sync] mode 'fsa'"),
-            (GOOD + '[recovery]\nserver_restarts = 1\n[compression]\ntype = "fp16"\n',
-             "server_restarts cannot run with [compression]")]:
+            (GOOD + '[recovery]\nserver_restarts = 1\n[sync]\nmode = "mixed"\n',
+             "server_restarts cannot run with [sync] mode 'mixed': each DC's replica"),
+            (GOOD + '[recovery]\nserver_restarts = 1\n[sync]\nmode = "hfa"\nk2 = 2\n',
+             "server_restarts needs [sync] k2 = 1 under 'hfa' (got 2)")]:
         with pytest.raises(ClusterFileError, match=re.escape(message)):
             parse_cluster(tomllib.loads(text), source="c.toml")
+    for extra in ('[compression]\ntype = "fp16"\n', '[sync]\nmode = "esync"\n',
+                  '[sync]\nmode = "diloco"\n[compression]\ntype = "int8"\n',
+                  '[sync]\nmode = "hfa"\nk1 = 4\n'):   # recovery in these modes too
+        text = GOOD + "[recovery]\nserver_restarts = 1\n" + extra
+        assert parse_cluster(tomllib.loads(text), source="c.toml").server_restarts == 1
 
 
 def test_fusion_settings_parse_roundtrip_and_travel_to_every_node(tmp_path):

@@ -341,3 +341,30 @@ def test_tiny_chunks_go_dense_quantized_under_int8_and_exact_under_topk2bit():
     topk = ErrorFeedback(CONFIGS["topk2bit"])
     wire, encoded = topk.encode(0, 0, x, 1, 8, UP)
     assert not encoded and np.array_equal(wire, x) and not topk.residual(0, 8).any()
+
+
+def test_recovery_rollback_restores_residuals_from_before_the_replayed_round():
+    """server_restarts: a round encoded again after a replacement meets the residual (and
+    DGC velocity) it met the first time; a round not replayed keeps its residual, and one
+    two rounds back cannot be rolled back (named)."""
+    config = CompressionConfig(type="bsc", ratio=0.25, momentum=0.5)
+    feedback = ErrorFeedback(config, seed=1, replayable=True)
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(64).astype(np.float32) for _ in range(3)]
+
+    def step(rnd):
+        own = feedback.correct(0, 0, grads[rnd - 1], 64, rnd)
+        return feedback.encode(0, 0, own, rnd, 64, UP)
+
+    step(1)
+    first = step(2)
+    assert feedback.rollback({0: 2}) == []             # round 2 is final: kept
+    assert feedback.rollback({0: 1}) == [0]
+    again = step(2)
+    assert np.array_equal(first[0], again[0])          # the same payload, bit for bit
+    step(3)
+    with pytest.raises(ValueError, match="key 0: round 3 was encoded"):
+        feedback.rollback({0: 1})
+    plain = ErrorFeedback(config, seed=1)
+    plain.encode(0, 0, grads[0], 1, 64, UP)
+    assert plain.rollback({0: 0}) == []                 # not replayable: nothing kept
