@@ -22,9 +22,13 @@ class RecoveryError(RuntimeError):
 
 
 class ServerReplacement:
-    def __init__(self, lost_dc: str, survivors, deadline: float):
-        """``survivors``: the DCs whose servers report; all must within ``deadline``."""
+    def __init__(self, lost_dc: str, survivors, deadline: float, odd=()):
+        """``survivors``: the DCs whose servers report; all must within ``deadline``.
+        ``odd``: a repair after a replica audit (docs/recovery-audit.md): these surviving
+        DCs' replicas differ from the majority's, so they hold no key and copy every key
+        from the others (``lost_dc`` is one of them)."""
         self.lost_dc = lost_dc
+        self.odd = frozenset(odd)
         self.survivors = set(survivors)
         self.deadline = deadline
         self.reports: dict = {}         # dc -> {key: (round, digest)}
@@ -53,8 +57,14 @@ class ServerReplacement:
             if missing:
                 raise RecoveryError(f"key {key} is unknown to the servers of "
                                     f"{', '.join(missing)}")
-            latest = max(r[key][0] for r in self.reports.values())
-            at = tuple(sorted(dc for dc, r in self.reports.items() if r[key][0] == latest))
+            latest = max(r[key][0] for dc, r in self.reports.items() if dc not in self.odd)
+            ahead = sorted(dc for dc in self.odd if self.reports[dc][key][0] > latest)
+            if ahead:
+                raise RecoveryError(f"the odd replica of key {key} in {', '.join(ahead)} is "
+                                    f"ahead of every other DC (round {latest}): there is no "
+                                    f"majority replica to copy")
+            at = tuple(sorted(dc for dc, r in self.reports.items()
+                              if r[key][0] == latest and dc not in self.odd))
             digests = {self.reports[dc][key][1] for dc in at}
             if len(digests) > 1:
                 raise RecoveryError(f"the replicas of key {key} after round {latest} differ "

@@ -81,6 +81,8 @@ class KeyStore:
         self.drops = RateLimitedLog(log)
         self.mode = create_sync_mode(sync, self, mixed)     # what differs between modes
         self.replicas = StoreReplicas(self)                 # what recovery needs of it
+        self.audit = None       # a ReplicaDigests told of every round applied (the server
+                                # sets it; docs/recovery-audit.md)
 
     # ------------------------------------------------------------ helpers
     def entry(self, key: int, shape, dtype) -> KeyEntry:
@@ -312,6 +314,8 @@ class KeyStore:
         while entry.applied + 1 in entry.rounds and entry.rounds[entry.applied + 1].complete:
             self.mode.apply(entry, entry.rounds.pop(entry.applied + 1))
             entry.applied += 1
+            if self.audit is not None:
+                self.audit.applied(entry, self.optimizer)
         self.answer_pulls(entry)
         self.mode.settled(entry)
 

@@ -111,8 +111,8 @@ class ServerRecovery:
             if applied > rnd:
                 raise AbortError(f"{self.dc}: REPLAY puts key {key} back at round {rnd}, "
                                  f"this DC applied {applied}")
-            if applied < rnd:
-                source = self._source(holders, asks)
+            if applied < rnd or self.dc not in holders:     # behind, or an odd replica
+                source = self._source(holders, asks)     # (docs/recovery-audit.md)
                 self.awaiting[key] = (rnd, want, source)
                 asks.setdefault(source, []).append(key)
         self.exchange.forget_after(self.rounds)

@@ -59,8 +59,8 @@ class StoreReplicas:
         if spec is None:
             return
         try:
-            if store.optimizer is None:
-                store.optimizer, store.spec = OptimizerHost(spec), spec
+            if store.optimizer is None or spec != store.spec:   # an odd replica takes the
+                store.optimizer, store.spec = OptimizerHost(spec), spec    # majority's
             store.optimizer.merge_states(states_meta, state_frames, [r.key for r in replicas])
         except (OptimizerSpecError, ValueError) as exc:
             raise replica.ReplicaError(f"cannot take the peer's optimizer: {exc}") from exc
