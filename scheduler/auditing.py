@@ -67,19 +67,18 @@ class ReplicaAuditing:
         if not problems:
             return
         text = "; ".join(problems)
-        log.error("replica audit of round %d: %s", audit.round, text)
         if not self.repair:
             raise ClusterAborted(f"replica audit: {text} (with [recovery] server_restarts "
                                  f"the odd replica would be replaced from a majority)")
         if any(not m.majority for m in audit.mismatches):
             raise ClusterAborted(f"replica audit: {text}: no majority to copy from")
         if not audit.mismatches:        # every replica agrees: nothing to copy
-            log.error("replica audit: the run goes on (every replica agrees; only the "
-                      "update counts are wrong)")
+            log.error("replica audit of round %d: %s; the run goes on (every replica "
+                      "agrees: there is nothing to copy)", audit.round, text)
             return
         if self.replacing.current is not None:
-            log.warning("replica audit: a replacement is under way; the next audit after "
-                        "it checks again")
+            log.warning("replica audit of round %d: %s; a replacement is under way: the "
+                        "next audit after it checks again", audit.round, text)
             return
         odd = set().union(*(m.odd for m in audit.mismatches))
         self.repairs += 1

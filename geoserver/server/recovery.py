@@ -82,8 +82,11 @@ class ServerRecovery:
     # ------------------------------------------------------------ the three steps
     def on_recover(self, msg: Message) -> None:
         version = int(msg.meta["version"])
-        log.warning("%s: the server of %s is being replaced: freezing; chunks of policies "
-                    "before %d are dropped", self.dc, msg.meta["dc"], version)
+        what = f"the replica of {msg.meta['dc']} is being replaced from the majority's " \
+            f"(replica audit)" if msg.meta.get("audit") else \
+            f"the server of {msg.meta['dc']} is being replaced"
+        log.warning("%s: %s: freezing; chunks of policies before %d are dropped", self.dc,
+                    what, version)
         self.active, self.started = True, time.monotonic()
         self.planless, self.owed, self.early = True, {}, {}
         self.store.replicas.freeze()
