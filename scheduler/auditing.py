@@ -6,10 +6,12 @@ what it finds: one ``replica_audit`` stats record per audited round; a mismatch 
 error) stops the run naming the DCs, the key and the round; with ``server_restarts`` > 0 and
 a strict majority, the odd replicas are instead replaced from the majority's through the
 replica path of a server replacement (:meth:`.replacing.ServerReplacing.repair`), and the run
-goes on. O(rows) per heartbeat.
+goes on; each DC's replica is repaired up to ``server_restarts`` times (a script that keeps
+setting its DC's optimizer differently then stops the run). O(rows) per heartbeat.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import time
 
@@ -23,11 +25,13 @@ log = logging.getLogger("netstorm.scheduler")
 
 class ReplicaAuditing:
     """``replacing``: the scheduler's :class:`~.replacing.ServerReplacing`; ``stats``: its
-    stats sink; ``repair``: whether an odd replica is replaced (recovery is on)."""
+    stats sink; ``repairs``: how often each DC's odd replica is replaced (``[recovery]
+    server_restarts``; 0: a mismatch stops the run)."""
 
-    def __init__(self, dcs, stats, replacing, repair: bool):
+    def __init__(self, dcs, stats, replacing, repairs: int):
         self.audit = ReplicaAudit(dcs)
-        self.stats, self.replacing, self.repair = stats, replacing, repair
+        self.stats, self.replacing, self.budget = stats, replacing, int(repairs)
+        self.repaired: collections.Counter = collections.Counter()  # dc -> its repairs
         self.rounds = self.mismatches = self.count_errors = self.repairs = 0
         self._forgotten = None          # the replacement whose plan the audit has taken
 
@@ -67,7 +71,7 @@ class ReplicaAuditing:
         if not problems:
             return
         text = "; ".join(problems)
-        if not self.repair:
+        if not self.budget:
             raise ClusterAborted(f"replica audit: {text} (with [recovery] server_restarts "
                                  f"the odd replica would be replaced from a majority)")
         if any(not m.majority for m in audit.mismatches):
@@ -81,5 +85,11 @@ class ReplicaAuditing:
                         "next audit after it checks again", audit.round, text)
             return
         odd = set().union(*(m.odd for m in audit.mismatches))
+        spent = sorted(dc for dc in odd if self.repaired[dc] >= self.budget)
+        if spent:
+            raise ClusterAborted(f"replica audit: {text}; the replica of {', '.join(spent)} "
+                                 f"was replaced {self.budget} time(s) already "
+                                 f"([recovery] server_restarts)")
+        self.repaired.update(odd)
         self.repairs += 1
         self.replacing.repair(odd, text)

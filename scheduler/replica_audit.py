@@ -12,7 +12,9 @@ and compares each once every expected DC reported it:
 - **count error**: a DC's update count of a key minus the round has changed since its first
   audit of the key (a lost or doubled optimizer update shows there even when every replica
   agrees). The first audit fixes that offset: 0 when the optimizer was set before the first
-  round, the checkpoint's round in a run resumed from one.
+  round, the checkpoint's round in a run resumed from one. A count lower than the DC's
+  previous one for the key is a new optimizer (the script set one again, counting from
+  0): it starts a new offset instead.
 
 A round's audit is finished (:class:`RoundAudit`, one ``replica_audit`` stats record) once
 each of its keys was compared and every expected DC has reported a later round; a round
@@ -27,9 +29,10 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
-__all__ = ["KEEP_ROUNDS", "CountError", "Mismatch", "ReplicaAudit", "RoundAudit"]
+__all__ = ["KEEP_ROUNDS", "MAX_WAITING", "CountError", "Mismatch", "ReplicaAudit", "RoundAudit"]
 
 KEEP_ROUNDS = 8         # audited rounds waiting for their DCs at most
+MAX_WAITING = 1 << 18   # digests held before a new (key, round) is dropped (~60 MB)
 
 
 @dataclass(frozen=True)
@@ -116,14 +119,19 @@ def compare(key: int, rnd: int, held: dict) -> Mismatch | None:
 
 
 class ReplicaAudit:
-    def __init__(self, dcs, keep_rounds: int = KEEP_ROUNDS):
-        """``dcs``: the DCs whose servers report."""
+    def __init__(self, dcs, keep_rounds: int = KEEP_ROUNDS, max_waiting: int = MAX_WAITING):
+        """``dcs``: the DCs whose servers report; ``max_waiting``: with this many digests
+        held, a (key, round) not yet waiting is dropped (a server naming keys no other DC
+        has cannot grow the scheduler; those waiting still complete)."""
         self.dcs = frozenset(dcs)
-        self.keep_rounds = keep_rounds
+        self.keep_rounds, self.max_waiting = keep_rounds, max_waiting
+        self.waiting = 0                # digests held
+        self.dropped = 0                # digests not held: too many waiting
         self._rounds: dict = {}         # round -> {key: {dc: (digest, updates)}}
         self._audits: dict = {}         # round -> its RoundAudit so far
         self._latest: dict = {}         # dc -> the latest round it reported
-        self._offsets: dict = {}        # (dc, key) -> updates - round at its first audit
+        self._offsets: dict = {}        # (dc, key) -> (updates - round, updates) as of its
+                                        # first audit (offset) and its latest (updates)
         self._ignored: dict = {}        # key -> rounds up to this are not compared
 
     def report(self, dc: str, rows) -> list:
@@ -136,7 +144,14 @@ class ReplicaAudit:
             key, rnd, updates = int(key), int(rnd), int(updates)
             if rnd <= self._ignored.get(key, 0):
                 continue
-            self._rounds.setdefault(rnd, {}).setdefault(key, {})[dc] = (str(digest), updates)
+            group = self._rounds.get(rnd, {}).get(key)
+            new = group is None or dc not in group
+            if group is None and self.waiting >= self.max_waiting:
+                self.dropped += 1
+                continue
+            held = self._rounds.setdefault(rnd, {}).setdefault(key, {})
+            self.waiting += new
+            held[dc] = (str(digest), updates)
             self._audits.setdefault(rnd, RoundAudit(rnd))
             self._latest[dc] = max(self._latest.get(dc, 0), rnd)
             touched.add((key, rnd))
@@ -164,6 +179,7 @@ class ReplicaAudit:
         """Compare ``key`` after ``rnd`` across the DCs that reported it; it leaves the
         round's waiting keys."""
         held = self._rounds[rnd].pop(key)
+        self.waiting -= len(held)
         audit = self._audits[rnd]
         audit.keys += 1
         audit.dcs = len(held) if audit.keys == 1 else min(audit.dcs, len(held))
@@ -173,10 +189,12 @@ class ReplicaAudit:
         for dc, (_, updates) in sorted(held.items()):
             if updates < 0:
                 continue
-            offset = self._offsets.setdefault((dc, key), updates - rnd)
-            if updates - rnd != offset:
+            offset, last = self._offsets.get((dc, key), (updates - rnd, -1))
+            if updates - rnd != offset and updates >= last:
                 audit.count_errors.append(CountError(dc, key, rnd, updates, rnd + offset))
-                self._offsets[(dc, key)] = updates - rnd    # each error counted once
+            # each error counted once; a count that went down is a new optimizer (the
+            # script set one again): it starts a new baseline
+            self._offsets[(dc, key)] = (updates - rnd, updates)
 
     def _finish(self, rnd: int, partial: bool = True) -> RoundAudit:
         """Round ``rnd``'s audit; with ``partial`` its keys not every DC reported are
@@ -184,7 +202,7 @@ class ReplicaAudit:
         for key in sorted(self._rounds[rnd]):
             if partial and len(self._rounds[rnd][key]) >= 2:
                 self._compare(key, rnd)
-        del self._rounds[rnd]
+        self.waiting -= sum(len(held) for held in self._rounds.pop(rnd).values())
         return self._audits.pop(rnd)
 
     def forget(self, rounds: dict, dcs=()) -> None:
@@ -196,7 +214,7 @@ class ReplicaAudit:
             self._ignored[int(key)] = max(self._ignored.get(int(key), 0), int(rnd))
         for rnd in list(self._rounds):
             for key in [k for k in self._rounds[rnd] if rnd <= self._ignored.get(k, 0)]:
-                del self._rounds[rnd][key]
+                self.waiting -= len(self._rounds[rnd].pop(key))
             if not self._rounds[rnd] and not self._audits[rnd].keys:
                 del self._rounds[rnd], self._audits[rnd]
         for dc, key in [p for p in self._offsets if p[0] in set(dcs)]:

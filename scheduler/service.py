@@ -72,7 +72,7 @@ class Scheduler:
                                         self._welcome)
         # the DCs' replica digests compared (docs/recovery-audit.md)
         self.auditing = ReplicaAuditing([dc.name for dc in config.dcs], self.stats,
-                                        self.replacing, config.server_restarts > 0)
+                                        self.replacing, config.server_restarts)
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)

@@ -17,9 +17,9 @@ class FakeReplacing:
         self.repairs.append((sorted(odd), why))
 
 
-def auditing(repair: bool, dcs=DCS):
+def auditing(repair, dcs=DCS):
     records, replacing = [], FakeReplacing()
-    return ReplicaAuditing(dcs, records.append, replacing, repair), records, replacing
+    return ReplicaAuditing(dcs, records.append, replacing, int(repair)), records, replacing
 
 
 def report(audit, rnd, held):
@@ -45,6 +45,9 @@ def test_with_recovery_the_odd_replica_is_repaired_and_the_run_goes_on():
     assert replacing.repairs and replacing.repairs[0][0] == ["dc2"]
     assert "key 0 after round 10 in dc2" in replacing.repairs[0][1]
     assert audit.repairs == 1
+    with pytest.raises(ClusterAborted, match=r"in dc2 .*; the replica of dc2 was replaced 1 "
+                                             r"time\(s\) already"):
+        report(audit, 20, {"dc0": (A, 20), "dc1": (A, 20), "dc2": (X, 20)})
 
 
 def test_with_recovery_but_no_majority_the_run_stops():

@@ -98,3 +98,27 @@ def test_what_a_copy_replaced_is_not_compared_and_counts_start_afresh():
     for dc in ("dc0", "dc1", "dc2"):
         done = audit.report(dc, [[0, 20, A, 20]])
     assert done == [] and audit.finish()[0].mismatches == []
+
+
+def test_an_optimizer_set_again_starts_a_new_count_baseline():
+    """set_optimizer with a new spec rebuilds the servers' optimizer, whose counts start at
+    0: a count that went down is no error; one that then drifts again is."""
+    audit = ReplicaAudit(["dc0"])
+    done = []
+    for rnd, updates in ((10, 10), (20, 20), (30, 7), (40, 17), (50, 28)):
+        done += audit.report("dc0", [[0, rnd, A, updates]])
+    done += audit.finish()
+    errors = [(c.round, c.updates, c.expected) for d in done for c in d.count_errors]
+    assert errors == [(50, 28, 27)]
+
+
+def test_digests_beyond_the_cap_are_dropped_and_counted():
+    """A server naming keys no other DC has cannot grow the scheduler without bound."""
+    audit = ReplicaAudit(["dc0", "dc1"], max_waiting=4)
+    audit.report("dc0", [[key, 10, A, 10] for key in range(6)])
+    assert audit.waiting == 4 and audit.dropped == 2
+    audit.report("dc1", [[key, 10, A, 10] for key in range(5)])    # 4 compared, 1 not
+    assert audit.waiting == 0 and audit.dropped == 3                # held
+    audit.report("dc0", [[9, 20, A, 20]])
+    assert audit.waiting == 1 and audit.finish()[0].round == 10
+    assert audit.waiting == 0
