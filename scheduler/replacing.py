@@ -93,8 +93,9 @@ class ServerReplacing:
         try:
             plan = self.current.make_plan()
         except RecoveryError as exc:
-            raise ClusterAborted(f"replacing the server of {self.current.lost_dc}: "
-                                 f"{exc}") from exc
+            what = f"the replica of {', '.join(sorted(self.current.odd))}" \
+                if self.current.odd else f"the server of {self.current.lost_dc}"
+            raise ClusterAborted(f"replacing {what}: {exc}") from exc
         rounds = self.policies.rounds
         policy = rounds.replay_policy(self.current.start_round)
         self.policies.broadcast(wire.Kind.REPLAY, {

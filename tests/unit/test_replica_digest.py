@@ -50,29 +50,28 @@ def test_mixed_and_zero_are_off():
     assert not ReplicaDigests(0, SyncConfig()).due(10)
 
 
-def test_hashing_runs_off_the_callers_thread_and_take_never_waits():
+def test_hashing_runs_off_the_callers_thread_and_take_never_waits(monkeypatch):
     """The default executor hashes on its own thread; a digest not finished stays for a
     later beat, in order."""
-    gate = threading.Event()
+    gate, hashed = threading.Event(), threading.Event()
     threads = []
 
     def slow(value):
         threads.append(threading.current_thread().name)
-        gate.wait(10)
+        gate.wait(30)
         return "d" * 64
 
+    monkeypatch.setattr(replica_digest, "digest", slow)
     digests = ReplicaDigests(1, SyncConfig())
     try:
-        digests_digest = replica_digest.digest
-        replica_digest.digest = slow
         applied(digests, 0, 1, np.ones(3, np.float32))
         assert digests.take() == []
+        digests._pending[0][2].add_done_callback(lambda _: hashed.set())
         gate.set()
-        digests._pending[0][2].result(10)
+        assert hashed.wait(30)
         assert digests.take() == [[0, 1, "d" * 64, -1]]
         assert threads and threads[0] != threading.current_thread().name
     finally:
-        replica_digest.digest = digests_digest
         gate.set()
         digests.close()
 
