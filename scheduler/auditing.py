@@ -21,6 +21,7 @@ from .replica_audit import ReplicaAudit
 __all__ = ["ReplicaAuditing"]
 
 log = logging.getLogger("netstorm.scheduler")
+SHOWN = 3               # problems of one round spelled out (its record holds them all)
 
 
 class ReplicaAuditing:
@@ -70,7 +71,8 @@ class ReplicaAuditing:
             [c.describe() for c in audit.count_errors]
         if not problems:
             return
-        text = "; ".join(problems)
+        text = "; ".join(problems[:SHOWN]) + \
+            (f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else "")
         if not self.budget:
             raise ClusterAborted(f"replica audit: {text} (with [recovery] server_restarts "
                                  f"the odd replica would be replaced from a majority)")

@@ -86,6 +86,16 @@ def test_no_repair_starts_while_a_replacement_runs_and_its_plan_voids_older_repo
     assert not replacing.repairs and audit.mismatches == 1
 
 
+def test_a_round_of_many_mismatches_names_a_few_and_counts_the_rest():
+    audit, records, _ = auditing(repair=False, dcs=("dc0", "dc1"))
+    audit.on_heartbeat("dc0", [[key, 5, A, 5] for key in range(10)])
+    with pytest.raises(ClusterAborted) as stopped:
+        audit.on_heartbeat("dc1", [[key, 5, X, 5] for key in range(10)])
+    assert str(stopped.value).count("differ between") == 3
+    assert "; and 7 more" in str(stopped.value)
+    assert len(records[-1]["mismatches"]) == 10
+
+
 def test_the_end_of_the_run_records_what_waits_and_acts_on_nothing():
     audit, records, replacing = auditing(repair=False)
     audit.on_heartbeat("dc0", [[0, 10, A, 10]])
