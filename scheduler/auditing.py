@@ -51,12 +51,15 @@ class ReplicaAuditing:
 
     def _take_plan(self) -> None:
         """Once a replacement (or a repair) has its plan, what was reported of each key up
-        to its planned round is not compared: the copies replace those replicas."""
+        to the round after its planned round is not compared: the copies replace those
+        replicas."""
         current = self.replacing.current
         if current is None or current.plan is None or current is self._forgotten:
             return
         self._forgotten = current
-        self.audit.forget({k: rnd for k, (rnd, _, _) in current.plan.items()},
+        # + 1: an odd replica a round ahead applies that round again (its digest of the
+        # first time may still come)
+        self.audit.forget({k: rnd + 1 for k, (rnd, _, _) in current.plan.items()},
                           current.odd | {current.lost_dc})
 
     def _record(self, audit) -> None:

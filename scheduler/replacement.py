@@ -58,11 +58,12 @@ class ServerReplacement:
                 raise RecoveryError(f"key {key} is unknown to the servers of "
                                     f"{', '.join(missing)}")
             latest = max(r[key][0] for dc, r in self.reports.items() if dc not in self.odd)
-            ahead = sorted(dc for dc in self.odd if self.reports[dc][key][0] > latest)
+            # an odd replica may be one round ahead: it sums that round again
+            ahead = sorted(dc for dc in self.odd if self.reports[dc][key][0] > latest + 1)
             if ahead:
                 raise RecoveryError(f"the odd replica of key {key} in {', '.join(ahead)} is "
-                                    f"ahead of every other DC (round {latest}): there is no "
-                                    f"majority replica to copy")
+                                    f"more than a round ahead of every other DC (round "
+                                    f"{latest}): there is no majority replica to copy")
             at = tuple(sorted(dc for dc, r in self.reports.items()
                               if r[key][0] == latest and dc not in self.odd))
             digests = {self.reports[dc][key][1] for dc in at}

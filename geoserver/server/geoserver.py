@@ -117,6 +117,7 @@ class GeoServer:
         # digests of the replica every audit_every rounds, for the scheduler to compare
         self.audit = ReplicaDigests(settings.audit_every, settings.sync)
         self.store.audit = self.audit if self.audit.on else None
+        self.store.keep_applied = self.audit.on and settings.server_restarts > 0
         # replacing a lost DC server from a peer's replica (this one, or another DC's)
         self.recovery = ServerRecovery(self.dc, self.store, self.exchange, self.wan,
                                        self.policies, postoffice, self.table.dcs,

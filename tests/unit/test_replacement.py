@@ -63,11 +63,18 @@ def test_a_repair_has_the_odd_replica_copy_every_key_from_the_majority():
     assert not rep.back("a") and not rep.back("b") and rep.back("c")
 
 
-def test_a_repair_is_refused_when_the_odd_replica_is_ahead_of_every_other():
+def test_a_repair_puts_an_odd_replica_a_round_ahead_back_but_no_further():
+    """One round ahead, the odd DC sums that round again (its server kept its workers'
+    sum); two rounds cannot happen in fsa and are refused."""
     rep = ServerReplacement("c", ["a", "b", "c"], deadline=50.0, odd=["c"])
     rep.report("a", [[0, 6, D1]])
     rep.report("b", [[0, 6, D1]])
     rep.report("c", [[0, 7, D2]])
-    with pytest.raises(RecoveryError, match="odd replica of key 0 in c is ahead of every "
-                                            "other DC"):
+    assert rep.make_plan() == {0: (6, ("a", "b"), D1)}
+    rep = ServerReplacement("c", ["a", "b", "c"], deadline=50.0, odd=["c"])
+    rep.report("a", [[0, 6, D1]])
+    rep.report("b", [[0, 6, D1]])
+    rep.report("c", [[0, 8, D2]])
+    with pytest.raises(RecoveryError, match="odd replica of key 0 in c is more than a round "
+                                            "ahead of every other DC"):
         rep.make_plan()
