@@ -42,25 +42,27 @@ def test_replica_audit_stops_a_run_whose_dc_sets_another_learning_rate(no_leftov
     out = no_leftovers / "out"
     out.mkdir()
     run = launch(["--dcs", 2, "--audit-every", EVERY],
-                 worker_cmd("audit_worker.py", ROUNDS, out, "--odd-rank", 1, "--odd-lr",
+                 worker_cmd("audit_worker.py", 10 * ROUNDS, out, "--odd-rank", 1, "--odd-lr",
                             2 * OPTIMIZER["learning_rate"], "--pause", 0.1), no_leftovers)
     assert run.code != 0, run.output[-4000:]
     found = re.search(r"replica audit: the replicas of key [01] after round (\d+) differ "
                       r"between dc0 \(SHA-256 \w+\.\.\., (\d+) updates\) and dc1", run.output)
     assert found, run.output[-4000:]
     assert int(found.group(1)) <= 3 * EVERY and found.group(1) == found.group(2)
-    assert not list(out.iterdir())          # nobody finished: the run was stopped
+    assert not list(out.iterdir())          # nobody finished (300 rounds of at least
+                                            # 0.1 s): the run was stopped
 
 
 @pytest.mark.slow
 def test_replica_audit_replaces_the_odd_replica_from_the_majority(no_leftovers):
-    """3 DCs, dc2's worker sets another learning rate, --server-restarts 1: the audit names
+    """3 DCs on multi-root trees, dc2's worker sets another learning rate, --server-restarts 1:
+    the audit names
     dc2 against dc0 and dc1, dc2 copies every key (and the optimizer) from them, and the run
     ends with every worker holding the weights of a run where nobody diverged, bit for bit;
     the audits after the repair find nothing."""
     out, stats = no_leftovers / "out", no_leftovers / "stats.jsonl"
     out.mkdir()
-    run = launch(["--dcs", 3, "--policy", "star", "--server-restarts", 1, "--audit-every",
+    run = launch(["--dcs", 3, "--policy", "fapt", "--server-restarts", 1, "--audit-every",
                   EVERY, "--stats", stats],
                  worker_cmd("audit_worker.py", ROUNDS, out, "--odd-rank", 2, "--odd-lr",
                             2 * OPTIMIZER["learning_rate"], "--pause", 0.1),
