@@ -76,7 +76,7 @@ class ServerReplacing:
         for server in servers:
             self.van.send(server.id, wire.Message(wire.Kind.RECOVER,
                                                   meta={"dc": odd[0], "version": version,
-                                                        "audit": True}))
+                                                        "repair": True}))
         log.warning("replica audit: %s; the replica of %s is replaced from the majority's: "
                     "the %d servers freeze and report their replicas", why, ", ".join(odd),
                     len(servers))

@@ -197,7 +197,7 @@ _ROWS = [
           *_REPLY, handler="_on_resumed"),
     # replacing a lost DC server from a peer's replica (docs/recovery.md)
     _spec(Kind.RECOVER, MessageSchema(Obj({"dc": Str(), "version": Int(0, U32),
-                                           "audit": Bool()},   # a replica audit's repair
+                                           "repair": Bool()},   # a replica audit's repair
                                           required=("dc", "version"))),
           *_SCHED, handler="_on_recover"),
     _spec(Kind.STATE_REPORT, MessageSchema(Obj({"keys": ListOf(Row(Int(0, I64), Int(0, U32),

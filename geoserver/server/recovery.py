@@ -83,7 +83,7 @@ class ServerRecovery:
     def on_recover(self, msg: Message) -> None:
         version = int(msg.meta["version"])
         what = f"the replica of {msg.meta['dc']} is being replaced from the majority's " \
-            f"(replica audit)" if msg.meta.get("audit") else \
+            f"(replica audit)" if msg.meta.get("repair") else \
             f"the server of {msg.meta['dc']} is being replaced"
         log.warning("%s: %s: freezing; chunks of policies before %d are dropped", self.dc,
                     what, version)

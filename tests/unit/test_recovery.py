@@ -395,7 +395,7 @@ def test_recover_an_odd_replica_from_the_majority_in_process_exactly(seed):
     latest = max(dcs["a"].policies.by_version)
     for d in DCS:
         dcs[d].recovery.on_recover(Message(Kind.RECOVER, meta={
-            "dc": "c", "version": latest + 1, "audit": True}))
+            "dc": "c", "version": latest + 1, "repair": True}))
         repair.report(d, dcs[d].po.to_scheduler.pop().meta["keys"])
     plan = repair.make_plan()
     trees = dcs["a"].policies.for_round(repair.start_round).trees
