@@ -76,11 +76,12 @@ class ReplicaAuditing:
             return
         text = "; ".join(problems[:SHOWN]) + \
             (f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else "")
-        if not self.budget:
-            raise ClusterAborted(f"replica audit: {text} (with [recovery] server_restarts "
-                                 f"the odd replica would be replaced from a majority)")
         if any(not m.majority for m in audit.mismatches):
             raise ClusterAborted(f"replica audit: {text}: no majority to copy from")
+        if not self.budget:
+            hint = " (with [recovery] server_restarts the odd replica would be replaced " \
+                "from the majority's)" if audit.mismatches else ""
+            raise ClusterAborted(f"replica audit: {text}{hint}")
         if not audit.mismatches:        # every replica agrees: nothing to copy
             log.error("replica audit of round %d: %s; the run goes on (every replica "
                       "agrees: there is nothing to copy)", audit.round, text)

@@ -49,6 +49,7 @@ def test_replica_audit_stops_a_run_whose_dc_sets_another_learning_rate(no_leftov
                       r"between dc0 \(SHA-256 \w+\.\.\., (\d+) updates\) and dc1", run.output)
     assert found, run.output[-4000:]
     assert int(found.group(1)) <= 3 * EVERY and found.group(1) == found.group(2)
+    assert "no majority to copy from" in run.output
     assert not list(out.iterdir())          # nobody finished (300 rounds of at least
                                             # 0.1 s): the run was stopped
 
