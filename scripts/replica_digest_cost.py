@@ -49,9 +49,7 @@ def main() -> None:
         digests = ReplicaDigests(1, SyncConfig())
         entry = KeyEntry(key, value.dtype, value.shape, value=value, applied=1)
         loop = _median_s(lambda: digests.applied(entry, host), args.repeat)
-        while digests._pending:         # let the thread finish before the next size
-            digests._pending.popleft()[2].result()
-        digests.close()
+        digests.close(wait=True)        # the thread done before the next size
         share = hashed / (args.every * step)
         print(f"{mib:>8g} {step * 1e3:>18.2f} {hashed * 1e3:>11.2f} "
               f"{n * 4 / hashed / 1e9:>6.2f} {loop * 1e6:>8.0f} {share:>17.1%}")

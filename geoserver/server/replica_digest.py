@@ -105,7 +105,8 @@ class ReplicaDigests:
         self.sent += len(rows)
         return rows
 
-    def close(self) -> None:
-        """Stop the hashing thread (what it hashes then is not sent)."""
+    def close(self, wait: bool = False) -> None:
+        """Stop the hashing thread (what it hashes then is not sent); ``wait``: until the
+        hashes under way are done."""
         if self._hashing is not None:
-            self._hashing.shutdown(wait=False)
+            self._hashing.shutdown(wait=wait)
