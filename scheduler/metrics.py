@@ -41,6 +41,7 @@ class SchedulerMetrics:
         self.replans = 0
         self.replaced = collections.Counter()   # dc -> its server replaced (completed)
         self.model_bytes = None
+        self.audit = collections.Counter()      # replica audits: rounds, mismatches, errors
         self._bound = (None, None)      # (what it was computed for, seconds)
 
     def attach(self, scheduler) -> None:
@@ -64,6 +65,10 @@ class SchedulerMetrics:
             self.replaced = replaced
         elif event == "model":
             self.model_bytes = float(record["bytes"])
+        elif event == "replica_audit":      # docs/recovery-audit.md
+            self.audit = self.audit + collections.Counter(
+                rounds=1, mismatches=len(record["mismatches"]),
+                count_errors=len(record["count_errors"]))
 
     def _on_policy(self, record: dict) -> None:
         version = int(record["version"])
@@ -100,6 +105,14 @@ class SchedulerMetrics:
         for dc, count in sorted(self.replaced.items()):
             out.counter("netstorm_server_replacements", "a lost DC server replaced from a "
                         "peer's replica", count, dc=dc)
+        audit = self.audit
+        if audit["rounds"]:
+            out.counter("netstorm_replica_audits", "rounds whose replica digests the "
+                        "scheduler compared across DCs", audit["rounds"])
+            out.counter("netstorm_replica_mismatches", "(key, round)s whose replicas "
+                        "differed between DCs", audit["mismatches"])
+            out.counter("netstorm_replica_count_errors", "a DC's optimizer update count of a "
+                        "key off its rounds (a lost or doubled update)", audit["count_errors"])
         if scheduler is not None and scheduler.table is not None:
             self._rounds(scheduler, out)
             self._restarts(scheduler, out)

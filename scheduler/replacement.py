@@ -28,13 +28,19 @@ class RecoveryError(RuntimeError):
 
 
 class ServerReplacement:
-    def __init__(self, lost, survivors, deadline: float, paused=None):
+    def __init__(self, lost, survivors, deadline: float, paused=None, odd=()):
         """``lost``: the DC (or DCs, lost at once) whose servers are replaced;
         ``survivors``: the DCs whose servers report; all must within ``deadline``, unless
-        ``paused()`` (another server lost meanwhile, awaited: its own deadline holds)."""
+        ``paused()`` (another server lost meanwhile, awaited: its own deadline holds).
+        ``odd``: a repair after a replica audit (docs/recovery.md): these surviving DCs'
+        replicas differ from the majority's, so they hold no key and copy every key from
+        the others (``lost`` names them: no process was lost)."""
         self.paused = paused or (lambda: False)
+        self.odd = frozenset(odd)
         self.lost_dcs = (lost,) if isinstance(lost, str) else tuple(sorted(lost))
-        if not self.lost_dcs or set(self.lost_dcs) & set(survivors):
+        if self.odd:
+            self.lost_dcs = tuple(sorted(self.odd))
+        elif not self.lost_dcs or set(self.lost_dcs) & set(survivors):
             raise ValueError(f"lost {self.lost_dcs} and surviving {sorted(survivors)} DCs "
                              f"must be two sets, the first not empty")
         if not survivors:
@@ -68,8 +74,15 @@ class ServerReplacement:
             if missing:
                 raise RecoveryError(f"key {key} is unknown to the servers of "
                                     f"{', '.join(missing)}")
-            latest = max(r[key][0] for r in self.reports.values())
-            at = tuple(sorted(dc for dc, r in self.reports.items() if r[key][0] == latest))
+            latest = max(r[key][0] for dc, r in self.reports.items() if dc not in self.odd)
+            # an odd replica may be one round ahead: it sums that round again
+            ahead = sorted(dc for dc in self.odd if self.reports[dc][key][0] > latest + 1)
+            if ahead:
+                raise RecoveryError(f"the odd replica of key {key} in {', '.join(ahead)} is "
+                                    f"more than a round ahead of every other DC (round "
+                                    f"{latest}): there is no majority replica to copy")
+            at = tuple(sorted(dc for dc, r in self.reports.items()
+                              if r[key][0] == latest and dc not in self.odd))
             digests = {self.reports[dc][key][1] for dc in at}
             if len(digests) > 1:
                 raise RecoveryError(f"the replicas of key {key} after round {latest} differ "

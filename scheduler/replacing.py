@@ -106,6 +106,26 @@ class ServerReplacing:
                 self.van.send(table.server_of(dc).id,
                               wire.Message(wire.Kind.WORKER_LEFT, meta=meta))
 
+    def repair(self, odd, why: str) -> None:
+        """A replica audit found the replicas of the DCs ``odd`` differing from the
+        majority's (docs/recovery-audit.md): every server freezes and reports, as for a
+        lost server, and the odd DCs copy every key from the majority; no process is
+        replaced."""
+        table = self.liveness.table
+        servers = [n for n in table.nodes.values() if n.role == SERVER]
+        version = self.policies.rounds.policy.version + 1
+        odd = sorted(odd)
+        self.current = ServerReplacement(odd[0], {n.dc for n in servers},
+                                         time.monotonic() + self.config.timeout_s, odd=odd)
+        for server in servers:
+            self.van.send(server.id, wire.Message(wire.Kind.RECOVER,
+                                                  meta={"dc": odd[0], "version": version,
+                                                        "repair": True}))
+        log.warning("replica audit: %s; the replica of %s is replaced from the majority's: "
+                    "the %d servers freeze and report their replicas", why, ", ".join(odd),
+                    len(servers))
+        self.stats({"t": round(time.monotonic(), 3), "event": "repair", "dcs": odd})
+
     def on_state_report(self, dc: str, meta: dict) -> None:
         """A survivor in ``dc`` reported the keys of its replica (``meta``); once all did,
         every server gets the replay plan (:class:`ClusterAborted` if there is none)."""
@@ -117,8 +137,9 @@ class ServerReplacing:
         try:
             plan = self.current.make_plan()
         except RecoveryError as exc:
-            raise ClusterAborted(f"replacing the server of {self.current.lost_dc}: "
-                                 f"{exc}") from exc
+            what = f"the replica of {', '.join(sorted(self.current.odd))}" \
+                if self.current.odd else f"the server of {self.current.lost_dc}"
+            raise ClusterAborted(f"replacing {what}: {exc}") from exc
         rounds = self.policies.rounds
         policy = rounds.replay_policy(self.current.start_round)
         self.policies.broadcast(wire.Kind.REPLAY, {
@@ -133,6 +154,13 @@ class ServerReplacing:
         if self.current is None or not self.current.back(dc):
             return
         took = time.monotonic() - (self.current.deadline - self.config.timeout_s)
+        if self.current.odd:            # a replica audit's repair (docs/recovery.md)
+            log.warning("the replica of %s was replaced from the majority's in %.1fs",
+                        ", ".join(sorted(self.current.odd)), took)
+            self.stats({"t": round(time.monotonic(), 3), "event": "repaired",
+                        "dcs": sorted(self.current.odd), "seconds": round(took, 3)})
+            self.current = None
+            return
         what = f"the server of {self.current.lost_dc} was" if len(self.current.lost_dcs) == 1 \
             else f"the servers of {self.current.lost_dc} were"
         log.warning("%s replaced in %.1fs; every DC replays from its planned rounds", what,

@@ -27,6 +27,7 @@ from netstorm.geoserver.config.settings import MAX_EARLY_MESSAGES, ProbeRequest,
 from netstorm.geoserver.core.van import Van
 
 from .announcer import PolicyAnnouncer
+from .auditing import ReplicaAuditing
 from .liveness import ClusterAborted, Liveness
 from .policy import initial_policy, needs_measurement, random_trees
 from .replacing import ServerReplacing
@@ -69,6 +70,9 @@ class Scheduler:
         self.rounds = self.policies.rounds
         self.replacing = ServerReplacing(config, van, self.stats, self.policies, self.liveness,
                                         self._welcome)
+        # the DCs' replica digests compared (docs/recovery-audit.md)
+        self.auditing = ReplicaAuditing([dc.name for dc in config.dcs], self.stats,
+                                        self.replacing, config.server_restarts)
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
@@ -290,6 +294,8 @@ class Scheduler:
         if "step_s" in msg.meta:            # esync: the DC's slowest seconds per step
             self.liveness.step_s[dc] = float(msg.meta["step_s"])
         self.policies.report(msg.sender, dc, msg.meta)
+        if "audit" in msg.meta and self.table[msg.sender].role == SERVER:
+            self.auditing.on_heartbeat(dc, msg.meta["audit"])
         if self.status is not None:
             self.status.on_report(dc, msg.meta, time.monotonic())
 
@@ -387,6 +393,7 @@ class Scheduler:
                 except Exception as again:      # noqa: BLE001 - the first failure is raised
                     log.warning("could not tell the nodes the scheduler failed: %s", again)
             raise
+        self.auditing.finish()
         self._broadcast_servers(wire.Kind.SHUTDOWN, {})
         log.info("all workers finished; servers told to shut down")
         return 0

@@ -156,6 +156,11 @@ class ClusterStatus:
             self._event(t, "recovery", f"{record.get('dc')}'s server lost: replacing it")
         elif kind == "replaced":
             self._event(t, "recovery", f"{record.get('dc')}'s server replaced")
+        elif kind in ("repair", "repaired"):     # a replica audit's (docs/recovery-audit.md)
+            dcs = ", ".join(map(str, record.get("dcs", ())))
+            self._event(t, "recovery", f"{dcs}'s replica differs from the majority's: "
+                        f"replacing it" if kind == "repair" else
+                        f"{dcs}'s replica replaced from the majority's")
         elif kind == "stall":
             text = record.get("message") or record.get("reason") or json.dumps(
                 {k: v for k, v in record.items() if k not in ("t", "event")})

@@ -52,6 +52,7 @@ FIELD_TYPES = {
     "epoch": int, "cipher": str, "max_frame": int, "model_bytes": int,
     "quiet_s": float, "round_s": float, "waits": list, "missing": list,
     "mode": dict,
+    "audit": list, "repair": bool,          # replica audit (docs/recovery.md)
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -60,7 +61,9 @@ BASE_META = {
     Kind.REGISTER: {"role": "worker", "dc": "dc0", "address": "tcp://127.0.0.1:9",
                     "local_index": 0, "pid": 1, "host": "fuzz", "local_address": ""},
     Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None, "rejoined": False},
-    Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": [], "step_s": 0.5},
+    Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": [], "step_s": 0.5,
+                     # a key no script has: the live cluster's audits never compare it
+                     "audit": [[987654, 1, "a" * 64, 1]]},
     Kind.ABORT: {"reason": "fuzz"},
     Kind.BYE: {"clean": True, "reason": "fuzz"},
     Kind.INIT: {"shape": [4], "dtype": "<f4", "origin": "dc1", "stype": "row_sparse",
@@ -108,7 +111,7 @@ NESTED_PATHS = {
     Kind.SET_OPTIMIZER: [(("spec", "name"), str), (("spec", "attrs"), dict),
                          (("spec", "lr_mult"), list)],
     Kind.ROUTES: [(("relays", 0), list), (("rates", 0), list)],
-    Kind.HEARTBEAT: [(("links", "dc1"), list), (("stalled", 0), str)],
+    Kind.HEARTBEAT: [(("links", "dc1"), list), (("stalled", 0), str), (("audit", 0), list)],
     Kind.PROBE_REPORT: [(("rates", "dc1"), float)],
     Kind.RELAY: [(("part", 0), int), (("part", 1), int)],
 }

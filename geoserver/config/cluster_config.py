@@ -15,6 +15,7 @@ from .limits import node_count_problem
 from .metrics import MetricsConfig, crowded_host
 from .sync import SyncConfig
 from .status import StatusConfig
+from .settings import DEFAULT_AUDIT_EVERY
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_FUSE_BYTES, \
     DEFAULT_FUSE_LINGER_S, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 
@@ -102,6 +103,7 @@ class ClusterConfig:
     checkpoint: str = ""                # [recovery]: where kv.save_checkpoint() writes
     cluster_restarts: int = 0           # [recovery]: whole-cluster restarts from it
     server_restarts: int = 0            # [recovery]: replacements of each DC's server
+    audit_every: int = DEFAULT_AUDIT_EVERY  # [recovery]: replica digests every N rounds
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
     metrics: MetricsConfig = MetricsConfig()    # [metrics]: Prometheus endpoints (off)

@@ -42,6 +42,8 @@ DEFAULT_TIMEOUT_S = 60.0        # how long any node waits for a peer before a cl
 DEFAULT_HEARTBEAT_S = 0.5       # how often every node tells the scheduler it is alive
                                 # (and the scheduler every node)
 DEFAULT_DEAD_AFTER_S = 10.0     # a node (or the scheduler) silent this long is presumed dead
+DEFAULT_AUDIT_EVERY = 10       # [recovery] audit_every: rounds between replica digests (0: off;
+                                # docs/recovery-audit.md)
 DEFAULT_STALL_S = 3.0           # a WAN link moving nothing this long while data waits stalls
 IDLE_PROBE_S = 5.0              # adapt: a link not timed this long gets a probe burst
 PROBE_BYTES = 2 << 20           # start-up measurement, per directed pair: enough to leave
@@ -217,6 +219,8 @@ class RuntimeSettings(_Wire):
     server_restarts: int = _setting(0, int, minimum=0)  # a lost DC server is replaced:
                                             # workers keep their unconfirmed pushes
     checkpoint: str = field(default="")    # where kv.save_checkpoint() writes by default
+    audit_every: int = _setting(DEFAULT_AUDIT_EVERY, int, minimum=0)  # replica digests every
+                                            # N rounds (0: off; docs/recovery-audit.md)
 
     @classmethod
     def from_cluster(cls, config) -> "RuntimeSettings":
@@ -232,7 +236,8 @@ class RuntimeSettings(_Wire):
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
                    compression=config.compression, sync=config.sync,
                    resume=bool(config.resume), checkpoint=config.checkpoint,
-                   server_restarts=int(config.server_restarts))
+                   server_restarts=int(config.server_restarts),
+                   audit_every=int(config.audit_every))
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

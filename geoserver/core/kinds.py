@@ -30,6 +30,8 @@ __all__ = ["ADMITTED", "CARRIED", "FROM_NODE", "FROM_OTHER_SERVER", "FROM_OWN_SE
            "FROM_OWN_WORKER", "FROM_SCHEDULER", "FUSIBLE", "KINDS", "KindSpec", "META_LIMITS",
            "REGISTERING", "Route", "SCHEMAS", "WELCOMING", "handlers_for", "validate"]
 
+AUDIT_ROWS = 512            # replica digests a server's heartbeat carries at most
+
 # how a sender relates to the receiving node (roles.relation)
 FROM_SCHEDULER = "the scheduler"
 FROM_OWN_SERVER = "this DC's server"
@@ -117,6 +119,10 @@ _ROWS = [
     _spec(Kind.HEARTBEAT, MessageSchema(Obj({
         "round": Int(), "stalled": ListOf(Str()), "links": DictOf(Row(Num(0.0), Num(0.0))),
         "step_s": Num(0.0, 1e6), "model_bytes": Int(0, 1 << 50),
+        # a server's replica digests: [key, round, SHA-256, optimizer updates or -1]
+        # (server/replica_digest.py, scheduler/replica_audit.py)
+        "audit": ListOf(Row(Int(0, I64), Int(1, U32), DIGEST, Int(-1, I64)),
+                        max_len=AUDIT_ROWS),
         # a worker's data path, the scheduler's answer (worker/progress.py, scheduler/stalls.py)
         "quiet_s": Num(0.0), "round_s": Num(0.0, 1e6), "pushed": PUSHED,
         "waits": ListOf(Row(Int(-1, I64), Int(0, U32), Num(0.0)), max_len=MAX_WAITS),
@@ -190,7 +196,8 @@ _ROWS = [
                                           required=("pushed",)), max_meta_bytes=MAX_META_BYTES),
           *_REPLY, handler="_on_resumed"),
     # replacing a lost DC server from a peer's replica (docs/recovery.md)
-    _spec(Kind.RECOVER, MessageSchema(Obj({"dc": Str(), "version": Int(0, U32)},
+    _spec(Kind.RECOVER, MessageSchema(Obj({"dc": Str(), "version": Int(0, U32),
+                                           "repair": Bool()},   # a replica audit's repair
                                           required=("dc", "version"))),
           *_SCHED, handler="_on_recover"),
     _spec(Kind.STATE_REPORT, MessageSchema(Obj({"keys": ListOf(Row(Int(0, I64), Int(0, U32),

@@ -33,6 +33,7 @@ from .mixed_sync import MixedExchange
 from .probing import Probing
 from .recovery import ServerRecovery
 from .replies import Replies
+from .replica_digest import ReplicaDigests
 from ..core.nodes import SERVER, NodeInfo, SilenceJudge
 from ..core.postoffice import AbortedByScheduler, AbortError, Postoffice
 from ..core.ratelog import RateLimitedLog
@@ -114,6 +115,10 @@ class GeoServer:
                               momentum_corrected=settings.compression.momentum > 0,
                               sync=settings.sync, mixed=self.mixed, resumed=resumed,
                               all_workers=len(self.table.workers()))
+        # digests of the replica every audit_every rounds, for the scheduler to compare
+        self.audit = ReplicaDigests(settings.audit_every, settings.sync)
+        self.store.audit = self.audit if self.audit.on else None
+        self.store.keep_applied = self.audit.on and settings.server_restarts > 0
         # replacing a lost DC server from a peer's replica (this one, or another DC's)
         self.recovery = ServerRecovery(self.dc, self.store, self.exchange, self.wan,
                                        self.policies, postoffice, self.table.dcs,
@@ -295,6 +300,9 @@ class GeoServer:
         model_bytes = self.store.model_bytes()
         if model_bytes:
             meta["model_bytes"] = model_bytes
+        audited = self.audit.take()
+        if audited:
+            meta["audit"] = audited
         return meta
 
     def _send_heartbeat(self) -> None:
@@ -339,6 +347,10 @@ class GeoServer:
                  self.store.buffers.made + self.exchange.buffers.made)
         if self.plane is not None:
             log.info("%s: data plane: %s", self.dc, self.plane.core.counters)
+        if self.audit.on:
+            log.info("%s: replica audit: %d digests sent, %d left out (hashing behind)",
+                     self.dc, self.audit.sent, self.audit.skipped)
+            self.audit.close()
         if self.gate.enabled:
             log.info("%s: round gate: %d rounds waited for the scheduler, %.3fs in all",
                      self.dc, self.gate.waits, self.gate.waited_s)

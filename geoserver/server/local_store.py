@@ -81,6 +81,10 @@ class KeyStore:
         self.drops = RateLimitedLog(log)
         self.mode = create_sync_mode(sync, self, mixed)     # what differs between modes
         self.replicas = StoreReplicas(self)                 # what recovery needs of it
+        self.audit = None       # a ReplicaDigests told of every round applied (the server
+                                # sets it; docs/recovery-audit.md)
+        self.keep_applied = False   # keep each key's last applied round (its local sum), so
+                                    # a repair can sum it again (docs/recovery-audit.md)
 
     # ------------------------------------------------------------ helpers
     def entry(self, key: int, shape, dtype) -> KeyEntry:
@@ -310,8 +314,13 @@ class KeyStore:
     def apply_complete(self, entry: KeyEntry) -> None:
         """Apply the complete rounds that are next, in order, and answer the pulls."""
         while entry.applied + 1 in entry.rounds and entry.rounds[entry.applied + 1].complete:
-            self.mode.apply(entry, entry.rounds.pop(entry.applied + 1))
+            done = entry.rounds.pop(entry.applied + 1)
+            self.mode.apply(entry, done)
             entry.applied += 1
+            if self.keep_applied:
+                done.total, entry.kept = None, done
+            if self.audit is not None:
+                self.audit.applied(entry, self.optimizer)
         self.answer_pulls(entry)
         self.mode.settled(entry)
 

@@ -85,8 +85,11 @@ class ServerRecovery:
     # ------------------------------------------------------------ the three steps
     def on_recover(self, msg: Message) -> None:
         version = int(msg.meta["version"])
-        log.warning("%s: the server of %s is being replaced: freezing; chunks of policies "
-                    "before %d are dropped", self.dc, msg.meta["dc"], version)
+        what = f"the replica of {msg.meta['dc']} is being replaced from the majority's " \
+            f"(replica audit)" if msg.meta.get("repair") else \
+            f"the server of {msg.meta['dc']} is being replaced"
+        log.warning("%s: %s: freezing; chunks of policies before %d are dropped", self.dc,
+                    what, version)
         self.active, self.started = True, time.monotonic()
         self.planless, self.owed, self.early = True, {}, {}
         self.awaiting, self.version = {}, version    # a recovery restarted: a new plan
@@ -115,11 +118,14 @@ class ServerRecovery:
             applied = self.store.replicas.applied(key)
             if applied > rnd and self.replacing and not self.recovered_once:
                 applied = -1        # copied in a recovery restarted since: copied again
+            if applied == rnd + 1 and self.dc not in holders and \
+                    self.store.replicas.undo_last(key, rnd):    # an odd replica ahead
+                applied = rnd                   # (docs/recovery.md, replica audit)
             if applied > rnd:
                 raise AbortError(f"{self.dc}: REPLAY puts key {key} back at round {rnd}, "
                                  f"this DC applied {applied}")
-            if applied < rnd:
-                source = self._source(holders, asks)
+            if applied < rnd or self.dc not in holders:     # behind, or an odd replica
+                source = self._source(holders, asks)     # (docs/recovery-audit.md)
                 self.awaiting[key] = (rnd, want, source)
                 asks.setdefault(source, []).append(key)
         self._rollback_residuals()

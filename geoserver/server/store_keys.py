@@ -50,6 +50,8 @@ class KeyEntry:
     inits: list = field(default_factory=list)   # (worker, request, generation)
     next_push: dict = field(default_factory=dict)
     sparse: bool = False        # row_sparse gradients: the optimizer updates their rows only
+    kept: object = None         # the Round applied last, kept for a replica audit's repair
+                                # to sum it again (docs/recovery-audit.md)
     size: int = field(init=False)   # elements
 
     def __post_init__(self):

@@ -40,6 +40,17 @@ class StoreReplicas:
         entry = self.store.keys.get(key)
         return entry.applied if entry is not None and entry.value is not None else -1
 
+    def undo_last(self, key: int, rnd: int) -> bool:
+        """An odd replica one round ahead of the majority's (a replica audit's repair,
+        docs/recovery-audit.md): put ``key`` back at round ``rnd``, its last applied round
+        waiting to be summed again (its workers' sum was kept); False if it cannot be."""
+        entry = self.store.keys.get(key)
+        if entry is None or entry.kept is None or entry.applied != rnd + 1:
+            return False
+        entry.rounds[entry.applied], entry.kept = entry.kept, None
+        entry.applied = rnd
+        return True
+
     def report(self) -> list:
         """``[[key, rounds applied, digest of its value]]``: what a frozen DC offers."""
         return [[e.key, e.applied, replica.digest(e.value)] for e in self.store.keys.values()
@@ -75,8 +86,8 @@ class StoreReplicas:
         if spec is None:
             return
         try:
-            if store.optimizer is None:
-                store.optimizer, store.spec = OptimizerHost(spec), spec
+            if store.optimizer is None or spec != store.spec:   # an odd replica takes the
+                store.optimizer, store.spec = OptimizerHost(spec), spec    # majority's
             store.optimizer.merge_states(states_meta, state_frames, [r.key for r in replicas])
         except (OptimizerSpecError, ValueError) as exc:
             raise replica.ReplicaError(f"cannot take the peer's optimizer: {exc}") from exc

@@ -64,7 +64,7 @@ OVERRIDES = {   # a cluster file's field -> the flag that overrides it
     "server_restarts": "--server-restarts", "adapt": "--adapt", "multipath": "--multipath",
     "stats": "--stats", "security": "--insecure", "compression": "--compression",
     "sync": "--sync", "max_idle_s": "--max-idle", "metrics": "--metrics-port",
-    "status": "--status-port/--total-steps"}
+    "status": "--status-port/--total-steps", "audit_every": "--audit-every"}
 
 
 def parse_args(argv):
@@ -145,6 +145,10 @@ def parse_args(argv):
                         help="replace a DC server that dies up to N times, from a peer DC's "
                              "replica, without stopping the others (fsa only; "
                              "docs/recovery.md)")
+    parser.add_argument("--audit-every", type=flag_type("audit_every"), default=None,
+                        help="every DC server digests its replica every N rounds and the "
+                             "scheduler compares them (default 10, 0: off; "
+                             "docs/recovery-audit.md)")
     parser.add_argument("--resume", type=text_flag, default=None,
                         help="start the servers from a checkpoint written by "
                              "kv.save_checkpoint (fsa only; docs/recovery.md)")
@@ -277,7 +281,7 @@ def _overrides(args) -> dict:
     as that field is (argparse ``type=``); ``--compression`` and ``--sync`` parsed here."""
     transport = {} if args.policy is None else {"policy": args.policy}
     for key in ("chunk_bytes", "dataplane", "worker_restarts", "cluster_restarts",
-                "server_restarts", "adapt", "multipath", "stats"):
+                "server_restarts", "adapt", "multipath", "stats", "audit_every"):
         if getattr(args, key) is not None:
             transport[key] = getattr(args, key)
     if args.timeout is not None:

@@ -327,6 +327,26 @@ def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
         assert parse_cluster(tomllib.loads(text), source="c.toml").server_restarts == 1
 
 
+def test_audit_every_parses_roundtrips_travels_to_the_servers_and_defaults_on(tmp_path):
+    """[recovery] audit_every (docs/recovery-audit.md): on by default (10), 0 turns it off;
+    a value other than the default survives the file a launcher hands its processes."""
+    from netstorm.geoserver.config.settings import DEFAULT_AUDIT_EVERY, RuntimeSettings
+    assert parse_cluster(tomllib.loads(GOOD)).audit_every == DEFAULT_AUDIT_EVERY == 10
+    path = tmp_path / "c.toml"
+    for every in (0, 3):
+        path.write_text(GOOD + f"[recovery]\naudit_every = {every}\n")
+        c = load_cluster(path)
+        assert c.audit_every == every
+        assert RuntimeSettings.from_json(
+            RuntimeSettings.from_cluster(c).to_json()).audit_every == every
+        again = tmp_path / "again.toml"
+        again.write_text(to_toml(c))
+        assert load_cluster(again) == c
+    with pytest.raises(ClusterFileError, match=re.escape("audit_every must be a whole "
+                                                         "number in 0..1048576")):
+        parse_cluster(tomllib.loads(GOOD + "[recovery]\naudit_every = -2\n"), source="c")
+
+
 def test_fusion_settings_parse_roundtrip_and_travel_to_every_node(tmp_path):
     from netstorm.geoserver.config.settings import DEFAULT_FUSE_BYTES, RuntimeSettings
     path = tmp_path / "c.toml"

@@ -361,3 +361,60 @@ def test_recover_answers_a_state_request_only_as_the_recovery_planned(caplog):
     dcs["a"].take("c", Message(Kind.STATE_REQUEST, meta={"keys": [0]}))   # c holds key 0
     assert net == [] and "a: dropped STATE_REQUEST from c: key 0 is not one" in caplog.text
     _exact_after(dcs, net, rng, old, rounds=4)
+
+
+# ------------------------------------------------------------ a replica audit's repair (docs/recovery-audit.md)
+ODD_SPEC = optimizer_spec(mx.optimizer.create("sgd", **dict(OPTIMIZER, learning_rate=0.25)))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_recover_an_odd_replica_from_the_majority_in_process_exactly(seed):
+    """dc c's worker set another learning rate, so c's replica diverged. The audit's repair
+    at a random moment of a round: every DC freezes and reports, c copies every key (and
+    the majority's optimizer) from a and b, even at the round it applied itself, and every
+    DC replays the rounds in flight. Every replica then equals a run where nobody diverged,
+    bit for bit, and so do the digests the servers audit after it. c may have applied a
+    round of a key that neither a nor b had (2 of these seeds): it puts the key back a
+    round, copies it there, and sums that round again with the others."""
+    from netstorm.geoserver.config.sync import SyncConfig
+    from netstorm.geoserver.server.replica_digest import InlineHashing, ReplicaDigests
+    rng = random.Random(seed)
+    trees, shares = random_trees(DCS, rng)
+    net: list = []
+    dcs = {d: _Dc(d, i, net, Policy(1, 1, tuple(trees), tuple(shares)))
+           for i, d in enumerate(DCS)}
+    for dc in dcs.values():
+        dc.start()
+        dc.store.keep_applied = True        # as a server with server_restarts does
+    odd = dcs["c"]
+    odd.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=odd.worker,
+                                       meta={"spec": ODD_SPEC}))
+    _run(dcs, net, rng, until=4)
+    _run(dcs, net, rng, until=ROUNDS, steps=rng.randrange(1, 150))
+    repair = ServerReplacement("c", DCS, deadline=1e9, odd=["c"])
+    latest = max(dcs["a"].policies.by_version)
+    for d in DCS:
+        dcs[d].recovery.on_recover(Message(Kind.RECOVER, meta={
+            "dc": "c", "version": latest + 1, "repair": True}))
+        repair.report(d, dcs[d].po.to_scheduler.pop().meta["keys"])
+    plan = repair.make_plan()
+    trees = dcs["a"].policies.for_round(repair.start_round).trees
+    replay = Message(Kind.REPLAY, meta={
+        "policy": Policy(latest + 1, repair.start_round, trees).to_json(),
+        "keys": [[k, r, list(holders), dg] for k, (r, holders, dg) in sorted(plan.items())]})
+    for d in DCS:
+        dcs[d].recovery.on_replay(replay)
+    assert set(odd.recovery.awaiting) == set(SHAPES)        # every key, at any round
+    _run(dcs, net, rng, until=0)
+    assert not any(dcs[d].recovery.active for d in DCS)
+    assert odd.store.spec == SPEC                           # the majority's optimizer
+    for dc in dcs.values():
+        dc.store.audit = ReplicaDigests(1, SyncConfig(), InlineHashing())
+    _run(dcs, net, rng, until=14)
+    want = uninterrupted(14, len(DCS))
+    for d in DCS:
+        for key in SHAPES:
+            np.testing.assert_array_equal(dcs[d].store.keys[key].value.reshape(SHAPES[key]),
+                                          want[key], err_msg=f"{d} key {key}")
+    rows = {d: sorted(map(tuple, dcs[d].store.audit.take())) for d in DCS}
+    assert rows["a"] and rows["a"] == rows["b"] == rows["c"]

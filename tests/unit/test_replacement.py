@@ -49,3 +49,32 @@ def test_overdue_names_who_did_not_report_then_who_did_not_recover():
     rep.back("a")
     assert rep.overdue(51.0) == "the servers of b, c did not recover"
 
+
+
+def test_a_repair_has_the_odd_replica_copy_every_key_from_the_majority():
+    """A replica audit's repair (docs/recovery-audit.md): c's replica differs; it holds no
+    key, even at the majority's round, and every key's digest is the majority's."""
+    rep = ServerReplacement("c", ["a", "b", "c"], deadline=50.0, odd=["c"])
+    rep.report("a", [[0, 7, D1], [1, 6, D2]])
+    rep.report("b", [[0, 6, D3], [1, 6, D2]])
+    rep.report("c", [[0, 7, "x" * 64], [1, 5, "y" * 64]])
+    plan = rep.make_plan()
+    assert plan == {0: (7, ("a",), D1), 1: (6, ("a", "b"), D2)}
+    assert not rep.back("a") and not rep.back("b") and rep.back("c")
+
+
+def test_a_repair_puts_an_odd_replica_a_round_ahead_back_but_no_further():
+    """One round ahead, the odd DC sums that round again (its server kept its workers'
+    sum); two rounds cannot happen in fsa and are refused."""
+    rep = ServerReplacement("c", ["a", "b", "c"], deadline=50.0, odd=["c"])
+    rep.report("a", [[0, 6, D1]])
+    rep.report("b", [[0, 6, D1]])
+    rep.report("c", [[0, 7, D2]])
+    assert rep.make_plan() == {0: (6, ("a", "b"), D1)}
+    rep = ServerReplacement("c", ["a", "b", "c"], deadline=50.0, odd=["c"])
+    rep.report("a", [[0, 6, D1]])
+    rep.report("b", [[0, 6, D1]])
+    rep.report("c", [[0, 8, D2]])
+    with pytest.raises(RecoveryError, match="odd replica of key 0 in c is more than a round "
+                                            "ahead of every other DC"):
+        rep.make_plan()

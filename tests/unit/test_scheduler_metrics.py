@@ -144,6 +144,23 @@ def test_restarts_replacements_and_esync_step_times():
     assert value(samples, "netstorm_dc_step_seconds", dc="c") == 0.5
 
 
+def test_replica_audits_are_counted_from_their_records():
+    """docs/recovery-audit.md: one ``replica_audit`` record per audited round."""
+    metrics = SchedulerMetrics()
+    assert value(scraped(metrics), "netstorm_replica_audits_total") is None
+    metrics.observe({"event": "replica_audit", "round": 10, "keys": 2, "dcs": 3,
+                     "mismatches": [], "count_errors": []})
+    metrics.observe({"event": "replica_audit", "round": 20, "keys": 2, "dcs": 3,
+                     "mismatches": [{"key": 0, "odd": ["c"], "majority": ["a", "b"]},
+                                    {"key": 1, "odd": ["c"], "majority": ["a", "b"]}],
+                     "count_errors": [{"dc": "c", "key": 0, "updates": 21,
+                                       "expected": 20}]})
+    samples = scraped(metrics)
+    assert value(samples, "netstorm_replica_audits_total") == 2
+    assert value(samples, "netstorm_replica_mismatches_total") == 2
+    assert value(samples, "netstorm_replica_count_errors_total") == 1
+
+
 def test_before_the_cluster_is_complete_only_what_was_logged_shows():
     metrics = SchedulerMetrics()
     assert value(scraped(metrics), "netstorm_replans_total") == 0

@@ -36,3 +36,23 @@ def test_a_worker_s_heartbeat_tells_liveness_its_data_path():
     scheduler._on_heartbeat(wire.Message(wire.Kind.HEARTBEAT, sender=3,
                                          meta={"quiet_s": 2.0, "waits": [[0, 1, 1.5]]}))
     assert heard == [(3, {"quiet_s": 2.0, "waits": [[0, 1, 1.5]]})]
+
+
+def test_a_server_s_audit_rows_go_to_the_replica_audit_and_a_worker_s_do_not():
+    """docs/recovery-audit.md: only a server's heartbeat speaks for its DC's replica."""
+    from netstorm.geoserver.core import wire
+    scheduler = Scheduler.__new__(Scheduler)        # no sockets: only what the handler uses
+    audited = []
+    nodes = {1: SimpleNamespace(id=1, role=SERVER, dc="dc0"),
+             3: SimpleNamespace(id=3, role="worker", dc="dc0")}
+    scheduler.table = type("Table", (), {"__getitem__": lambda self, i: nodes[i]})()
+    scheduler.liveness = SimpleNamespace(step_s={})
+    scheduler.policies = SimpleNamespace(report=lambda *args: None)
+    scheduler.status = None
+    scheduler.auditing = SimpleNamespace(on_heartbeat=lambda dc, rows: audited.append((dc,
+                                                                                       rows)))
+    rows = [[0, 10, "a" * 64, 10]]
+    for sender in (1, 3):
+        scheduler._on_heartbeat(wire.Message(wire.Kind.HEARTBEAT, sender=sender,
+                                             meta={"round": 10, "audit": rows}))
+    assert audited == [("dc0", rows)]

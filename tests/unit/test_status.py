@@ -232,7 +232,9 @@ def test_policies_replans_recoveries_and_stalls_from_the_stats_records_become_ev
          "start_round": 9, "predicted_s": 0.25, "trees": [{}]},
         {"t": START + 4, "event": "replace", "dc": "dc1"},
         {"t": START + 5, "event": "replaced", "dc": "dc1", "round": 12},
-        {"t": START + 6, "event": "stall", "message": "rank 1 (dc1/0) sent nothing for 40 s"}]
+        {"t": START + 6, "event": "stall", "message": "rank 1 (dc1/0) sent nothing for 40 s"},
+        {"t": START + 7, "event": "repair", "dcs": ["dc2"]},
+        {"t": START + 8, "event": "repaired", "dcs": ["dc2"], "seconds": 0.02}]
     for record in records:
         stats(record)
     assert downstream == records                       # the stats file still gets them all
@@ -241,8 +243,10 @@ def test_policies_replans_recoveries_and_stalls_from_the_stats_records_become_ev
         (3.0, "re-plan", "policy v2: 1 trees from round 9, predicted 0.25 s/round"),
         (4.0, "recovery", "dc1's server lost: replacing it"),
         (5.0, "recovery", "dc1's server replaced"),
-        (6.0, "stall", "rank 1 (dc1/0) sent nothing for 40 s")]
-    assert board.snapshot(START + 7)["policy"]["latest_version"] == 2
+        (6.0, "stall", "rank 1 (dc1/0) sent nothing for 40 s"),
+        (7.0, "recovery", "dc2's replica differs from the majority's: replacing it"),
+        (8.0, "recovery", "dc2's replica replaced from the majority's")]
+    assert board.snapshot(START + 9)["policy"]["latest_version"] == 2
 
 
 def test_only_the_last_events_are_kept():
