@@ -29,6 +29,7 @@ from netstorm.geoserver.core.van import Van
 from .announcer import PolicyAnnouncer
 from .liveness import ClusterAborted, Liveness
 from .policy import initial_policy, needs_measurement, random_trees
+from .rebuilding import SchedulerRebuilding
 from .replacing import ServerReplacing
 from .registration import SCHEDULER_ID, Registration
 from .status import view_of
@@ -69,6 +70,7 @@ class Scheduler:
         self.rounds = self.policies.rounds
         self.replacing = ServerReplacing(config, van, self.stats, self.policies, self.liveness,
                                         self._welcome)
+        self.rebuilding = SchedulerRebuilding(self)     # taking a running cluster over
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
@@ -123,6 +125,8 @@ class Scheduler:
                 self._drops.log(msg.sender, "ignored %s from unregistered node %d during "
                                 "rendezvous", msg.kind.name, msg.sender)
                 continue
+            if "report" in msg.meta and not registration.registered:   # scheduler_restarts
+                return self.rebuilding.run(msg, deadline)
             problem = roles.register_refusal(msg.meta, msg.origin) or \
                 registration.add(msg.meta)
             if problem:
@@ -165,11 +169,12 @@ class Scheduler:
         if self.policies.wan_topology is not None:
             self.settings = self.settings.with_links(self.policies.wan_topology.links)
 
-    def _welcome(self, nodes, policy, rejoined: bool = False) -> None:
+    def _welcome(self, nodes, policy, rejoined: bool = False, rebuilt: bool = False) -> None:
         now = time.monotonic()
         meta = {"nodes": self.table.to_json(),
                 "policy": None if policy is None else policy.to_json(),
-                "settings": self.settings.to_json(), "rejoined": rejoined}
+                "settings": self.settings.to_json(), "rejoined": rejoined,
+                "rebuilt": rebuilt}
         for node in nodes:
             self.van.connect(node.id, node.address, principal=node.dc)
             self.van.send(node.id, wire.Message(wire.Kind.WELCOME,
@@ -243,6 +248,9 @@ class Scheduler:
 
     def _on_register(self, msg: wire.Message) -> None:
         """A REGISTER while running: a lost worker coming back into its rank, or refused."""
+        if "report" in msg.meta:        # a node that took this scheduler for dead
+            self.rebuilding.rewelcome(msg)
+            return
         problem = roles.register_refusal(msg.meta, msg.origin)
         if not problem:
             self.liveness.supersede(msg.meta, self.replacement is not None)

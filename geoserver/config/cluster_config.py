@@ -102,6 +102,7 @@ class ClusterConfig:
     checkpoint: str = ""                # [recovery]: where kv.save_checkpoint() writes
     cluster_restarts: int = 0           # [recovery]: whole-cluster restarts from it
     server_restarts: int = 0            # [recovery]: replacements of each DC's server
+    scheduler_restarts: int = 0         # [recovery]: new schedulers started in its place
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
     metrics: MetricsConfig = MetricsConfig()    # [metrics]: Prometheus endpoints (off)

@@ -59,11 +59,12 @@ def cluster_tables(config: ClusterConfig) -> dict:
     if config.sync.mode != "fsa":
         data["sync"] = config.sync.to_params()
     if config.worker_restarts or config.resume or config.checkpoint or \
-            config.server_restarts:
+            config.server_restarts or config.scheduler_restarts:
         data["recovery"] = _present({
             "worker_restarts": config.worker_restarts,
             "cluster_restarts": config.cluster_restarts,
             "server_restarts": config.server_restarts,
+            "scheduler_restarts": config.scheduler_restarts,
             "resume": config.resume or None, "checkpoint": config.checkpoint or None})
     if config.ssh != SshConfig():
         data["ssh"] = config.ssh.to_params()

@@ -216,6 +216,8 @@ class RuntimeSettings(_Wire):
     resume: bool = _setting(False, bool)    # the servers start from a checkpoint
     server_restarts: int = _setting(0, int, minimum=0)  # a lost DC server is replaced:
                                             # workers keep their unconfirmed pushes
+    scheduler_restarts: int = _setting(0, int, minimum=0)   # a silent scheduler is awaited
+                                            # back (timeout_s), the data path running
     checkpoint: str = field(default="")    # where kv.save_checkpoint() writes by default
 
     @classmethod
@@ -232,7 +234,8 @@ class RuntimeSettings(_Wire):
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
                    compression=config.compression, sync=config.sync,
                    resume=bool(config.resume), checkpoint=config.checkpoint,
-                   server_restarts=int(config.server_restarts))
+                   server_restarts=int(config.server_restarts),
+                   scheduler_restarts=int(config.scheduler_restarts))
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

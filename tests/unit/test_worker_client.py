@@ -55,6 +55,7 @@ def test_beats_queued_while_the_io_thread_was_busy_are_read_before_judging_the_s
     from netstorm.geoserver.core.wire import Kind, Message
     from netstorm.geoserver.core.ratelog import RateLimitedLog
     from netstorm.geoserver.worker.progress import Progress
+    from netstorm.geoserver.core.scheduler_watch import SchedulerWatch
     clock = Clock(100.0)
     monkeypatch.setattr(worker_client, "time", types.SimpleNamespace(monotonic=clock))
     client = worker_client.WorkerClient.__new__(worker_client.WorkerClient)    # no sockets
@@ -78,6 +79,8 @@ def test_beats_queued_while_the_io_thread_was_busy_are_read_before_judging_the_s
         table=NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1")]))
     client.heartbeat_s, client.outbox = 0.25, types.SimpleNamespace(messages=[])
     client._fail_all = lambda reason, caused_by_other=True: failed.append(reason)
+    client.scheduler_watch = SchedulerWatch("worker rank 1", "tcp://127.0.0.1:1", 2.0, 10.0,
+                                            0, clock.t)
 
     def busy(msg):
         if msg.kind != Kind.HEARTBEAT:  # a long handler of a reply; the beat is quick
