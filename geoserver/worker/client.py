@@ -28,7 +28,6 @@ from ..core.kinds import handlers_for
 from ..core.nodes import WORKER, NodeInfo
 from .pending import Pending
 from ..core.ratelog import RateLimitedLog
-from ..core.scheduler_watch import SchedulerWatch, report_meta, welcome_refusal
 from .shared_slots import WorkerShares
 from .join import join
 from .keys import KeyInfo, declare, frames as key_frames, push_frame, value as key_value
@@ -37,6 +36,7 @@ from .progress import Progress
 from .replacement import ServerReplacement
 from .requests import Requests, needs
 from .steps import StepCounts
+from .takeover import SchedulerTakeover
 from ..core.wire import Flag, Kind, Message
 from .settings import KVStoreError, WorkerSettings
 
@@ -74,11 +74,8 @@ class WorkerClient:
         self._drops = RateLimitedLog(log)
         self._handlers = handlers_for(WORKER, self)     # kind -> its handler (core/kinds.py)
         # a silent scheduler: fail, or with scheduler_restarts await a new one (rebuild)
-        self.scheduler_watch = SchedulerWatch(
-            f"worker rank {self.me.rank}", self.po.table.scheduler().address,
-            self.po.settings.dead_after_s, self.timeout_s, self.po.settings.scheduler_restarts,
-            time.monotonic())
-        self._left_ranks: set = set()   # workers heard to have finished (for a new scheduler)
+        self.takeover = SchedulerTakeover(self.po, self.me, self._pending_barriers,
+                                          self._drops, time.monotonic())
         # a lost DC server can be replaced (docs/recovery.md): pushes are kept until a value
         # says their round was applied (the replacement may need them again)
         self._keep_pushes = self.po.settings.server_restarts > 0
@@ -135,7 +132,7 @@ class WorkerClient:
         for msg in self.po.take_early():
             self._dispatch_safely(msg)
         next_beat = 0.0
-        scheduler, watch = self.po.table.scheduler(), self.scheduler_watch
+        scheduler, takeover = self.po.table.scheduler(), self.takeover
         while not self._closed.is_set():
             now = time.monotonic()
             if now >= next_beat:
@@ -144,18 +141,16 @@ class WorkerClient:
                 next_beat = now + self.heartbeat_s
                 self.requests.expire(now)
                 gone = "" if self.requests.aborted else \
-                    watch.check(now, self.po.van.pending())
+                    takeover.beat(now, self.po.van.pending())   # pushes and pulls go on
                 if gone:
                     self._fail_all(gone, caused_by_other=False)  # not in this launcher
-                elif watch.lost:            # pushes and pulls go on meanwhile
-                    self.po.reregister(report_meta(self.me, finished=sorted(self._left_ranks)))
             due = self.link.send_due(now) if self.outbox.messages else None
             self.link.end_unsent()
             msg = self.po.recv(max(0.0, (next_beat if due is None else min(due, next_beat))
                                    - now))
             if msg is not None:
                 if msg.sender == scheduler.id:      # admitted: the scheduler's key
-                    watch.heard(time.monotonic())
+                    takeover.watch.heard(time.monotonic())
                 self._dispatch_safely(msg)
 
     def _dispatch_safely(self, msg: Message) -> None:
@@ -180,26 +175,21 @@ class WorkerClient:
         self.requests.note_missing(msg.meta.get("missing", ()))
 
     def _on_welcome(self, msg: Message) -> None:
-        """A new scheduler took the cluster over (core/scheduler_watch.py): the barriers
-        this worker waits in are asked of it again (the old one's counts died with it)."""
-        refusal = welcome_refusal(self.po.table, self.me.id, msg.meta)
-        if refusal:
-            self._drops.log(msg.sender, "worker %d: dropped %s", self.me.rank, refusal)
-            return
-        self.scheduler_watch.back(time.monotonic())
+        """A new scheduler took the cluster over (:mod:`.takeover`)."""
+        self.takeover.on_welcome(msg)
+
+    def _pending_barriers(self) -> list:
+        """The barriers this worker waits in (a new scheduler is asked them again)."""
         with self._lock:
-            barriers = [token[1] for token in self._pending
-                        if isinstance(token, tuple) and token[0] == "barrier"]
-        for seq in barriers:
-            self.po.send_scheduler(Message(Kind.BARRIER, seq=seq))
-        log.warning("worker rank %d: a new scheduler took the cluster over%s", self.me.rank,
-                    f"; barrier(s) {barriers} asked again" if barriers else "")
+            return [token[1] for token in self._pending
+                    if isinstance(token, tuple) and token[0] == "barrier"]
 
     def _on_abort(self, msg: Message) -> None:
         self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
 
     def _on_worker_left(self, msg: Message) -> None:
-        self._left_ranks.add(int(msg.meta["rank"]))
+        if self.takeover.on_worker_left(int(msg.meta["rank"])):    # its own BYE's answer
+            return
         self._worker_left(str(msg.meta["who"]), {int(k): int(n) for k, n in msg.meta["pushes"]})
 
     def _on_node_moved(self, msg: Message) -> None:
@@ -410,16 +400,18 @@ class WorkerClient:
         else:
             self._fail_all(reason or "the store was closed after a failure",
                            caused_by_other=self.caused_by_other)
-        if clean and self.scheduler_watch.lost:   # the BYE must reach a new scheduler
-            self.scheduler_watch.present.wait(self.timeout_s)
+        pushes = [[k, info.pushes] for k, info in self.keys.items() if info.pushes]
+        bye = {"clean": clean, "reason": reason, "pushes": pushes}
+        acknowledged = clean and self.takeover.acknowledged
+        if acknowledged:                # scheduler restarts: a BYE lost is sent again
+            self.takeover.say_bye(bye)
         self._closed.set()
         if not clean:
             write_reason(self.settings.reason_file, reason, self.caused_by_other)
         self._thread.join(timeout=2 * self.heartbeat_s + 1)
         try:
-            pushes = [[k, info.pushes] for k, info in self.keys.items() if info.pushes]
-            self.po.send_scheduler(Message(Kind.BYE, meta={"clean": clean, "reason": reason,
-                                                           "pushes": pushes}))
+            if not acknowledged:
+                self.po.send_scheduler(Message(Kind.BYE, meta=bye))
         finally:
             self.van.close()
             self.shares.close()
