@@ -222,7 +222,10 @@ class GeoServer:
         if refusal:
             self._drops.log(msg.sender, "%s: dropped %s", self.dc, refusal)
             return
+        lost = self.scheduler_watch.lost
         self.scheduler_watch.back(time.monotonic())
+        if not lost:        # a duplicate (it re-registered more than once): taken once
+            return
         log.warning("%s: a new scheduler took the cluster over; round %d", self.dc,
                     self.store.max_round)
         self._send_heartbeat()
