@@ -94,6 +94,8 @@ class SchedulerRebuilding:
             rounds.report(server, rnd, now)
         rounds.opened = rebuild.opened()
         s._welcome([table[i] for i in sorted(rebuild.reports)], plan.latest, rebuilt=True)
+        for i in sorted(rebuild.finished() & set(rebuild.reports)):
+            self.acknowledge_bye(table[i])      # it said BYE to the old one, or meant to
         for server, policies in plan.resend.items():
             for policy in policies:
                 s.van.send(server, wire.Message(wire.Kind.POLICY,
@@ -116,6 +118,13 @@ class SchedulerRebuilding:
                  "version": plan.latest.version, "round": rounds.latest,
                  "opened": rounds.opened})
         return table
+
+    def acknowledge_bye(self, worker: NodeInfo) -> None:
+        """Tell a worker its clean BYE was heard (a WORKER_LEFT naming it): with
+        scheduler restarts a finishing worker waits for it, and says BYE again to a new
+        scheduler otherwise (geoserver/worker/takeover.py)."""
+        self.scheduler.van.send(worker.id, wire.Message(wire.Kind.WORKER_LEFT, meta={
+            "rank": worker.rank, "pushes": [], "who": worker.describe()}))
 
     def rewelcome(self, msg: wire.Message) -> None:
         """A REGISTER with a report while running: a node that took this scheduler for

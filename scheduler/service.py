@@ -289,12 +289,11 @@ class Scheduler:
             del self.barriers[msg.seq]
 
     def _on_bye(self, msg: wire.Message) -> None:
-        self.liveness.bye(msg, self.replacement is not None,
-                          self.settings.sync.mode == "esync")
+        if msg.sender not in self.finished:     # not a BYE sent again to a new scheduler
+            self.liveness.bye(msg, self.replacement is not None,
+                              self.settings.sync.mode == "esync")
         if self.settings.scheduler_restarts and msg.meta.get("clean", True):
-            node = self.table[msg.sender]   # its BYE was heard (geoserver/worker/takeover.py)
-            self.van.send(node.id, wire.Message(wire.Kind.WORKER_LEFT, meta={
-                "rank": node.rank, "pushes": [], "who": node.describe()}))
+            self.rebuilding.acknowledge_bye(self.table[msg.sender])
 
     def _on_round_report(self, msg: wire.Message) -> None:
         """A server's heartbeat carries its round (and, with adapt, its link estimates)."""
