@@ -51,6 +51,7 @@ FIELD_TYPES = {
     "opened": int, "states_digest": str, "shm_fd": int, "shared": bool, "items": list,
     "epoch": int, "cipher": str, "max_frame": int, "model_bytes": int,
     "quiet_s": float, "round_s": float, "waits": list, "missing": list,
+    "report": dict, "rebuilt": bool,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -58,7 +59,8 @@ DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming
 BASE_META = {
     Kind.REGISTER: {"role": "worker", "dc": "dc0", "address": "tcp://127.0.0.1:9",
                     "local_index": 0, "pid": 1, "host": "fuzz", "local_address": ""},
-    Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None, "rejoined": False},
+    Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None, "rejoined": False,
+                   "rebuilt": False},
     Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": [], "step_s": 0.5},
     Kind.ABORT: {"reason": "fuzz"},
     Kind.BYE: {"clean": True, "reason": "fuzz"},
