@@ -91,6 +91,12 @@ def test_a_new_scheduler_takes_the_running_cluster_over_and_tells_every_node():
                                 "no running cluster)")]
     assert scheduler.rounds.policy == later and scheduler.rounds.latest == 7
     assert scheduler.rebuilding.rebuilt_at is not None
+    # the next version it plans is numbered after every one held and starts after every
+    # server's round (never before the latest version's start)
+    van.sent.clear()
+    policy = scheduler.announce(first.trees, first.shares, lead_rounds=1)
+    assert policy.version == later.version + 1 and policy.start_round >= 9
+    assert sorted(peer for peer, m in van.sent if m.kind == Kind.POLICY) == [1, 2]
 
 
 def test_a_node_that_does_not_come_back_ends_the_rebuild_naming_it():
