@@ -100,7 +100,8 @@ _CHUNK = MessageSchema(CHUNK_META, frames=(1, 1), dtype="required",
 REBUILD_REPORT = Obj({
     "node": NODE, "policies": ListOf(POLICY, max_len=255), "round": Int(0, I64),
     "opened": Int(0, I64), "requested": Int(0, I64), "finished": ListOf(Int(0, U32)),
-    "workers": ListOf(NODE, max_len=U16), "keys": ListOf(Row(Int(0, U32), Int(0, I64)))}, required=("node",))
+    "workers": ListOf(NODE, max_len=U16), "keys": ListOf(Row(Int(0, U32), Int(0, I64)))},
+    required=("node",))
 _STATES = MessageSchema(STATES, frames=(0, None), dtype="optional", check=check_states,
                         max_meta_bytes=MAX_META_BYTES)
 

@@ -402,7 +402,7 @@ class WorkerClient:
                            caused_by_other=self.caused_by_other)
         pushes = [[k, info.pushes] for k, info in self.keys.items() if info.pushes]
         bye = {"clean": clean, "reason": reason, "pushes": pushes}
-        acknowledged = clean and self.takeover.acknowledged
+        acknowledged = clean and self.takeover.acknowledged and not self.requests.aborted
         if acknowledged:                # scheduler restarts: a BYE lost is sent again
             self.takeover.say_bye(bye)
         self._closed.set()
