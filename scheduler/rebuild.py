@@ -153,9 +153,32 @@ class Rebuild:
     def complete(self) -> bool:
         return not self.missing()
 
-    def describe_missing(self) -> str:
-        """E.g. ``"server of dc1 (node 1), worker rank 2 (dc2/0, node 5)"``."""
-        return ", ".join(self._describe(i) for i in self.missing())
+    def describe_missing(self, ids=None) -> str:
+        """E.g. ``"server of dc1 (node 1), worker rank 2 (dc2/0, node 5)"`` (``ids``: those,
+        else every node still awaited)."""
+        return ", ".join(self._describe(i) for i in (self.missing() if ids is None else ids))
+
+    def listed(self) -> dict:
+        """``{id: NodeInfo}`` of the workers the servers' reports list (their DC's)."""
+        return {w.id: w for r in self.reports.values() for w in r.workers}
+
+    def restarted(self, fresh: list) -> set:
+        """The missing workers a fresh REGISTER (``fresh``: metas, their DC that of their
+        key) takes the place of: a worker of that DC and local index that no report came
+        from, and that a server's report lists (the table needs its entry). Such a worker
+        died while the scheduler was away and its launcher restarted it; the new scheduler
+        takes the cluster over with it lost, and the REGISTER back into its rank. O(fresh
+        x missing)."""
+        listed, taken = self.listed(), set()
+        for meta in fresh:
+            for i in self.missing():
+                role, dc, _, local_rank = self.expected[i]
+                if i not in taken and i in listed and role == WORKER and \
+                        (meta.get("role"), meta.get("dc"), meta.get("local_index")) == \
+                        (role, dc, local_rank):
+                    taken.add(i)
+                    break
+        return taken
 
     def _describe(self, node_id: int) -> str:
         role, dc, rank, local_rank = self.expected[node_id]
@@ -163,14 +186,15 @@ class Rebuild:
 
     def table(self, scheduler_address: str) -> NodeTable:
         """The node table of the running cluster: the reported nodes, and the finished
-        workers as their DC's server knows them. :class:`RebuildError` if a finished
-        worker is in no server's report. Only once :attr:`complete`."""
+        workers and those still missing (to be handled as lost) as their DC's server
+        knows them. :class:`RebuildError` naming a node no report gives."""
         nodes = {SCHEDULER_ID: NodeInfo(SCHEDULER_ID, SCHEDULER, "", scheduler_address)}
         nodes.update({i: r.node for i, r in self.reports.items()})
-        listed = {w.id: w for r in self.reports.values() for w in r.workers}
-        for i in sorted(self.finished() - set(self.reports)):
+        listed = self.listed()
+        for i in sorted(set(self.expected) - set(nodes)):
             if i not in listed:
-                raise RebuildError(f"{self._describe(i)} finished, and no server's report "
+                state = "finished" if i in self.finished() else "did not come back"
+                raise RebuildError(f"{self._describe(i)} {state}, and no server's report "
                                    f"lists it")
             nodes[i] = listed[i]
         return NodeTable([nodes[i] for i in sorted(nodes)])

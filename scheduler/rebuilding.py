@@ -13,7 +13,8 @@ import logging
 import time
 
 from netstorm.geoserver.core import roles, wire
-from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
+from netstorm.geoserver.config.settings import MAX_EARLY_MESSAGES
+from netstorm.geoserver.core.nodes import WORKER, NodeInfo, NodeTable
 
 from .liveness import ClusterAborted
 from .policy import needs_measurement
@@ -31,46 +32,72 @@ class SchedulerRebuilding:
         self.scheduler = scheduler
         self.rebuilt_at: float | None = None    # when the cluster was taken over (None: not)
 
-    def run(self, first: wire.Message, deadline: float) -> NodeTable:
+    def run(self, first: wire.Message, deadline: float, earlier=()) -> NodeTable:
         """The rendezvous of a running cluster, from its first report (``first``) until
         every node of the cluster file re-registered or is known to have finished, by
         ``deadline`` (the rendezvous's ``timeout_s``); then the state adopted and every
-        node welcomed. :class:`ClusterAborted` naming the nodes still missing, or why the
-        reports cannot be taken over."""
+        node welcomed. ``earlier``: fresh REGISTER metas accepted before the first report
+        (restarted workers). With ``worker_restarts`` a worker that does not come back is
+        handled as lost (awaited back for ``timeout_s`` more) and a fresh REGISTER in its
+        place takes it back into its rank after the takeover. :class:`ClusterAborted`
+        naming the nodes still missing, or why the reports cannot be taken over."""
         s = self.scheduler
         rebuild = Rebuild(s.config.dcs)
+        held = [wire.Message(wire.Kind.REGISTER, meta=m, origin=m["dc"]) for m in earlier]
         log.warning("a node reports a running cluster: rebuilding it from the nodes' reports "
                     "(waiting up to %gs for all of them)", max(0.0, deadline - time.monotonic()))
         msg = first
         while True:
             if msg is not None:
-                self._take(rebuild, msg)
-            if rebuild.complete:
-                break
+                self._take(rebuild, msg, held)
+            if set(rebuild.missing()) <= rebuild.restarted([m.meta for m in held]):
+                break               # everyone reported, finished, or restarted
             s._check_stop()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                reason = (f"a new scheduler waited timeout_s = {s.config.timeout_s:g}s for the "
-                          f"running cluster's nodes to re-register; still missing: "
-                          f"{rebuild.describe_missing()}")
-                s._abort_nodes([r.node for r in rebuild.reports.values()], reason)
-                raise ClusterAborted(reason)
+                self._give_up(rebuild)
+                break
             msg = s.van.recv(min(remaining, s.config.heartbeat_s))
             if msg is not None and msg.kind != wire.Kind.REGISTER:
                 s._drops.log(msg.sender, "ignored %s from node %d while the cluster is "
                              "rebuilt", msg.kind.name, msg.sender)
                 msg = None
-        return self._adopt(rebuild)
+        return self._adopt(rebuild, held)
 
-    def _take(self, rebuild: Rebuild, msg: wire.Message) -> None:
-        problem = roles.register_refusal(msg.meta, msg.origin) or rebuild.add(msg.meta)
+    def _take(self, rebuild: Rebuild, msg: wire.Message, held: list) -> None:
+        """A REGISTER while rebuilding: a report taken, or a restarted worker's fresh one
+        held (with worker_restarts, at most MAX_EARLY_MESSAGES), or refused."""
+        s = self.scheduler
+        problem = roles.register_refusal(msg.meta, msg.origin)
+        if not problem and "report" not in msg.meta and s.config.worker_restarts and \
+                msg.meta.get("role") == WORKER and len(held) < MAX_EARLY_MESSAGES:
+            held.append(msg)
+            log.info("held the registration of a worker of %s until the cluster is rebuilt",
+                     msg.meta.get("dc"))
+            return
+        problem = problem or rebuild.add(msg.meta)
         if problem:
-            self.scheduler._reject(msg, problem)
+            s._reject(msg, problem)
 
-    def _adopt(self, rebuild: Rebuild) -> NodeTable:
+    def _give_up(self, rebuild: Rebuild) -> None:
+        """``timeout_s`` passed: workers still missing (that a server's report lists) are
+        handled as lost with ``worker_restarts``; anything else aborts naming them."""
+        s = self.scheduler
+        missing, listed = rebuild.missing(), rebuild.listed()
+        if s.config.worker_restarts and all(i in listed for i in missing):
+            return
+        reason = (f"a new scheduler waited timeout_s = {s.config.timeout_s:g}s for the "
+                  f"running cluster's nodes to re-register; still missing: "
+                  f"{rebuild.describe_missing(missing)}")
+        s._abort_nodes([r.node for r in rebuild.reports.values()], reason)
+        raise ClusterAborted(reason)
+
+    def _adopt(self, rebuild: Rebuild, held: list) -> NodeTable:
         """Take the cluster over: the table, the finished workers, the policies and rounds
         the servers reported; every node welcomed (``rebuilt``), a server lacking a
-        version it will need sent it, the latest open round opened again everywhere."""
+        version it will need sent it, the latest open round opened again everywhere; the
+        workers that did not come back lost, the ``held`` REGISTERs then taken (back into
+        their ranks, as while running)."""
         s = self.scheduler
         try:
             plan = rebuild.policies()
@@ -104,6 +131,14 @@ class SchedulerRebuilding:
             s._broadcast_servers(wire.Kind.ROUND_OPEN, {}, seq=rounds.opened)
         if s.policies.adaptation is not None:
             s.policies.send_routes()
+        for i in rebuild.missing():
+            if not s.liveness.lose(i, "did not re-register with the new scheduler", False):
+                reason = (f"{table.describe(i)} did not re-register with the new scheduler "
+                          f"and cannot be awaited (worker_restarts)")
+                s._abort_nodes([table[j] for j in sorted(rebuild.reports)], reason)
+                raise ClusterAborted(reason)
+        for msg in held:
+            s._on_register(msg)
         self.rebuilt_at = now
         finished = sorted(table[i].rank for i in rebuild.finished())
         log.warning("took the running cluster over from %d reports: policy %d (from round "

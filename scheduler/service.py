@@ -125,8 +125,8 @@ class Scheduler:
                 self._drops.log(msg.sender, "ignored %s from unregistered node %d during "
                                 "rendezvous", msg.kind.name, msg.sender)
                 continue
-            if "report" in msg.meta and not registration.registered:   # scheduler_restarts
-                return self.rebuilding.run(msg, deadline)
+            if "report" in msg.meta:        # a running cluster (scheduler_restarts)
+                return self.rebuilding.run(msg, deadline, registration.registered)
             problem = roles.register_refusal(msg.meta, msg.origin) or \
                 registration.add(msg.meta)
             if problem:

@@ -41,9 +41,9 @@ class ListVan:
         return bool(self.inbox)
 
 
-def cluster(timeout_s=30.0):
+def cluster(timeout_s=30.0, worker_restarts=0):
     config = pseudo_cluster(2, 1, 9, heartbeat_s=0.05, dead_after_s=0.2, timeout_s=timeout_s,
-                            scheduler_restarts=1)
+                            scheduler_restarts=1, worker_restarts=worker_restarts)
     registration = Registration(config.dcs)
     for n, (role, dc) in enumerate([("server", "dc0"), ("server", "dc1"), ("worker", "dc0"),
                                     ("worker", "dc1")]):
@@ -140,3 +140,48 @@ def test_a_re_registration_while_running_is_welcomed_again_only_as_the_node_of_t
     moved.meta["report"]["node"]["address"] = moved.meta["address"] = "tcp://10.0.0.1:1"
     scheduler._dispatch(moved)
     assert van.sent == []
+
+
+def fresh_worker(dc, port):
+    return Message(Kind.REGISTER, origin=dc, meta={"role": "worker", "dc": dc, "local_index": 0,
+                                                   "address": f"tcp://127.0.0.1:{port}"})
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_worker_restarted_while_the_scheduler_was_away_is_taken_back_into_its_rank(first):
+    """worker_restarts: a worker that died while the scheduler was away sends no report;
+    its restarted process's fresh REGISTER (before the first report, or among them) stands
+    in for it: the cluster is taken over with it lost, then the REGISTER takes its rank
+    back (WELCOME rejoined, its server told where it now is)."""
+    config, table = cluster(worker_restarts=1)
+    first_policy, _ = initial_policy(config)
+    msgs = reports(table, first_policy, skip={4})
+    msgs.insert(0 if first else 2, fresh_worker("dc1", 77))
+    van = ListVan(msgs)
+    scheduler = Scheduler(config, van)
+    rebuilt = scheduler.rendezvous()
+    assert rebuilt[4].address == "tcp://127.0.0.1:77" and 4 not in scheduler.lost
+    welcomes = {peer: m.meta for peer, m in van.sent if m.kind == Kind.WELCOME}
+    assert sorted(welcomes) == [1, 2, 3, 4]
+    assert welcomes[4]["rejoined"] and not welcomes[4]["rebuilt"] and welcomes[3]["rebuilt"]
+    assert [(peer, m.meta["node"]["address"]) for peer, m in van.sent
+            if m.kind == Kind.NODE_MOVED] == [(2, "tcp://127.0.0.1:77")]
+
+
+def test_without_worker_restarts_a_fresh_registration_is_refused_while_rebuilding():
+    config, table = cluster(timeout_s=0.3)
+    first, _ = initial_policy(config)
+    msgs = reports(table, first, skip={4})
+    msgs.insert(1, fresh_worker("dc1", 77))
+    van = ListVan(msgs)
+    with pytest.raises(ClusterAborted, match=r"still missing: worker rank 1"):
+        Scheduler(config, van).rendezvous()
+    assert [peer for peer, m in van.sent if m.kind == Kind.ERROR] == ["tcp://127.0.0.1:77"]
+
+
+def test_with_worker_restarts_a_worker_that_does_not_come_back_is_awaited_as_lost():
+    config, table = cluster(timeout_s=0.3, worker_restarts=1)
+    first, _ = initial_policy(config)
+    scheduler = Scheduler(config, ListVan(reports(table, first, skip={4})))
+    rebuilt = scheduler.rendezvous()
+    assert rebuilt.to_json() == table.to_json() and 4 in scheduler.lost
