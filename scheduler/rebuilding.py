@@ -131,14 +131,6 @@ class SchedulerRebuilding:
             s._broadcast_servers(wire.Kind.ROUND_OPEN, {}, seq=rounds.opened)
         if s.policies.adaptation is not None:
             s.policies.send_routes()
-        for i in rebuild.missing():
-            if not s.liveness.lose(i, "did not re-register with the new scheduler", False):
-                reason = (f"{table.describe(i)} did not re-register with the new scheduler "
-                          f"and cannot be awaited (worker_restarts)")
-                s._abort_nodes([table[j] for j in sorted(rebuild.reports)], reason)
-                raise ClusterAborted(reason)
-        for msg in held:
-            s._on_register(msg)
         self.rebuilt_at = now
         finished = sorted(table[i].rank for i in rebuild.finished())
         log.warning("took the running cluster over from %d reports: policy %d (from round "
@@ -152,6 +144,14 @@ class SchedulerRebuilding:
         s.stats({"t": round(now, 3), "event": "rebuilt", "nodes": len(rebuild.reports),
                  "version": plan.latest.version, "round": rounds.latest,
                  "opened": rounds.opened})
+        for i in rebuild.missing():
+            if not s.liveness.lose(i, "did not re-register with the new scheduler", False):
+                reason = (f"{table.describe(i)} did not re-register with the new scheduler "
+                          f"and cannot be awaited (worker_restarts)")
+                s._abort_nodes([table[j] for j in sorted(rebuild.reports)], reason)
+                raise ClusterAborted(reason)
+        for msg in held:
+            s._on_register(msg)
         return table
 
     def acknowledge_bye(self, worker: NodeInfo) -> None:
