@@ -8,12 +8,9 @@ itself: :func:`report_meta`), for up to ``timeout_s``; the new scheduler rebuild
 cluster from the reports (:mod:`netstorm.scheduler.rebuild`) and answers with a WELCOME
 marked ``rebuilt``, which :func:`welcome_refusal` checks against the table this node
 already has (the same ids, roles, DCs and ranks: a new scheduler may not renumber a running
-cluster). Pure but for a :class:`threading.Event` a closing worker waits on; the clock is
-passed in. O(1) per check, O(nodes) per WELCOME checked.
+cluster). Pure: the clock is passed in. O(1) per check, O(nodes) per WELCOME checked.
 """
 from __future__ import annotations
-
-import threading
 
 from ..policy.tree import PolicyError
 from .nodes import NodeTable, SilenceJudge
@@ -23,18 +20,15 @@ __all__ = ["SchedulerWatch", "identity", "policies_in_use", "report_meta", "welc
 
 class SchedulerWatch:
     """Whether the scheduler is alive, awaited back, or lost for good (see the module doc).
-    ``who``: the watching node, for the texts; ``restarts``: ``scheduler_restarts`` (0: a
-    silent scheduler ends the node)."""
+    ``restarts``: ``scheduler_restarts`` (0: a silent scheduler ends the node)."""
 
-    def __init__(self, who: str, scheduler_address: str, dead_after_s: float,
-                 timeout_s: float, restarts: int, now: float):
-        self.who, self.address = who, scheduler_address
+    def __init__(self, scheduler_address: str, dead_after_s: float, timeout_s: float,
+                 restarts: int, now: float):
+        self.address = scheduler_address
         self.dead_after_s, self.timeout_s, self.restarts = dead_after_s, timeout_s, restarts
         self._silence = SilenceJudge(dead_after_s)
         self.seen = now                 # when the scheduler was last heard of
         self.lost_since: float | None = None    # since when a new one is awaited
-        self.present = threading.Event()       # set while a scheduler answers
-        self.present.set()
         self.takeovers = 0              # new schedulers taken
 
     @property
@@ -61,7 +55,6 @@ class SchedulerWatch:
                 return (f"the scheduler at {self.address} sent nothing for {silent:.1f}s "
                         f"(dead_after_s={self.dead_after_s:g}); it is presumed dead")
             self.lost_since = now
-            self.present.clear()
             return ""
         if now - self.lost_since > self.timeout_s:
             return (f"the scheduler at {self.address} sent nothing for {silent:.1f}s "
@@ -76,7 +69,6 @@ class SchedulerWatch:
             self.takeovers += 1
         self.lost_since = None
         self.seen = now
-        self.present.set()
 
 
 def identity(table: NodeTable) -> list:

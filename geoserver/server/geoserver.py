@@ -130,8 +130,8 @@ class GeoServer:
         self._scheduler_seen = time.monotonic()     # the WELCOME just came
         # a silent scheduler: stop, or with scheduler_restarts await a new one (rebuild)
         self.scheduler_watch = SchedulerWatch(
-            self.dc, self.table.scheduler().address, settings.dead_after_s,
-            settings.timeout_s, settings.scheduler_restarts, time.monotonic())
+            self.table.scheduler().address, settings.dead_after_s, settings.timeout_s,
+            settings.scheduler_restarts, time.monotonic())
         self._drops = RateLimitedLog(log)
         self.inits = InitSpread(self.dc, self.store, self.policies, self.wan, settings.links,
                                 self._drops)

@@ -33,9 +33,8 @@ class SchedulerTakeover:
         settings = po.settings
         self.restarts = settings.scheduler_restarts
         self.dead_after_s, self.timeout_s = settings.dead_after_s, settings.timeout_s
-        self.watch = SchedulerWatch(f"worker rank {me.rank}", po.table.scheduler().address,
-                                    settings.dead_after_s, settings.timeout_s, self.restarts,
-                                    now)
+        self.watch = SchedulerWatch(po.table.scheduler().address, settings.dead_after_s,
+                                    settings.timeout_s, self.restarts, now)
         self.left_ranks: set = set()    # workers heard to have finished
         self._bye: dict | None = None   # the BYE's meta once this worker leaves
         self.bye_acked = threading.Event()
