@@ -23,6 +23,7 @@ from .rebuild import Rebuild, RebuildError
 __all__ = ["SchedulerRebuilding"]
 
 log = logging.getLogger("netstorm.scheduler")
+PROGRESS_S = 10.0     # at most this long between "rebuilding: ..." lines while nodes report
 
 
 class SchedulerRebuilding:
@@ -46,18 +47,24 @@ class SchedulerRebuilding:
         held = [wire.Message(wire.Kind.REGISTER, meta=m, origin=m["dc"]) for m in earlier]
         log.warning("a node reports a running cluster: rebuilding it from the nodes' reports "
                     "(waiting up to %gs for all of them)", max(0.0, deadline - time.monotonic()))
-        msg = first
+        msg, every = first, min(PROGRESS_S, s.config.timeout_s / 4)
+        next_progress = time.monotonic() + every
         while True:
             if msg is not None:
                 self._take(rebuild, msg, held)
             if set(rebuild.missing()) <= rebuild.restarted([m.meta for m in held]):
                 break               # everyone reported, finished, or restarted
             s._check_stop()
+            if time.monotonic() >= next_progress:     # never silent while waiting
+                log.info("rebuilding: %d nodes reported; missing: %s", len(rebuild.reports),
+                         rebuild.describe_missing())
+                next_progress += every
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._give_up(rebuild)
                 break
-            msg = s.van.recv(min(remaining, s.config.heartbeat_s))
+            msg = s.van.recv(max(0.0, min(remaining, s.config.heartbeat_s,
+                                          next_progress - time.monotonic())))
             if msg is not None and msg.kind != wire.Kind.REGISTER:
                 s._drops.log(msg.sender, "ignored %s from node %d while the cluster is "
                              "rebuilt", msg.kind.name, msg.sender)
