@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, WORKER, NodeInfo, NodeTable
 
-__all__ = ["Registration", "SCHEDULER_ID"]
+__all__ = ["Registration", "SCHEDULER_ID", "layout"]
 
 SCHEDULER_ID = 0
 
@@ -45,6 +45,9 @@ class Registration:
     def check(self, meta: dict) -> str:
         """Why a REGISTER with ``meta`` cannot be accepted now ("" if it can)."""
         role, dc = meta.get("role"), meta.get("dc")
+        if meta.get("report") is not None:
+            return ("this scheduler is starting a new cluster: a node of a running one "
+                    "(re-registering with its report) cannot join it")
         if role not in (SERVER, WORKER):
             return f"unknown role {role!r}"
         if not isinstance(dc, str) or (SERVER, dc) not in self.expected:
@@ -95,3 +98,19 @@ class Registration:
 def _local(meta: dict) -> dict:
     """Where a node can be reached without TCP by its DC's nodes on the same host."""
     return {"host": str(meta.get("host", "")), "local_address": str(meta.get("local_address", ""))}
+
+
+def layout(dcs) -> dict:
+    """What every node of a complete cluster of ``dcs`` is, as :meth:`Registration.table`
+    assigns it: ``{id: (role, dc, rank, local_rank)}``, the scheduler 0, servers in DC
+    order, then workers DC by DC in local rank order, ranks counted across DCs. A new
+    scheduler checks what re-registering nodes claim against it (:mod:`.rebuild`). O(nodes)."""
+    nodes = {SCHEDULER_ID: (SCHEDULER, "", -1, -1)}
+    for dc in dcs:
+        nodes[len(nodes)] = (SERVER, dc.name, -1, -1)
+    rank = 0
+    for dc in dcs:
+        for local_rank in range(dc.workers):
+            nodes[len(nodes)] = (WORKER, dc.name, rank, local_rank)
+            rank += 1
+    return nodes

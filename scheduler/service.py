@@ -30,6 +30,7 @@ from .announcer import PolicyAnnouncer
 from .auditing import ReplicaAuditing
 from .liveness import ClusterAborted, Liveness
 from .policy import initial_policy, needs_measurement, random_trees
+from .rebuilding import SchedulerRebuilding
 from .replacing import ServerReplacing
 from .registration import SCHEDULER_ID, Registration
 from .status import view_of
@@ -73,6 +74,7 @@ class Scheduler:
         # the DCs' replica digests compared (docs/recovery-audit.md)
         self.auditing = ReplicaAuditing([dc.name for dc in config.dcs], self.stats,
                                         self.replacing, config.server_restarts)
+        self.rebuilding = SchedulerRebuilding(self)     # taking a running cluster over
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
@@ -127,6 +129,8 @@ class Scheduler:
                 self._drops.log(msg.sender, "ignored %s from unregistered node %d during "
                                 "rendezvous", msg.kind.name, msg.sender)
                 continue
+            if "report" in msg.meta:        # a running cluster (scheduler_restarts)
+                return self.rebuilding.run(msg, deadline, registration.registered)
             problem = roles.register_refusal(msg.meta, msg.origin) or \
                 registration.add(msg.meta)
             if problem:
@@ -169,11 +173,12 @@ class Scheduler:
         if self.policies.wan_topology is not None:
             self.settings = self.settings.with_links(self.policies.wan_topology.links)
 
-    def _welcome(self, nodes, policy, rejoined: bool = False) -> None:
+    def _welcome(self, nodes, policy, rejoined: bool = False, rebuilt: bool = False) -> None:
         now = time.monotonic()
         meta = {"nodes": self.table.to_json(),
                 "policy": None if policy is None else policy.to_json(),
-                "settings": self.settings.to_json(), "rejoined": rejoined}
+                "settings": self.settings.to_json(), "rejoined": rejoined,
+                "rebuilt": rebuilt}
         for node in nodes:
             self.van.connect(node.id, node.address, principal=node.dc)
             self.van.send(node.id, wire.Message(wire.Kind.WELCOME,
@@ -247,6 +252,9 @@ class Scheduler:
 
     def _on_register(self, msg: wire.Message) -> None:
         """A REGISTER while running: a lost worker coming back into its rank, or refused."""
+        if "report" in msg.meta:        # a node that took this scheduler for dead
+            self.rebuilding.rewelcome(msg)
+            return
         problem = roles.register_refusal(msg.meta, msg.origin)
         if not problem:
             self.liveness.supersede(msg.meta, self.replacement is not None)
@@ -285,8 +293,11 @@ class Scheduler:
             del self.barriers[msg.seq]
 
     def _on_bye(self, msg: wire.Message) -> None:
-        self.liveness.bye(msg, self.replacement is not None,
-                          self.settings.sync.mode == "esync")
+        if msg.sender not in self.finished:     # not a BYE sent again to a new scheduler
+            self.liveness.bye(msg, self.replacement is not None,
+                              self.settings.sync.mode == "esync")
+        if self.settings.scheduler_restarts and msg.meta.get("clean", True):
+            self.rebuilding.acknowledge_bye(self.table[msg.sender])
 
     def _on_round_report(self, msg: wire.Message) -> None:
         """A server's heartbeat carries its round (and, with adapt, its link estimates)."""

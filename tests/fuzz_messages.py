@@ -53,6 +53,7 @@ FIELD_TYPES = {
     "quiet_s": float, "round_s": float, "waits": list, "missing": list,
     "mode": dict,
     "audit": list, "repair": bool,          # replica audit (docs/recovery.md)
+    "report": dict, "rebuilt": bool,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -60,7 +61,8 @@ DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming
 BASE_META = {
     Kind.REGISTER: {"role": "worker", "dc": "dc0", "address": "tcp://127.0.0.1:9",
                     "local_index": 0, "pid": 1, "host": "fuzz", "local_address": ""},
-    Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None, "rejoined": False},
+    Kind.WELCOME: {"nodes": [], "you": 3, "settings": {}, "policy": None, "rejoined": False,
+                   "rebuilt": False},
     Kind.HEARTBEAT: {"round": 0, "links": {}, "stalled": [], "step_s": 0.5,
                      # a key no script has: the live cluster's audits never compare it
                      "audit": [[987654, 1, "a" * 64, 1]]},

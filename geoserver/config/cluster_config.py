@@ -104,6 +104,7 @@ class ClusterConfig:
     cluster_restarts: int = 0           # [recovery]: whole-cluster restarts from it
     server_restarts: int = 0            # [recovery]: replacements of each DC's server
     audit_every: int = DEFAULT_AUDIT_EVERY  # [recovery]: replica digests every N rounds
+    scheduler_restarts: int = 0         # [recovery]: new schedulers started in its place
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
     metrics: MetricsConfig = MetricsConfig()    # [metrics]: Prometheus endpoints (off)

@@ -23,7 +23,7 @@ FIELDS = {     # what each table of a cluster file may hold; anything else is a 
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
          "ssh", "recovery", "emulation", "metrics", "status"),
     "recovery": ("worker_restarts", "resume", "checkpoint", "cluster_restarts",
-                 "server_restarts", "audit_every"),
+                 "server_restarts", "audit_every", "scheduler_restarts"),
     "scheduler": ("host", "advertise", "port", "stats"),
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts",
            "worker_ports", "worker_advertise", "bulk_port"),

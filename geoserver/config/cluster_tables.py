@@ -200,7 +200,8 @@ def parse_ssh(raw, where: str) -> SshConfig:
 def parse_recovery(recovery: dict, where: str) -> dict:
     """``[recovery]`` (``where`` names it): the fields it sets."""
     kwargs = {}
-    for key in ("worker_restarts", "cluster_restarts", "server_restarts", "audit_every"):
+    for key in ("worker_restarts", "cluster_restarts", "server_restarts", "audit_every",
+                "scheduler_restarts"):
         if key in recovery:
             kwargs[key] = bounded(recovery, key, where)
     for key in ("resume", "checkpoint"):

@@ -60,13 +60,15 @@ def cluster_tables(config: ClusterConfig) -> dict:
     if config.sync.mode != "fsa":
         data["sync"] = config.sync.to_params()
     if config.worker_restarts or config.resume or config.checkpoint or \
-            config.server_restarts or config.audit_every != DEFAULT_AUDIT_EVERY:
+            config.server_restarts or config.scheduler_restarts or \
+            config.audit_every != DEFAULT_AUDIT_EVERY:
         data["recovery"] = _present({
             "worker_restarts": config.worker_restarts,
             "cluster_restarts": config.cluster_restarts,
             "server_restarts": config.server_restarts,
             "audit_every": None if config.audit_every == DEFAULT_AUDIT_EVERY
             else config.audit_every,
+            "scheduler_restarts": config.scheduler_restarts,
             "resume": config.resume or None, "checkpoint": config.checkpoint or None})
     if config.ssh != SshConfig():
         data["ssh"] = config.ssh.to_params()

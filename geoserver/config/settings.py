@@ -218,6 +218,8 @@ class RuntimeSettings(_Wire):
     resume: bool = _setting(False, bool)    # the servers start from a checkpoint
     server_restarts: int = _setting(0, int, minimum=0)  # a lost DC server is replaced:
                                             # workers keep their unconfirmed pushes
+    scheduler_restarts: int = _setting(0, int, minimum=0)   # a silent scheduler is awaited
+                                            # back (timeout_s), the data path running
     checkpoint: str = field(default="")    # where kv.save_checkpoint() writes by default
     audit_every: int = _setting(DEFAULT_AUDIT_EVERY, int, minimum=0)  # replica digests every
                                             # N rounds (0: off; docs/recovery-audit.md)
@@ -237,7 +239,8 @@ class RuntimeSettings(_Wire):
                    compression=config.compression, sync=config.sync,
                    resume=bool(config.resume), checkpoint=config.checkpoint,
                    server_restarts=int(config.server_restarts),
-                   audit_every=int(config.audit_every))
+                   audit_every=int(config.audit_every),
+                   scheduler_restarts=int(config.scheduler_restarts))
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

@@ -98,22 +98,32 @@ _WELCOMING = (Route(SERVER, FROM_SCHEDULER, check=WELCOMING),
               Route(WORKER, FROM_SCHEDULER, check=WELCOMING))
 _CHUNK = MessageSchema(CHUNK_META, frames=(1, 1), dtype="required",
                        flags=Flag.QUEUED | Flag.ENCODED)
+# what a node tells a new scheduler of itself (scheduler/rebuild.py)
+REBUILD_REPORT = Obj({
+    "node": NODE, "policies": ListOf(POLICY, max_len=255), "round": Int(0, I64),
+    "opened": Int(0, I64), "requested": Int(0, I64), "finished": ListOf(Int(0, U32)),
+    "workers": ListOf(NODE, max_len=U16), "keys": ListOf(Row(Int(0, U32), Int(0, I64)))},
+    required=("node",))
 _STATES = MessageSchema(STATES, frames=(0, None), dtype="optional", check=check_states,
                         max_meta_bytes=MAX_META_BYTES)
 
 _ROWS = [
     _spec(Kind.REGISTER, MessageSchema(Obj({
         "role": Str(64), "dc": Str(), "address": Str(), "host": Str(), "pid": Int(0, U32),
-        "local_index": Int(-1, U32), "local_address": Str()},
-        required=("role", "dc", "address"))),
+        "local_index": Int(-1, U32), "local_address": Str(),
+        # a node re-registering with a new scheduler (scheduler/rebuild.py)
+        "report": REBUILD_REPORT},
+        required=("role", "dc", "address")), max_meta_bytes=MAX_META_BYTES),
         Route(SCHEDULER, FROM_NODE, check=REGISTERING), handler="_on_register"),
     _spec(Kind.WELCOME, MessageSchema(Obj({
         "nodes": ListOf(NODE, max_len=U16), "you": Int(0, U16), "policy": Nullable(POLICY),
         # typed by RuntimeSettings.from_json in the Postoffice, whose error names the
         # field and ends the registration (a WELCOME is not retried)
         "settings": AnyObj(),
-        "rejoined": Bool()},        # a worker restarted into its rank (docs/recovery.md)
-        required=("nodes", "you", "settings")), max_meta_bytes=MAX_META_BYTES), *_WELCOMING),
+        "rejoined": Bool(),         # a worker restarted into its rank (docs/recovery.md)
+        "rebuilt": Bool()},         # a new scheduler took the cluster over (rebuild.py)
+        required=("nodes", "you", "settings")), max_meta_bytes=MAX_META_BYTES), *_WELCOMING,
+        *_BOTH_SCHED, handler="_on_welcome"),   # admitted: a new scheduler's, while running
     _spec(Kind.BARRIER, EMPTY, *_WORKER_TO_SCHED, handler="_on_barrier"),
     _spec(Kind.BARRIER_DONE, EMPTY, Route(WORKER, FROM_SCHEDULER), handler="_on_barrier_done"),
     _spec(Kind.HEARTBEAT, MessageSchema(Obj({

@@ -107,6 +107,15 @@ class Postoffice:
         self.van.node_id = self.me.id
         return self.me
 
+    def reregister(self, report: dict) -> None:
+        """Register again, with a new scheduler, as the node this one is (``report``:
+        :func:`~.scheduler_watch.report_meta`); its WELCOME comes in the node's loop."""
+        meta = {"role": self.role, "dc": self.dc, "address": self.van.address,
+                "host": socket.gethostname(), "pid": os.getpid(),
+                "local_index": max(self.me.local_rank, -1),
+                "local_address": self.van.local_address, "report": report}
+        self.van.send(SCHEDULER, wire.Message(wire.Kind.REGISTER, meta=meta))
+
     def _keep_early(self, msg: wire.Message) -> None:
         size = sum(len(f) for f in msg.frames)
         if len(self.early) >= MAX_EARLY_MESSAGES or \

@@ -144,10 +144,14 @@ _FAILED = (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 def watch_events(sock: zmq.Socket, events: int, handle) -> None:
     """Call ``handle(event, value, endpoint)`` for each of ``events`` on ``sock`` (ZeroMQ's
     socket monitor), from a thread blocked on the monitor socket, until ``handle`` returns
-    True, ``sock`` is closed or its context terminated. Call before ``sock`` connects."""
+    True; the thread reads (and drops) the later events until ``sock`` is closed or its
+    context terminated: ZeroMQ's I/O thread sends each event blocking, so a monitor no one
+    reads would stall every socket of the context at the next one (a reconnection's
+    handshake, e.g. to a new scheduler). Call before ``sock`` connects."""
     monitor = sock.get_monitor_socket(events | zmq.EVENT_MONITOR_STOPPED)
 
     def serve():
+        handled = False
         try:
             while True:
                 try:
@@ -155,8 +159,10 @@ def watch_events(sock: zmq.Socket, events: int, handle) -> None:
                 except zmq.ContextTerminated:
                     return
                 event, value = struct.unpack("=Hi", head)
-                if event == zmq.EVENT_MONITOR_STOPPED or handle(event, value, endpoint):
+                if event == zmq.EVENT_MONITOR_STOPPED:
                     return
+                if not handled:
+                    handled = bool(handle(event, value, endpoint))
         finally:
             monitor.close(linger=0)
     threading.Thread(target=serve, name="netstorm-monitor", daemon=True).start()

@@ -34,9 +34,11 @@ from .probing import Probing
 from .recovery import ServerRecovery
 from .replies import Replies
 from .replica_digest import ReplicaDigests
-from ..core.nodes import SERVER, NodeInfo, SilenceJudge
+from ..core.nodes import SERVER, NodeInfo
 from ..core.postoffice import AbortedByScheduler, AbortError, Postoffice
 from ..core.ratelog import RateLimitedLog
+from ..core.scheduler_watch import (SchedulerWatch, policies_in_use, report_meta,
+                                   welcome_refusal)
 from .round_gate import RoundGate
 from .wan.link_keys import LinkKeys
 from .wan.routing import MIN_SPLIT_BYTES
@@ -132,7 +134,10 @@ class GeoServer:
         self.gate = RoundGate(settings.round_gate, settings.timeout_s)
         self.scheduler_id = self.table.scheduler().id
         self._scheduler_seen = time.monotonic()     # the WELCOME just came
-        self._silence = SilenceJudge(settings.dead_after_s)
+        # a silent scheduler: stop, or with scheduler_restarts await a new one (rebuild)
+        self.scheduler_watch = SchedulerWatch(
+            self.table.scheduler().address, settings.dead_after_s, settings.timeout_s,
+            settings.scheduler_restarts, time.monotonic())
         self._drops = RateLimitedLog(log)
         self.inits = InitSpread(self.dc, self.store, self.policies, self.wan, settings.links,
                                 self._drops)
@@ -215,6 +220,33 @@ class GeoServer:
         """The scheduler's beat; under esync it carries the cluster's slowest step."""
         if self.balancer is not None and "step_s" in msg.meta:
             self.balancer.cluster_slowest = float(msg.meta["step_s"])
+
+    def _on_welcome(self, msg: Message) -> None:
+        """A new scheduler took the cluster over (core/scheduler_watch.py): it answers
+        the report this server re-registered with; the round gate asks it at once."""
+        refusal = welcome_refusal(self.table, self.po.me.id, msg.meta)
+        if refusal:
+            self._drops.log(msg.sender, "%s: dropped %s", self.dc, refusal)
+            return
+        lost = self.scheduler_watch.lost
+        self.scheduler_watch.back(time.monotonic())
+        if not lost:        # a duplicate (it re-registered more than once): taken once
+            return
+        log.warning("%s: a new scheduler took the cluster over; round %d", self.dc,
+                    self.store.max_round)
+        self._send_heartbeat()
+
+    def _rebuild_report(self) -> dict:
+        """What a new scheduler is told of this server (scheduler/rebuild.py): the policy
+        versions it holds, its round, the round gate's state, each key's applied round.
+        O(keys + policies)."""
+        return report_meta(
+            self.po.me, round=self.store.max_round, opened=self.gate.opened,
+            policies=[p.to_json() for p in policies_in_use(self.policies,
+                                                           self.store.max_round)],
+            requested=self.gate.requested, workers=[
+                n.to_json() for n in self.table.workers(self.dc)],
+            keys=[[k, e.applied] for k, e in self.store.keys.items()])
 
     def _on_abort(self, msg: Message) -> None:
         raise AbortedByScheduler(msg.meta.get("reason", "the scheduler aborted the run"))
@@ -322,6 +354,7 @@ class GeoServer:
         self.stats["messages"] += 1
         if msg.sender == self.scheduler_id:       # admitted: it is the scheduler's key
             self._scheduler_seen = time.monotonic()
+            self.scheduler_watch.heard(self._scheduler_seen)
         handler = self._handlers.get(msg.kind)
         if handler is None:
             self.stats["dropped"] += 1
@@ -384,12 +417,11 @@ class GeoServer:
                 overdue = self.gate.overdue(now)
                 if overdue:
                     raise AbortError(f"{self.dc}: {overdue}")
-                silent = now - self._scheduler_seen
-                if self._silence.dead("scheduler", silent, now, self.po.van.pending()):
-                    raise AbortError(f"{self.dc}: the scheduler at "
-                                     f"{self.table.scheduler().address} sent nothing for "
-                                     f"{silent:.1f}s (dead_after_s="
-                                     f"{self.settings.dead_after_s:g}); it is presumed dead")
+                gone = self.scheduler_watch.check(now, self.po.van.pending())
+                if gone:
+                    raise AbortError(f"{self.dc}: {gone}")
+                if self.scheduler_watch.lost:       # the data path goes on meanwhile
+                    self.po.reregister(self._rebuild_report())
                 self._send_heartbeat()
                 next_beat = now + self.settings.heartbeat_s
             self.replies.flush()            # nothing waits while the server does

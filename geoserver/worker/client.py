@@ -25,7 +25,7 @@ import numpy as np
 from ..config.exit_reasons import write_reason
 from ..compression.feedback import ErrorFeedback
 from ..core.kinds import handlers_for
-from ..core.nodes import WORKER, NodeInfo, SilenceJudge
+from ..core.nodes import WORKER, NodeInfo
 from .pending import Pending
 from ..core.ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
@@ -36,6 +36,7 @@ from .progress import Progress
 from .replacement import ServerReplacement
 from .requests import Requests, needs
 from .steps import StepCounts
+from .takeover import SchedulerTakeover
 from ..core.wire import Flag, Kind, Message
 from .settings import KVStoreError, WorkerSettings
 
@@ -72,6 +73,9 @@ class WorkerClient:
         self.progress = Progress(time.monotonic())  # its data path, told on heartbeats
         self._drops = RateLimitedLog(log)
         self._handlers = handlers_for(WORKER, self)     # kind -> its handler (core/kinds.py)
+        # a silent scheduler: fail, or with scheduler_restarts await a new one (rebuild)
+        self.takeover = SchedulerTakeover(self.po, self.me, self._pending_barriers,
+                                          self._drops, time.monotonic())
         # a lost DC server can be replaced (docs/recovery.md): pushes are kept until a value
         # says their round was applied (the replacement may need them again)
         self._keep_pushes = self.po.settings.server_restarts > 0
@@ -128,9 +132,7 @@ class WorkerClient:
         for msg in self.po.take_early():
             self._dispatch_safely(msg)
         next_beat = 0.0
-        scheduler, scheduler_seen = self.po.table.scheduler(), time.monotonic()
-        dead_after_s = self.po.settings.dead_after_s
-        silence = SilenceJudge(dead_after_s)
+        scheduler, takeover = self.po.table.scheduler(), self.takeover
         while not self._closed.is_set():
             now = time.monotonic()
             if now >= next_beat:
@@ -138,19 +140,17 @@ class WorkerClient:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=meta))   # its data path
                 next_beat = now + self.heartbeat_s
                 self.requests.expire(now)
-                if not self.requests.aborted and silence.dead(
-                        "scheduler", now - scheduler_seen, now, self.po.van.pending()):
-                    self._fail_all(f"the scheduler at {scheduler.address} sent nothing for "
-                                   f"{now - scheduler_seen:.1f}s (dead_after_s="
-                                   f"{dead_after_s:g}); it is presumed dead",
-                                   caused_by_other=False)   # the cause is not in this launcher
+                gone = "" if self.requests.aborted else \
+                    takeover.beat(now, self.po.van.pending())   # pushes and pulls go on
+                if gone:
+                    self._fail_all(gone, caused_by_other=False)  # not in this launcher
             due = self.link.send_due(now) if self.outbox.messages else None
             self.link.end_unsent()
             msg = self.po.recv(max(0.0, (next_beat if due is None else min(due, next_beat))
                                    - now))
             if msg is not None:
                 if msg.sender == scheduler.id:      # admitted: the scheduler's key
-                    scheduler_seen = time.monotonic()
+                    takeover.watch.heard(time.monotonic())
                 self._dispatch_safely(msg)
 
     def _dispatch_safely(self, msg: Message) -> None:
@@ -174,10 +174,22 @@ class WorkerClient:
         the rounds this worker waits for (a request that times out names them)."""
         self.requests.note_missing(msg.meta.get("missing", ()))
 
+    def _on_welcome(self, msg: Message) -> None:
+        """A new scheduler took the cluster over (:mod:`.takeover`)."""
+        self.takeover.on_welcome(msg)
+
+    def _pending_barriers(self) -> list:
+        """The barriers this worker waits in (a new scheduler is asked them again)."""
+        with self._lock:
+            return [token[1] for token in self._pending
+                    if isinstance(token, tuple) and token[0] == "barrier"]
+
     def _on_abort(self, msg: Message) -> None:
         self._fail_all(f"the run was aborted: {msg.meta.get('reason', '?')}")
 
     def _on_worker_left(self, msg: Message) -> None:
+        if self.takeover.on_worker_left(int(msg.meta["rank"])):    # its own BYE's answer
+            return
         self._worker_left(str(msg.meta["who"]), {int(k): int(n) for k, n in msg.meta["pushes"]})
 
     def _on_node_moved(self, msg: Message) -> None:
@@ -388,14 +400,18 @@ class WorkerClient:
         else:
             self._fail_all(reason or "the store was closed after a failure",
                            caused_by_other=self.caused_by_other)
+        pushes = [[k, info.pushes] for k, info in self.keys.items() if info.pushes]
+        bye = {"clean": clean, "reason": reason, "pushes": pushes}
+        acknowledged = clean and self.takeover.acknowledged and not self.requests.aborted
+        if acknowledged:                # scheduler restarts: a BYE lost is sent again
+            self.takeover.say_bye(bye)
         self._closed.set()
         if not clean:
             write_reason(self.settings.reason_file, reason, self.caused_by_other)
         self._thread.join(timeout=2 * self.heartbeat_s + 1)
         try:
-            pushes = [[k, info.pushes] for k, info in self.keys.items() if info.pushes]
-            self.po.send_scheduler(Message(Kind.BYE, meta={"clean": clean, "reason": reason,
-                                                           "pushes": pushes}))
+            if not acknowledged:
+                self.po.send_scheduler(Message(Kind.BYE, meta=bye))
         finally:
             self.van.close()
             self.shares.close()

@@ -61,7 +61,8 @@ OVERRIDES = {   # a cluster file's field -> the flag that overrides it
     "policy": "--policy", "chunk_bytes": "--chunk-bytes", "timeout_s": "--timeout",
     "dataplane": "--dataplane", "worker_restarts": "--worker-restarts", "resume": "--resume",
     "checkpoint": "--checkpoint", "cluster_restarts": "--cluster-restarts",
-    "server_restarts": "--server-restarts", "adapt": "--adapt", "multipath": "--multipath",
+    "server_restarts": "--server-restarts", "scheduler_restarts": "--scheduler-restarts",
+    "adapt": "--adapt", "multipath": "--multipath",
     "stats": "--stats", "security": "--insecure", "compression": "--compression",
     "sync": "--sync", "max_idle_s": "--max-idle", "metrics": "--metrics-port",
     "status": "--status-port/--total-steps", "audit_every": "--audit-every"}
@@ -149,6 +150,10 @@ def parse_args(argv):
                         help="every DC server digests its replica every N rounds and the "
                              "scheduler compares them (default 10, 0: off; "
                              "docs/recovery-audit.md)")
+    parser.add_argument("--scheduler-restarts", type=flag_type("scheduler_restarts"),
+                        default=None,
+                        help="start a new scheduler up to N times when it dies; the nodes "
+                             "keep training and re-register with it (docs/recovery.md)")
     parser.add_argument("--resume", type=text_flag, default=None,
                         help="start the servers from a checkpoint written by "
                              "kv.save_checkpoint (fsa only; docs/recovery.md)")
@@ -281,7 +286,8 @@ def _overrides(args) -> dict:
     as that field is (argparse ``type=``); ``--compression`` and ``--sync`` parsed here."""
     transport = {} if args.policy is None else {"policy": args.policy}
     for key in ("chunk_bytes", "dataplane", "worker_restarts", "cluster_restarts",
-                "server_restarts", "adapt", "multipath", "stats", "audit_every"):
+                "server_restarts", "scheduler_restarts", "adapt", "multipath", "stats",
+                "audit_every"):
         if getattr(args, key) is not None:
             transport[key] = getattr(args, key)
     if args.timeout is not None:

@@ -72,7 +72,7 @@ class Launcher:
     """Owns the child processes of one cluster; always tears them all down."""
 
     def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0,
-                 server_restarts: int = 0):
+                 server_restarts: int = 0, scheduler_restarts: int = 0):
         """``out``: where the lines go, a :class:`~.logs.RunLog` (the console, with
         ``--log-dir`` a file per process, the level) or a stream (the console alone).
         ``stop_note``: a file where the launcher writes why it stops the cluster before
@@ -80,8 +80,10 @@ class Launcher:
         hosts learn which node failed, not that a bystander was stopped).
         ``worker_restarts``: how often a failed worker is started again into its rank;
         ``server_restarts``: how often a failed DC server is started again (it takes a
-        peer DC's replica)."""
-        self.restarts = {"worker": worker_restarts, "server": server_restarts}
+        peer DC's replica); ``scheduler_restarts``: how often a failed scheduler is started
+        again (the nodes re-register with it, docs/recovery.md)."""
+        self.restarts = {"worker": worker_restarts, "server": server_restarts,
+                         "scheduler": scheduler_restarts}
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
         self.output = out if isinstance(out, RunLog) else RunLog(out or sys.stdout)
@@ -195,8 +197,9 @@ class Launcher:
         """Start a failed worker again, into its rank, or a failed server, which takes a
         peer DC's replica: the scheduler waits for it (docs/recovery.md). Its reason file
         is cleared; the dead process is forgotten."""
-        how = "restarting it into its rank" if proc.role == "worker" else \
-            "replacing it from a peer DC's replica"
+        how = {"worker": "restarting it into its rank",
+               "scheduler": "starting a new one; the nodes re-register with it"}.get(
+            proc.role, "replacing it from a peer DC's replica")
         self._emit("launch", f"{proc.name} {_exit_words(code)}; {how} "
                              f"({proc.restarts + 1} of {self.restarts[proc.role]})")
         with contextlib.suppress(OSError):

@@ -195,7 +195,8 @@ def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync,
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
         launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE),
                             worker_restarts=config.worker_restarts,
-                            server_restarts=config.server_restarts)
+                            server_restarts=config.server_restarts,
+                            scheduler_restarts=config.scheduler_restarts)
         config = with_keys(config, tmp, part == placement.whole(config))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))

@@ -296,8 +296,10 @@ def test_bad_host_fields_are_refused_naming_the_dc(old, new, message):
 def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text(GOOD + '[recovery]\nworker_restarts = 2\nresume = "ckpt/at12.npz"\n'
-                    'checkpoint = "ckpt/latest.npz"\ncluster_restarts = 3\nserver_restarts = 1\n')
+                    'checkpoint = "ckpt/latest.npz"\ncluster_restarts = 3\nserver_restarts = 1\n'
+                    'scheduler_restarts = 2\n')
     c = load_cluster(path)
+    assert c.scheduler_restarts == 2
     assert c.worker_restarts == 2 and c.resume == str(tmp_path / "ckpt" / "at12.npz")
     assert c.server_restarts == 1
     assert c.checkpoint == str(tmp_path / "ckpt" / "latest.npz") and c.cluster_restarts == 3

@@ -37,6 +37,7 @@ def test_each_table_returns_only_the_fields_it_sets():
     assert parse_wan({"policy": "fapt", "hub": "eu"}, {"eu"}, "w") == \
         {"policy": "fapt", "hub": "eu"}
     assert parse_recovery({"server_restarts": 2}, "r") == {"server_restarts": 2}
+    assert parse_recovery({"scheduler_restarts": 1}, "r") == {"scheduler_restarts": 1}
     with pytest.raises(ClusterFileError, match="w: hub 'us' is not a declared DC"):
         parse_wan({"hub": "us"}, {"eu"}, "w")
     with pytest.raises(ClusterFileError, match="r: worker_restarts must be a whole number in "

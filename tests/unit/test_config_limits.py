@@ -68,7 +68,8 @@ def test_every_duration_rate_and_count_of_the_file_has_a_bound():
     for key in ("timeout_s", "heartbeat_s", "dead_after_s", "stall_s", "min_dwell_s",
                 "fuse_linger_s", "mbps", "mbps_ab", "mbps_ba", "latency_ms", "workers",
                 "chunk_bytes", "fuse_bytes", "worker_restarts", "server_restarts",
-                "cluster_restarts", "replan_threshold", "server_port", "scheduler_port"):
+                "cluster_restarts", "scheduler_restarts", "replan_threshold", "server_port",
+                "scheduler_port"):
         bound = BOUNDS[key]
         assert bound.problem(float("nan")) and bound.problem(float("inf"))
         assert bound.high < 1e12 or key in ("chunk_bytes", "fuse_bytes")

@@ -291,3 +291,33 @@ def test_heartbeats_queued_during_a_long_handler_are_read_before_judging_the_sch
     server.requests._store_handlers[Kind.INIT] = long_init
     server.serve()                      # no AbortError naming the scheduler
     assert server.stats["messages"] == len(burst) and not po.inbox
+
+
+def test_a_server_reports_itself_to_a_new_scheduler_and_takes_its_welcome():
+    """scheduler_restarts: a server that lost its scheduler reports its policies, rounds,
+    round gate and workers; a new scheduler's WELCOME with its table ends the wait (and
+    the round gate asks it at once), one with another table is dropped."""
+    import time
+    table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
+                       NodeInfo(EU_SERVER, "server", "eu", "tcp://127.0.0.1:2"),
+                       NodeInfo(US_SERVER, "server", "us", "tcp://127.0.0.1:3"),
+                       NodeInfo(EU_WORKER, "worker", "eu", "tcp://127.0.0.1:4", 0, 0)])
+    settings = RuntimeSettings(round_gate=True, timeout_s=10.0, dead_after_s=1.0,
+                               scheduler_restarts=1)
+    policy = star_policy(["eu", "us"], "eu")
+    server = GeoServer(FakePostoffice(table, EU_SERVER, settings, policy))
+    report = server._rebuild_report()
+    assert report["node"] == table[EU_SERVER].to_json()
+    assert report["policies"] == [policy.to_json()]
+    assert (report["round"], report["opened"], report["requested"]) == (0, 0, 0)
+    assert report["workers"] == [table[EU_WORKER].to_json()] and report["keys"] == []
+    assert server.scheduler_watch.check(time.monotonic() + 2.0, waiting=False) == ""
+    assert server.scheduler_watch.lost
+    other = NodeTable(list(table.nodes.values())[:3])
+    server.handle(Message(Kind.WELCOME, sender=0, meta={
+        "nodes": other.to_json(), "you": EU_SERVER, "settings": {}, "rebuilt": True}))
+    assert server.scheduler_watch.lost and server.po.to_scheduler == []
+    server.handle(Message(Kind.WELCOME, sender=0, meta={
+        "nodes": table.to_json(), "you": EU_SERVER, "settings": {}, "rebuilt": True}))
+    assert not server.scheduler_watch.lost
+    assert [m.kind for m in server.po.to_scheduler] == [Kind.HEARTBEAT]

@@ -76,3 +76,10 @@ def test_the_table_carries_where_a_dc_s_nodes_on_one_host_meet():
     registration.add({**reg("server", "eu", 1), "host": "h1", "local_address": "ipc:///t/s"})
     node = registration.table("tcp://127.0.0.1:9").server_of("eu")
     assert (node.host, node.local_address) == ("h1", "ipc:///t/s")
+
+
+def test_a_node_of_a_running_cluster_cannot_join_a_new_one():
+    """A REGISTER with a report (a node whose scheduler died) is no fresh registration."""
+    registration = Registration(DCS)
+    problem = registration.add({**reg("worker", "eu", 1), "report": {"node": {}}})
+    assert "a node of a running one" in problem and registration.registered == []

@@ -244,7 +244,8 @@ def test_only_kinds_whose_meta_grows_with_the_cluster_or_model_may_be_large():
     assert large == {Kind.WELCOME, Kind.HEARTBEAT, Kind.ABORT, Kind.BYE, Kind.WORKER_LEFT,
                      Kind.SET_OPTIMIZER, Kind.STATES, Kind.LOAD_STATES, Kind.POLICY,
                      Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR, Kind.RESUMED,
-                     Kind.STATE_REPORT, Kind.REPLAY, Kind.STATE_REQUEST, Kind.STATE}
+                     Kind.STATE_REPORT, Kind.REPLAY, Kind.STATE_REQUEST, Kind.STATE,
+                     Kind.REGISTER}     # a report to a new scheduler: its DC's workers
     assert max(kinds.META_LIMITS.values()) == wire.MAX_META_BYTES
 
 

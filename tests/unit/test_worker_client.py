@@ -55,6 +55,7 @@ def test_beats_queued_while_the_io_thread_was_busy_are_read_before_judging_the_s
     from netstorm.geoserver.core.wire import Kind, Message
     from netstorm.geoserver.core.ratelog import RateLimitedLog
     from netstorm.geoserver.worker.progress import Progress
+    from netstorm.geoserver.worker.takeover import SchedulerTakeover
     clock = Clock(100.0)
     monkeypatch.setattr(worker_client, "time", types.SimpleNamespace(monotonic=clock))
     client = worker_client.WorkerClient.__new__(worker_client.WorkerClient)    # no sockets
@@ -74,10 +75,12 @@ def test_beats_queued_while_the_io_thread_was_busy_are_read_before_judging_the_s
     client.po = types.SimpleNamespace(
         take_early=list, recv=recv, send_scheduler=lambda msg: None,
         van=types.SimpleNamespace(pending=lambda: bool(inbox)),
-        settings=types.SimpleNamespace(dead_after_s=2.0),
+        settings=types.SimpleNamespace(dead_after_s=2.0, timeout_s=10.0,
+                                       scheduler_restarts=0),
         table=NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1")]))
     client.heartbeat_s, client.outbox = 0.25, types.SimpleNamespace(messages=[])
     client._fail_all = lambda reason, caused_by_other=True: failed.append(reason)
+    client.takeover = SchedulerTakeover(client.po, client.me, list, client._drops, clock.t)
 
     def busy(msg):
         if msg.kind != Kind.HEARTBEAT:  # a long handler of a reply; the beat is quick

@@ -3,11 +3,14 @@ and batches under any [sync] mode, optionally with one DC's workers slower.
 
     sync_worker.py OUT_DIR [--steps S] [--wd WD] [--optimizer sgd|dcasgd]
                    [--lr LR] [--momentum M] [--slow-dc DC --slow-s SECONDS] [--digests]
+                   [--mark-at STEP PATH] [--pause S]
 
 Prints ``rank R step S`` every 10 steps and ``rank R done: S steps in N rounds`` at the end
 (rounds: the synchronizations of key 0 under hfa/esync/diloco); saves its weights as
 rankR.params. ``--digests``: after every step that synchronized every key (diloco without
 fragments: every h-th), prints ``rank R round N weights SHA256`` of all its weights.
+``--mark-at``: rank 0 creates PATH once step STEP is done (a test's cue); ``--pause``:
+seconds slept after every step.
 """
 import hashlib
 import argparse
@@ -31,6 +34,8 @@ def main():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--digests", action="store_true")
+    p.add_argument("--mark-at", nargs=2, default=(0, ""))
+    p.add_argument("--pause", type=float, default=0.0)
     args = p.parse_args()
     ctxs = [mx.cpu(0)]
     net = tw.build_net(ctxs)
@@ -46,6 +51,9 @@ def main():
         tw.train_step(net, trainer, ctxs, *tw.batches(rank, step))
         if step % 10 == 9:
             print(f"rank {rank} step {step + 1}", flush=True)
+        if rank == 0 and step + 1 == int(args.mark_at[0]):
+            open(args.mark_at[1], "w").close()
+        time.sleep(args.pause)
         if args.digests and kv._local is not None:
             rounds = {local.rounds for local in kv._local.keys.values()}
             steps = {local.synced_at for local in kv._local.keys.values()}
