@@ -29,6 +29,7 @@ class Round:
     local_only: bool = False    # hfa: a round that does not cross the WAN, complete once
                                 # every local worker pushed
     owned: bool = False         # ``local`` is this store's array (else a received frame)
+    left_out: bool = False      # quorum rounds: this DC contributes zeros to the round
 
     @property
     def complete(self) -> bool:
