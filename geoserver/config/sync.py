@@ -141,6 +141,11 @@ class SyncConfig:
         that is fewer than the cluster's DCs is for the scheduler to say."""
         return self.quorum > 0 and self.mode in ("hfa", "diloco")
 
+    def quorum_in_force(self, dcs: int) -> bool:
+        """Quorum rounds run in a cluster of ``dcs`` DCs: a quorum fewer than them (a quorum
+        of every DC is every round, as without one)."""
+        return self.quorum_rounds and self.quorum < dcs
+
     @property
     def rounds_per_wan_round(self) -> int:
         """DC rounds per WAN round (``k2`` under hfa, else 1)."""

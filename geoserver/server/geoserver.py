@@ -112,7 +112,9 @@ class GeoServer:
                               and settings.compression.scope == "all",
                               momentum_corrected=settings.compression.momentum > 0,
                               sync=settings.sync, mixed=self.mixed, resumed=resumed,
-                              all_workers=len(self.table.workers()))
+                              all_workers=len(self.table.workers()),
+                              quorum_ready=self._quorum_ready
+                              if settings.sync.quorum_in_force(len(self.table.dcs)) else None)
         # replacing a lost DC server from a peer's replica (this one, or another DC's)
         self.recovery = ServerRecovery(self.dc, self.store, self.exchange, self.wan,
                                        self.policies, postoffice, self.table.dcs,
@@ -282,6 +284,24 @@ class GeoServer:
 
     def _on_round_open(self, msg: Message) -> None:
         self.requests.open(msg.seq)
+
+    def _quorum_ready(self, wan_round: int) -> None:
+        """Quorum rounds: this DC's WAN round is ready (geoserver/server/quorum_rounds.py)."""
+        self.po.send_scheduler(Message(Kind.QUORUM_READY, seq=wan_round))
+
+    def _on_quorum(self, msg: Message) -> None:
+        """The scheduler decided which DCs WAN round ``seq`` completes with; a decision
+        naming a DC not in the cluster, or sent without quorum rounds, is logged and dropped."""
+        quorum = getattr(self.store.mode, "quorum", None)
+        weights = msg.meta["weights"]
+        problem = "no quorum rounds here" if quorum is None else \
+            "no DC" if not weights else \
+            ", ".join(f"unknown DC {dc!r}" for dc in weights if dc not in self.servers)
+        if problem:
+            self._drops.log("quorum", "%s: dropped the quorum of round %d: %s", self.dc,
+                            msg.seq, problem)
+            return
+        quorum.decided(msg.seq, weights)
 
     def _heartbeat_meta(self) -> dict:
         """This DC's round (with the round gate: the latest it asked for), its inbound link
