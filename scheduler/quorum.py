@@ -16,8 +16,7 @@ batches) it holds. Every server divides the tree's sum by the same total weight,
 stay bit-identical.
 
 Rounds are decided in order; a READY of a round already decided (a DC that was left out) is
-only counted for nothing; one of a later round than the next undecided is kept until its
-turn. Costs: :meth:`ready` O(DCs) (+ O(H log H) for the median, H = :data:`HISTORY`),
+ignored; one of a later round than the next undecided is kept until its turn. Costs: :meth:`ready` O(DCs) (+ O(H log H) for the median, H = :data:`HISTORY`),
 :meth:`due` O(DCs) per decision; memory O(DCs + H).
 """
 from __future__ import annotations
@@ -79,15 +78,15 @@ class QuorumRounds:
 
     # ------------------------------------------------------------ what servers say
     def ready(self, dc: str, rnd: int, now: float) -> list:
-        """``dc`` says its round ``rnd`` is ready: the decisions this makes (none, or the
-        next round's once every DC is ready). A round already decided or a DC unknown is
-        ignored (returns [])."""
+        """``dc`` says its round ``rnd`` is ready at ``now``: the decisions due (a window
+        that closed before ``now`` closes without it; the next round's once every DC is
+        ready). A round already decided or a DC unknown is ignored."""
+        decisions = self.due(now)
         if dc not in self.workers or rnd <= self.decided:
-            return []
-        arrived = self._ready.setdefault(rnd, {})
-        arrived.setdefault(dc, now)
+            return decisions
+        self._ready.setdefault(rnd, {}).setdefault(dc, now)
         self._open_windows(now)
-        return self.due(now)
+        return decisions + self.due(now)
 
     def _open_windows(self, now: float) -> None:
         """The next undecided round's window opens once ``min_dcs`` DCs are ready."""

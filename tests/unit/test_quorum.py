@@ -88,3 +88,13 @@ def test_quorum_decisions_are_made_in_round_order_and_strangers_are_ignored():
 def test_quorum_settings_that_cannot_work_are_refused_naming_them(workers, min_dcs, message):
     with pytest.raises(QuorumError, match=message):
         QuorumRounds(workers, min_dcs)
+
+
+def test_quorum_ready_heard_after_the_window_closed_is_late_even_if_not_yet_closed():
+    """The loop may take a READY before it closed a window that is already due: the
+    window closes first, without it."""
+    rounds = QuorumRounds({"a": 1, "b": 1, "c": 1}, min_dcs=2, grace_s=1.0)
+    rounds.ready("a", 1, 0.0)
+    rounds.ready("b", 1, 0.0)
+    (decision,) = rounds.ready("c", 1, 1.5)
+    assert decision.weights == {"a": 1, "b": 1}
