@@ -1,23 +1,24 @@
 """Quorum rounds at the scheduler (``[sync] quorum``, hfa and diloco; docs/sync-quorum.md):
 which DCs a WAN round completes with, and the weight each one's contribution carries.
 
-Pure logic, no sockets, time passed in. A DC's server says "my WAN round ``r`` is ready"
-(QUORUM_READY) once its workers pushed round ``r`` of a key; :meth:`QuorumRounds.ready`
-records it. Round ``r``'s **grace window** opens when ``min_dcs`` DCs are ready and closes
-when every DC is, or after the grace: ``grace_s`` when set, otherwise derived from what was
-measured (:meth:`QuorumRounds.grace`). When it closes, the round's decision
-(:class:`Decision`) goes to every server: the DCs in it and their weights; the others
-contribute zeros with weight 0 and keep their workers' deltas for the next round they are in.
+Pure logic, no sockets, time passed in. A DC's server offers its workers' DC rounds up to
+``through`` for WAN round ``r`` (QUORUM_READY; on time ``through = r``, a DC that was late
+offers fewer: geoserver/server/quorum_rounds.py); :meth:`QuorumRounds.ready` records it.
+Round ``r``'s **grace window** opens when ``min_dcs`` DCs offered and closes when every DC
+did, or after the grace: ``grace_s`` when set, otherwise derived from what was measured
+(:meth:`QuorumRounds.grace`). When it closes, the round's decision (:class:`Decision`) goes
+to every server: the DCs in it and their weights; the others contribute zeros and keep their
+workers' deltas for a later round.
 
-**Weights** are worker-rounds: a DC of ``n`` workers in round ``r`` whose last round in a
-quorum was ``p`` carries ``n x (r - p)`` (its workers' deltas of the rounds it missed, and
-this one's), so a late update is merged once, weighted by the inner steps (samples, at equal
-batches) it holds. Every server divides the tree's sum by the same total weight, so replicas
-stay bit-identical.
+**Weights** are worker-rounds: a DC of ``n`` workers whose offer covers its DC rounds after
+``p`` (the last it contributed) through ``c`` carries ``n x (c - p)``, so a late update is
+merged once, weighted by the inner steps (samples, at equal batches) it holds. Every server
+divides the tree's sum by the same total weight, so replicas stay bit-identical.
 
-Rounds are decided in order; a READY of a round already decided (a DC that was left out) is
-ignored; one of a later round than the next undecided is kept until its turn. Costs: :meth:`ready` O(DCs) (+ O(H log H) for the median, H = :data:`HISTORY`),
-:meth:`due` O(DCs) per decision; memory O(DCs + H).
+Rounds are decided in order; an offer for a round already decided (a DC left out) is
+ignored; one for a later round than the next undecided is kept until its turn. Costs:
+:meth:`ready` O(DCs) (+ O(H log H) for the median, H = :data:`HISTORY`), :meth:`due` O(DCs)
+per decision; memory O(DCs + H).
 """
 from __future__ import annotations
 
@@ -68,8 +69,8 @@ class QuorumRounds:
         self.min_dcs = min_dcs
         self.grace_s = grace_s
         self.decided = 0                        # the latest round decided
-        self.last_in = {dc: 0 for dc in workers}    # DC -> latest round it was in
-        self._ready: dict = {}                  # round -> {DC: when it said ready}
+        self.covered = {dc: 0 for dc in workers}    # DC -> the last DC round it contributed
+        self._ready: dict = {}                  # round -> {DC: (when, through)} offered
         self._opened: dict = {}                 # round -> when its window opened
         self.lags = collections.deque(maxlen=HISTORY)       # window open -> last arrival
         self.periods = collections.deque(maxlen=HISTORY)    # window open -> next's open
@@ -77,14 +78,17 @@ class QuorumRounds:
         self.late = 0                           # DC-rounds left out so far (a statistic)
 
     # ------------------------------------------------------------ what servers say
-    def ready(self, dc: str, rnd: int, now: float) -> list:
-        """``dc`` says its round ``rnd`` is ready at ``now``: the decisions due (a window
-        that closed before ``now`` closes without it; the next round's once every DC is
-        ready). A round already decided or a DC unknown is ignored."""
+    def ready(self, dc: str, rnd: int, now: float, through: int | None = None) -> list:
+        """``dc`` offers its DC rounds up to ``through`` (default ``rnd``) for WAN round
+        ``rnd`` at ``now``: the decisions due (a window that closed before ``now`` closes
+        without it; the next round's once every DC is ready). A round already decided, a
+        DC unknown, or an offer of nothing new or of rounds ahead of ``rnd`` is ignored."""
         decisions = self.due(now)
-        if dc not in self.workers or rnd <= self.decided:
+        through = rnd if through is None else through
+        if dc not in self.workers or rnd <= self.decided or \
+                not self.covered[dc] < through <= rnd:
             return decisions
-        self._ready.setdefault(rnd, {}).setdefault(dc, now)
+        self._ready.setdefault(rnd, {}).setdefault(dc, (now, through))
         self._open_windows(now)
         return decisions + self.due(now)
 
@@ -93,7 +97,7 @@ class QuorumRounds:
         rnd = self.decided + 1
         arrived = self._ready.get(rnd, {})
         if rnd not in self._opened and len(arrived) >= self.min_dcs:
-            opened = sorted(arrived.values())[self.min_dcs - 1]
+            opened = sorted(t for t, _ in arrived.values())[self.min_dcs - 1]
             self._opened[rnd] = opened
             if self._last_open is not None:
                 self.periods.append(max(0.0, opened - self._last_open))
@@ -137,10 +141,11 @@ class QuorumRounds:
         opened = self._opened.pop(rnd)
         del self._ready[rnd]
         if everyone:            # a censored lag (a DC left out) says nothing of the spread
-            self.lags.append(max(0.0, max(arrived.values()) - opened))
-        weights = {dc: self.workers[dc] * (rnd - self.last_in[dc]) for dc in sorted(arrived)}
-        for dc in arrived:
-            self.last_in[dc] = rnd
+            self.lags.append(max(0.0, max(t for t, _ in arrived.values()) - opened))
+        weights = {dc: self.workers[dc] * (through - self.covered[dc])
+                   for dc, (_, through) in sorted(arrived.items())}
+        for dc, (_, through) in arrived.items():
+            self.covered[dc] = through
         self.late += len(self.workers) - len(arrived)
         self.decided = rnd
         return Decision(rnd, weights)

@@ -326,12 +326,13 @@ class Scheduler:
         return min(self.config.heartbeat_s, max(0.0, deadline - time.monotonic()))
 
     def _on_quorum_ready(self, msg: wire.Message) -> None:
-        """A DC's WAN round ``seq`` is ready (quorum rounds); unexpected without them."""
+        """A DC offers its rounds for WAN round ``seq`` (quorum rounds); unexpected without
+        them."""
         if self.quorum is None:
             self._ignore(msg)
             return
         self._send_quorums(self.quorum.ready(self.table[msg.sender].dc, msg.seq,
-                                             time.monotonic()))
+                                             time.monotonic(), int(msg.meta["through"])))
 
     def _send_quorums(self, decisions) -> None:
         """Each decided quorum round to every server, and to the stats."""
@@ -339,10 +340,11 @@ class Scheduler:
             self._broadcast_servers(wire.Kind.QUORUM, decision.to_meta(), seq=decision.round)
             self.stats({"t": round(time.monotonic(), 3), "event": "quorum",
                         "round": decision.round, "weights": decision.weights})
-            left_out = sorted(set(self.quorum.workers) - set(decision.weights))
-            if left_out:
-                log.info("quorum round %d went on without %s", decision.round,
-                         ", ".join(left_out))
+            if decision.weights != self.quorum.workers:     # not everyone on time
+                left_out = sorted(set(self.quorum.workers) - set(decision.weights))
+                log.info("quorum round %d: %s worker-rounds%s", decision.round,
+                         ", ".join(f"{dc} {w}" for dc, w in sorted(decision.weights.items())),
+                         f"; went on without {', '.join(left_out)}" if left_out else "")
 
     def _status_tick(self) -> None:
         """Once a second: the status page's snapshot; every few seconds the summary line."""

@@ -103,6 +103,10 @@ class SyncConfig:
             if not fits:
                 raise SyncError(f"{name} must be a number with {text}, got {value!r}")
             object.__setattr__(self, name, float(value))
+        if self.quorum and self.mode == "hfa" and self.k2 != 1:
+            raise SyncError("quorum needs k2 = 1 under hfa (every DC round a WAN round): a "
+                            "late DC's rounds are merged into later WAN rounds, which rounds "
+                            "that stay in the DC cannot be")
         if self.quorum and self.streaming:
             raise SyncError("quorum cannot run with fragments > 1 or delay > 0: a streamed "
                             "fragment's round is not the whole model's")
@@ -137,8 +141,7 @@ class SyncConfig:
 
     @property
     def quorum_rounds(self) -> bool:
-        """A WAN round may complete without every DC (``quorum`` set, hfa or diloco); whether
-        that is fewer than the cluster's DCs is for the scheduler to say."""
+        """A WAN round may complete without every DC (``quorum`` set, hfa or diloco)."""
         return self.quorum > 0 and self.mode in ("hfa", "diloco")
 
     def quorum_in_force(self, dcs: int) -> bool:

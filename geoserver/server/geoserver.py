@@ -285,9 +285,11 @@ class GeoServer:
     def _on_round_open(self, msg: Message) -> None:
         self.requests.open(msg.seq)
 
-    def _quorum_ready(self, wan_round: int) -> None:
-        """Quorum rounds: this DC's WAN round is ready (geoserver/server/quorum_rounds.py)."""
-        self.po.send_scheduler(Message(Kind.QUORUM_READY, seq=wan_round))
+    def _quorum_ready(self, wan_round: int, through: int) -> None:
+        """Quorum rounds: this DC offers its DC rounds up to ``through`` for ``wan_round``
+        (geoserver/server/quorum_rounds.py)."""
+        self.po.send_scheduler(Message(Kind.QUORUM_READY, seq=wan_round,
+                                       meta={"through": through}))
 
     def _on_quorum(self, msg: Message) -> None:
         """The scheduler decided which DCs WAN round ``seq`` completes with; a decision
@@ -301,7 +303,7 @@ class GeoServer:
             self._drops.log("quorum", "%s: dropped the quorum of round %d: %s", self.dc,
                             msg.seq, problem)
             return
-        quorum.decided(msg.seq, weights)
+        quorum.decided_round(msg.seq, weights)
 
     def _heartbeat_meta(self) -> dict:
         """This DC's round (with the round gate: the latest it asked for), its inbound link

@@ -223,7 +223,7 @@ class KeyStore:
         array = self._push_frame(entry, msg)
         entry.next_push[msg.sender] = expected + 1
         self.max_round = max(self.max_round, self.sync.wan_round(msg.seq))
-        if self.mode.took_late(entry, msg.seq, array):     # quorum: for a later round
+        if self.mode.took_push(entry, msg.seq, array, msg.sender):     # quorum rounds
             if msg.flags & Flag.WANT_VALUE:
                 entry.pulls.append((msg.sender, msg.request, msg.seq,
                                     bool(msg.flags & Flag.REPLY_SHARED)))

@@ -1,32 +1,40 @@
-"""Quorum rounds on a DC's server (``[sync] quorum``, hfa and diloco; docs/sync-quorum.md):
-a WAN round completes with the DCs the scheduler named, and this DC's workers' deltas of a
-round it was left out of are merged, once, into the next round it is in.
+"""Quorum rounds on a DC's server (``[sync] quorum``, diloco and hfa with ``k2 = 1``;
+docs/sync-quorum.md): a WAN round completes with the DCs the scheduler named, and a DC that
+was late merges its workers' deltas, once, into a later WAN round.
 
 Pure logic, used by :class:`~netstorm.geoserver.server.sync_modes.HfaMode` (and so
-``DilocoMode``) when the cluster sets a quorum. What it does, per WAN round ``R`` (its last
-DC round ``rnd_no``):
+``DilocoMode``) when the cluster runs quorum rounds.
 
-- **ready**: the first key whose round ``rnd_no`` every local worker pushed tells the
-  scheduler (``ready(R)``, a QUORUM_READY); that key's round, and the others', wait here for
-  the scheduler's decision (:meth:`ServerQuorum.hold`).
-- **decided, in it**: every held round goes to the WAN, and later ones at once; this DC's
-  contribution is its mode's plus the **carry** (the deltas of the rounds it missed), so it
-  carries its decided weight (worker-rounds).
-- **decided, left out**: this DC contributes zeros to ``R`` for every key (the trees never
-  wait for its workers); what its workers pushed of ``rnd_no`` so far, and every later push
-  of it (:meth:`ServerQuorum.take_late`), goes to the carry. Their pulls are answered once
-  ``R`` is applied here: a late worker restarts from the newest weights, and its next push is
-  ``rnd_no + 1``, as always. Under hfa the DC's local rounds' progress since the last WAN
-  round joins the carry when ``R`` is applied (:meth:`ServerQuorum.carry_local`).
-- **applied**: every DC divides the tree's sum by the decision's total weight
-  (:meth:`ServerQuorum.total_weight`), the same number everywhere, so replicas stay
-  bit-identical.
+**Two numberings.** Workers number their pushes as always: *DC round* ``r`` is a worker's
+``r``-th synchronization. The WAN numbers *WAN rounds* (policies, trees, chunks, the
+replica's ``applied``). A DC on time contributes its DC round ``r`` to WAN round ``r``; a DC
+that was late contributes the DC rounds it has complete to the next WAN round not yet
+decided, so its numbering may lag (by a round or two), and it catches up by covering two or
+more DC rounds in one WAN round.
 
-Why exactly once: a push of round ``rnd_no`` is summed either into the round this DC sends
-(it was in ``R``) or into the carry (left out), never both, since the decision comes before
-the round leaves and a round left out never leaves with pushes; the carry is emptied by the
-one contribution that takes it. Costs: O(1) per push or check, O(keys) per decision (plus
-O(key size) per zero round), O(key size) memory per key with a carry.
+**What happens.** Every push goes to this DC's *pending* rounds (per key, per DC round).
+When a key's DC rounds after the last one contributed (``claimed``) are complete through
+``c``, this DC offers them for WAN round ``R`` = the next undecided (a QUORUM_READY ``R``
+saying ``through = c``; one offer per WAN round): at once when on time (``c = R``), or when
+it was left out of ``R - 1``; otherwise (``c < R``: behind) it first catches up. The
+scheduler's decision of ``R`` names the DCs in it and their weights (worker-rounds:
+``workers x (c - claimed)``):
+
+- **in it**: each key contributes the sum of its pending DC rounds ``claimed+1 .. c`` to
+  ``R`` (a key whose rounds are not all in yet does once they are), and ``claimed = c``;
+- **left out**: each key contributes zeros to ``R`` (the trees never wait for this DC);
+  its pending rounds stay for the next offer.
+
+A worker's pull of DC round ``r`` is answered once WAN round ``r`` was applied here, as
+always: a late worker restarts from the newest weights at once, and can never run more than
+one round ahead of the WAN. Every DC divides the tree's sum of ``R`` by the decision's total
+weight (:meth:`ServerQuorum.total_weight`), so replicas stay bit-identical.
+
+Why exactly once: a push is summed into its DC round's pending sum; a pending round is
+contributed by the one decision that claims it (``claimed`` only grows) and then deleted;
+a decision leaving this DC out claims nothing. Costs: O(1) per push, O(keys) per decision,
+O(rounds claimed) per contribution; memory: the pending rounds (a key's size each, a round
+or two per key).
 """
 from __future__ import annotations
 
@@ -39,116 +47,136 @@ __all__ = ["ServerQuorum"]
 
 class ServerQuorum:
     def __init__(self, store, ready):
-        """``store``: the DC's KeyStore; ``ready(wan_round)``: tell the scheduler this DC's
-        round is ready (once per round)."""
+        """``store``: the DC's KeyStore; ``ready(wan_round, through)``: offer this DC's DC
+        rounds up to ``through`` for ``wan_round`` (a QUORUM_READY to the scheduler)."""
         self.store = store
         self._ready = ready
-        self.decisions: dict = {}   # WAN round -> {DC: weight} the scheduler decided
-        self.reported = 0           # the latest WAN round said ready
-        self.carry: dict = {}       # key -> the deltas of the rounds this DC was left out
-        self.held: dict = {}        # WAN round -> [(entry, rnd_no)] waiting for the decision
+        self.pending: dict = {}     # key -> {DC round: Round} of pushes not contributed yet
+        self.claimed = 0            # the latest DC round contributed (a decision took it)
+        self.offers: dict = {}      # WAN round -> the DC round it was offered through
+        self.decisions: dict = {}   # WAN round -> {DC: weight}, until every key applied it
+        self.decided = 0            # the latest WAN round decided
+        self.last_left_out = 0      # the latest WAN round decided without this DC
+        self.waiting: dict = {}     # key -> [(WAN round, first, through)]: contributions
+                                    # waiting for its pushes of DC rounds first..through
         self.left_out = 0           # WAN rounds this DC was left out of (a statistic)
-        self.merged = 0             # contributions that carried a late delta
+        self.merged = 0             # contributions that covered more than one DC round
 
-    # ------------------------------------------------------------ what the mode asks
-    def wan_round(self, rnd_no: int) -> int:
-        return self.store.sync.wan_round(rnd_no)
+    # ------------------------------------------------------------ pushes
+    def take(self, entry: KeyEntry, rnd: int, array, worker: int) -> None:
+        """``worker``'s push of DC round ``rnd`` of ``entry`` (its array copied or summed)."""
+        rounds = self.pending.setdefault(entry.key, {})
+        pending = rounds.get(rnd)
+        if pending is None:
+            rounds[rnd] = Round(local=np.array(array, dtype=entry.dtype, copy=True),
+                                owned=True)
+        else:
+            np.add(pending.local, array, out=pending.local)
+        rounds[rnd].pushed.add(worker)
+        self._progress(entry)
 
-    def is_left_out(self, rnd_no: int) -> bool:
-        """Whether DC round ``rnd_no`` is a WAN round decided without this DC."""
-        sync = self.store.sync
-        weights = self.decisions.get(sync.wan_round(rnd_no))
-        return sync.crosses_wan(rnd_no) and weights is not None and \
-            self.store.dc not in weights
+    def check_push(self, entry: KeyEntry, rnd: int) -> str:
+        """Why a push of DC round ``rnd`` cannot be taken ("" when it can): a worker pushes
+        round ``rnd`` only after it received round ``rnd - 1``."""
+        if rnd > entry.applied + 1:
+            return (f"key {entry.key}: a worker pushes round {rnd} only after it received "
+                    f"round {rnd - 1}; this DC applied {entry.applied}")
+        return ""
 
-    def hold(self, entry: KeyEntry, rnd_no: int, rnd: Round) -> None:
-        """Round ``rnd_no`` of ``entry`` (crossing the WAN) is ready here: to the WAN if this
-        DC is in the decided round, else kept until the decision (telling the scheduler)."""
-        wan_round = self.wan_round(rnd_no)
-        if wan_round in self.decisions:
-            self.store.to_wan(entry, rnd_no, rnd)
-            return
-        self.held.setdefault(wan_round, []).append((entry, rnd_no))
-        if wan_round > self.reported:
-            self.reported = wan_round
-            self._ready(wan_round)
+    def _complete_through(self, entry: KeyEntry) -> int:
+        """The last DC round of ``entry`` such that every one after ``claimed`` up to it was
+        pushed by every local worker (``claimed``: none)."""
+        rounds = self.pending.get(entry.key, {})
+        through = self.claimed
+        while through + 1 in rounds and rounds[through + 1].pushed >= self.store.workers:
+            through += 1
+        return through
 
-    def take_late(self, entry: KeyEntry, rnd_no: int, array) -> bool:
-        """A push of ``rnd_no``: True when it goes to the carry (a round decided without this
-        DC), the caller then only answers its pull once the round is applied here."""
-        if not self.is_left_out(rnd_no):
-            return False
-        self._add(entry, array)
-        return True
+    def _progress(self, entry: KeyEntry) -> None:
+        """After a push: the key's waiting contribution may leave, and this DC may offer its
+        complete rounds for the next WAN round."""
+        waiting = self.waiting.get(entry.key, [])
+        while waiting and self._pushed(entry, *waiting[0][1:]):
+            self._send(entry, waiting[0][0], self._sum(entry, *waiting.pop(0)[1:]))
+        if not waiting:
+            self.waiting.pop(entry.key, None)
+        self._offer(entry)
 
-    def contribution(self, entry: KeyEntry, own):
-        """This DC's contribution: ``own`` (its mode's, for this round) plus the carry."""
-        carried = self.carry.pop(entry.key, None)
-        if carried is None:
-            return own
-        self.merged += 1
-        return own + carried
-
-    def carry_local(self, entry: KeyEntry, since) -> None:
-        """hfa: a WAN round this DC was left out of is applied here; ``since``, its local
-        rounds' progress since the last WAN round (weighted by its workers), joins the carry
-        instead of being overwritten."""
-        self._add(entry, since)
-
-    def total_weight(self, rnd_no: int, fallback: int) -> int:
-        """What the WAN sum of ``rnd_no`` is divided by: its decision's total weight
-        (``fallback``, the cluster's workers, when none is known: quorum off)."""
-        weights = self.decisions.get(self.wan_round(rnd_no))
-        return fallback if weights is None else sum(weights.values())
+    def _offer(self, entry: KeyEntry) -> None:
+        """Offer the key's complete rounds for the next undecided WAN round (once each). A
+        DC behind (its complete rounds end before that WAN round) waits to catch up - its
+        workers are answered at once, so it reaches the WAN round's number as fast as it
+        computes - unless it was left out of the previous WAN round: then it offers what it
+        has, so a DC that stays slow still merges every other round or so."""
+        wan_round = self.decided + 1
+        through = self._complete_through(entry)
+        behind = through < wan_round and self.last_left_out != wan_round - 1
+        if through > self.claimed and wan_round not in self.offers and not behind:
+            self.offers[wan_round] = through
+            self._ready(wan_round, through)
 
     # ------------------------------------------------------------ the decision
-    def decided(self, wan_round: int, weights: dict) -> None:
-        """The scheduler decided ``wan_round``: this DC's held rounds leave, or, left out, it
-        contributes zeros for every key (its pushes so far go to the carry)."""
-        if wan_round in self.decisions:
+    def decided_round(self, wan_round: int, weights: dict) -> None:
+        """The scheduler decided ``wan_round``: this DC contributes what it offered, or,
+        left out, zeros for every key. Decisions come in round order; a repeated or older
+        one is ignored."""
+        if wan_round <= self.decided:
             return
+        self.decided = wan_round
         self.decisions[wan_round] = dict(weights)
-        held = self.held.pop(wan_round, [])
-        if self.store.dc in weights:
-            for entry, rnd_no in held:
-                rnd = entry.rounds.get(rnd_no)
-                if rnd is not None and not rnd.layout:
-                    self.store.to_wan(entry, rnd_no, rnd)
+        through = self.offers.pop(wan_round, None)
+        keys = [e for e in self.store.keys.values() if e.value is not None]
+        for entry in keys:      # the WAN may now run ahead of a worker that never pushed:
+            for worker in self.store.workers:  # its first push is still its round 1
+                entry.next_push.setdefault(worker, 1)
+        if self.store.dc in weights and through is not None:
+            first, self.claimed = self.claimed + 1, through
+            self.merged += through > first
+            for entry in keys:
+                self._contribute(entry, wan_round, first, through)
         else:
             self.left_out += 1
-            rnd_no = wan_round * self.store.sync.rounds_per_wan_round
-            for entry in self.store.keys.values():
-                if entry.value is not None and entry.applied < rnd_no:
-                    self._zero_round(entry, rnd_no)
+            self.last_left_out = wan_round
+            for entry in keys:
+                self._send(entry, wan_round, np.zeros(entry.size, entry.dtype))
+        for entry in keys:          # offer what is complete for the next round
+            self._offer(entry)
         self._forget()
 
-    def _zero_round(self, entry: KeyEntry, rnd_no: int) -> None:
-        """Round ``rnd_no`` of ``entry`` leaves with zeros; what was pushed of it is carried."""
-        rnd = entry.rounds.get(rnd_no)
-        if rnd is not None and rnd.layout:
-            return                  # already sent (cannot be: sent rounds were decided)
-        pushed = set()
-        if rnd is not None:
-            pushed = rnd.pushed
-            if rnd.local is not None:
-                self._add(entry, rnd.local)
-        zero = entry.rounds[rnd_no] = Round(local=np.zeros(entry.size, entry.dtype),
-                                            pushed=pushed, owned=True, left_out=True)
-        self.store.to_wan(entry, rnd_no, zero)
+    def _contribute(self, entry: KeyEntry, wan_round: int, first: int, through: int) -> None:
+        """``entry``'s pending DC rounds ``first..through`` as its contribution to
+        ``wan_round``, or, not all pushed yet, once they are (in WAN round order)."""
+        if entry.key in self.waiting or not self._pushed(entry, first, through):
+            self.waiting.setdefault(entry.key, []).append((wan_round, first, through))
+            return
+        self._send(entry, wan_round, self._sum(entry, first, through))
 
-    def _add(self, entry: KeyEntry, array) -> None:
-        """``array`` joins the key's carry (a new array: pushes' frames stay intact)."""
-        carried = self.carry.get(entry.key)
-        self.carry[entry.key] = np.array(array, dtype=entry.dtype, copy=True) \
-            if carried is None else carried + array
+    def _pushed(self, entry: KeyEntry, first: int, through: int) -> bool:
+        """Every local worker pushed DC rounds ``first..through`` of ``entry``."""
+        rounds = self.pending.get(entry.key, {})
+        return all(r in rounds and rounds[r].pushed >= self.store.workers
+                   for r in range(first, through + 1))
+
+    def _sum(self, entry: KeyEntry, first: int, through: int):
+        """The pending DC rounds ``first..through`` of ``entry``, summed and forgotten."""
+        rounds = self.pending[entry.key]
+        total = rounds.pop(first).local
+        for r in range(first + 1, through + 1):
+            total = total + rounds.pop(r).local
+        return total
+
+    def _send(self, entry: KeyEntry, wan_round: int, contribution) -> None:
+        rnd = entry.rounds[wan_round] = Round(local=contribution, owned=True, prepared=True)
+        self.store.to_wan(entry, wan_round, rnd)
+
+    def total_weight(self, wan_round: int, fallback: int) -> int:
+        """What the WAN sum of ``wan_round`` is divided by: its decision's total weight
+        (``fallback`` when none is known)."""
+        weights = self.decisions.get(wan_round)
+        return fallback if weights is None else sum(weights.values())
 
     def _forget(self) -> None:
-        """Decisions no key can ask for any more: rounds every key applied and every local
-        worker pushed (a late push still needs its round's decision). O(keys x workers)."""
-        if not self.store.keys:
-            return
-        done = min(min([e.applied] + [e.next_push.get(w, e.applied + 1) - 1
-                                      for w in self.store.workers])
-                   for e in self.store.keys.values())
-        for old in [r for r in self.decisions if r < self.wan_round(done)]:
+        """Decisions every key applied. O(keys)."""
+        applied = min((e.applied for e in self.store.keys.values()), default=0)
+        for old in [r for r in self.decisions if r <= applied]:
             del self.decisions[old]

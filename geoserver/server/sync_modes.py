@@ -60,9 +60,9 @@ class SyncMode(Protocol):
     def round_ready(self, entry: KeyEntry, rnd_no: int, rnd: Round) -> None:
         """Every local worker the round needs pushed it: apply it here, or send it on."""
 
-    def took_late(self, entry: KeyEntry, rnd: int, array) -> bool:
-        """Quorum rounds: True when a push of round ``rnd`` was kept for a later round (this
-        DC was left out of it); the store then only answers its pull."""
+    def took_push(self, entry: KeyEntry, rnd: int, array, worker: int) -> bool:
+        """Quorum rounds: True when ``worker``'s push of round ``rnd`` was taken by the
+        quorum (:class:`ServerQuorum`); the store then only answers its pull."""
 
     def contribution(self, entry: KeyEntry, rnd: Round):
         """What this DC sends the WAN for round ``rnd`` (a flat array)."""
@@ -108,7 +108,7 @@ class FsaMode:
     def round_ready(self, entry: KeyEntry, rnd_no: int, rnd: Round) -> None:
         self.store.to_wan(entry, rnd_no, rnd)
 
-    def took_late(self, entry: KeyEntry, rnd: int, array) -> bool:
+    def took_push(self, entry: KeyEntry, rnd: int, array, worker: int) -> bool:
         return False
 
     def contribution(self, entry: KeyEntry, rnd: Round):
@@ -155,8 +155,9 @@ class HfaMode(FsaMode):
     *average* delta (model averaging; ``esync`` keeps the sum): a DC round by its own
     workers' average, a WAN round by every worker's, so a DC's WAN contribution is its
     delta since the last WAN round times its workers (a DC of two workers counts twice).
-    With quorum rounds (``quorum``, a :class:`ServerQuorum`) a WAN round waits for the
-    scheduler's decision and is divided by its total weight."""
+    With quorum rounds (``quorum``, a :class:`ServerQuorum`; ``k2 = 1``) the quorum takes
+    every push, decides what this DC sends each WAN round, and the sum is divided by the
+    decision's total weight."""
 
     def __init__(self, sync: SyncConfig, store, exchange=None):
         super().__init__(sync, store)
@@ -164,7 +165,11 @@ class HfaMode(FsaMode):
         self.quorum = ServerQuorum(store, ready) if ready and sync.quorum_rounds else None
 
     def check_push(self, entry: KeyEntry, rnd: int) -> None:
-        if rnd != entry.applied + 1 and not (self.quorum and self.quorum.is_left_out(rnd)):
+        if self.quorum is not None:
+            problem = self.quorum.check_push(entry, rnd)
+            if problem:
+                raise RequestError(problem)
+        elif rnd != entry.applied + 1:
             raise RequestError(f"key {entry.key}: under sync mode {self.sync.mode!r} a worker "
                                f"pushes round {rnd} only after it received round {rnd - 1}; "
                                f"this DC applied {entry.applied}")
@@ -173,14 +178,15 @@ class HfaMode(FsaMode):
         raise RequestError(f"under sync mode {self.sync.mode!r} workers run the optimizer "
                            f"themselves; the servers take none")
 
-    def took_late(self, entry: KeyEntry, rnd: int, array) -> bool:
-        return self.quorum is not None and self.quorum.take_late(entry, rnd, array)
+    def took_push(self, entry: KeyEntry, rnd: int, array, worker: int) -> bool:
+        if self.quorum is None:
+            return False
+        self.quorum.take(entry, rnd, array, worker)
+        return True
 
     def round_ready(self, entry: KeyEntry, rnd_no: int, rnd: Round) -> None:
         """A round that does not cross the WAN is complete at once."""
-        if self.sync.crosses_wan(rnd_no) and self.quorum is not None:
-            self.quorum.hold(entry, rnd_no, rnd)    # waits for the scheduler's decision
-        elif self.sync.crosses_wan(rnd_no):
+        if self.sync.crosses_wan(rnd_no):
             self.store.to_wan(entry, rnd_no, rnd)
         else:
             rnd.local_only = True
@@ -195,13 +201,11 @@ class HfaMode(FsaMode):
     def contribution(self, entry: KeyEntry, rnd: Round):
         """The DC's delta since the last WAN round (its local rounds' averages plus this
         round's), weighted by its workers: the WAN round's total over every worker is then
-        the average of every worker's delta. A round this DC was left out of: zeros; the
-        next it is in also carries the deltas it missed."""
-        if rnd.left_out:
+        the average of every worker's delta. Quorum rounds prepare it themselves."""
+        if rnd.prepared:
             return rnd.local
         since = self._since_wan(entry)
-        own = rnd.local if since is None else since + rnd.local
-        return own if self.quorum is None else self.quorum.contribution(entry, own)
+        return rnd.local if since is None else since + rnd.local
 
     def _since_wan(self, entry: KeyEntry):
         """The DC's local rounds' progress since the last WAN round, weighted by its workers
@@ -218,14 +222,13 @@ class HfaMode(FsaMode):
         rounds its decision's total weight."""
         if self.quorum is None:
             return self.store.all_workers
-        return self.quorum.total_weight(entry.applied + 1, self.store.all_workers)
+        return self.quorum.total_weight(self.sync.wan_round(entry.applied + 1),
+                                        self.store.all_workers)
 
     def apply(self, entry: KeyEntry, done: Round) -> None:
         if done.local_only:                 # a DC round of its workers' model deltas
             entry.value = entry.value + self._mean(done.local, len(self.store.workers))
         else:                               # the WAN round of every worker's delta
-            if done.left_out and entry.value is not entry.base:
-                self.quorum.carry_local(entry, self._since_wan(entry))
             entry.value = entry.base = entry.base + self._mean(done.total,
                                                                self._divisor(entry))
 

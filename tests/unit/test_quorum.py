@@ -71,6 +71,22 @@ def test_quorum_grace_is_at_most_a_share_of_the_round_period_and_at_least_the_fl
     assert QuorumRounds({"a": 1, "b": 1}, 1, grace_s=3.0).grace() == 3.0
 
 
+def test_quorum_weighs_what_a_behind_dc_offers_and_ignores_offers_of_nothing_new():
+    """A DC behind offers fewer DC rounds than the WAN round's number: its weight is its
+    workers times the rounds offered since the last it contributed."""
+    rounds = QuorumRounds({"a": 1, "b": 2}, min_dcs=1, grace_s=0.1)
+    rounds.ready("a", 1, 0.0)
+    rounds.due(1.0)                                 # b left out of round 1
+    assert rounds.ready("b", 2, 1.1, through=3) == []   # ahead of the round: ignored
+    assert rounds.ready("b", 2, 1.1, through=1) == []
+    (decision,) = rounds.ready("a", 2, 1.2)
+    assert decision.weights == {"a": 1, "b": 2}     # b's round 1 in WAN round 2
+    assert rounds.ready("b", 3, 2.0, through=1) == []   # nothing new: ignored
+    rounds.ready("b", 3, 2.0, through=3)
+    (decision,) = rounds.ready("a", 3, 2.05)
+    assert decision.weights == {"a": 1, "b": 4}     # b's rounds 2 and 3: caught up
+
+
 def test_quorum_decisions_are_made_in_round_order_and_strangers_are_ignored():
     rounds = QuorumRounds({"a": 1, "b": 1}, min_dcs=1, grace_s=1.0)
     assert rounds.ready("zz", 1, 0.0) == []

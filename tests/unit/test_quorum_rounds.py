@@ -27,14 +27,15 @@ class Cluster:
         self.scheduler = QuorumRounds({dc: 2 for dc in DCS}, min_dcs, grace_s=GRACE_S)
         self.sums: dict = {}         # (key, chunk, wan round) -> {dc: contribution}
         self.replies = {dc: [] for dc in DCS}
-        self.decisions = []
+        self.decisions, self.offers = [], []
         policies = PolicyBook(star_policy(list(DCS), "a"))
         self.stores = {dc: KeyStore(
             dc, WORKERS[dc], 1 << 20, policies,
             reply=lambda w, m, dc=dc: self.replies[dc].append((w, m)),
             contribute=lambda cid, a, where, dc=dc: self._contribute(dc, cid, a),
             forward_init=lambda e, g: None, sync=sync, all_workers=6,
-            quorum_ready=lambda rnd, dc=dc: self._ready(dc, rnd)) for dc in DCS}
+            quorum_ready=lambda rnd, through, dc=dc: self._ready(dc, rnd, through))
+            for dc in DCS}
         start = np.arange(size, dtype=np.float32)
         for dc in DCS:
             for w in WORKERS[dc]:
@@ -51,14 +52,15 @@ class Cluster:
             for store in self.stores.values():
                 store.deliver(cid.key, cid.chunk, cid.rnd, total)
 
-    def _ready(self, dc, rnd):
-        self._decide(self.scheduler.ready(dc, rnd, self.now))
+    def _ready(self, dc, rnd, through):
+        self.offers.append((dc, rnd, through))
+        self._decide(self.scheduler.ready(dc, rnd, self.now, through))
 
     def _decide(self, decisions):
         for decision in decisions:
             self.decisions.append(decision)
             for store in self.stores.values():
-                store.mode.quorum.decided(decision.round, decision.weights)
+                store.mode.quorum.decided_round(decision.round, decision.weights)
 
     def tick(self, seconds):
         self.now += seconds
@@ -68,6 +70,10 @@ class Cluster:
         for w, delta in zip(WORKERS[dc], deltas):
             self.stores[dc].on_push(push_message(w, 0, rnd, np.asarray(delta, np.float32),
                                                  request=100 + rnd))
+
+    def offered(self, dc):
+        """The DC's latest offer: (DC, WAN round, through)."""
+        return [o for o in self.offers if o[0] == dc][-1]
 
     def values(self, dc):
         """What the DC's workers were last answered."""
@@ -82,11 +88,19 @@ def deltas(scale):
     return np.array([[scale, 0, 1], [0, scale, 1]], np.float32)
 
 
+def summed(*arrays):
+    total = arrays[0].sum(axis=0)
+    for a in arrays[1:]:
+        total = total + a.sum(axis=0)
+    return total
+
+
 def test_quorum_round_with_a_late_dc_applies_its_update_exactly_once_diloco():
-    """diloco, plain outer step (lr 1, momentum 0: w += the weighted average delta). Round
-    2 completes with a and b (weight 4); c's two workers push it late (one before the
-    window closes, one after) and are answered with round 2's weights; round 3 carries
-    c's round-2 deltas with weight 4: 8 in all."""
+    """diloco, plain outer step (lr 1, momentum 0: w += the weighted average delta).
+    Round 2 completes with a and b (weight 4): c's workers push it late (one before the
+    window closes, one after) and are answered at once with round 2's weights; c offers
+    its round 2 for WAN round 3 (weight 2), then catches up: its rounds 3 and 4 go to WAN
+    round 4 together (weight 4). Every push is in the result exactly once."""
     sync = SyncConfig(mode="diloco", h=2, outer_lr=1.0, outer_momentum=0.0, quorum=2,
                       grace_s=GRACE_S)
     c = Cluster(sync)
@@ -94,7 +108,7 @@ def test_quorum_round_with_a_late_dc_applies_its_update_exactly_once_diloco():
     for dc, scale in zip(DCS, (2, 4, 6)):
         c.push(dc, 1, deltas(scale))
     assert [d.weights for d in c.decisions] == [{"a": 2, "b": 2, "c": 2}]
-    w = w + sum(np.sum(deltas(s), axis=0) for s in (2, 4, 6)) / 6
+    w = w + summed(deltas(2), deltas(4), deltas(6)) / 6
     assert all(np.array_equal(c.replica(dc), w) for dc in DCS)
 
     c.push("a", 2, deltas(8))
@@ -104,86 +118,124 @@ def test_quorum_round_with_a_late_dc_applies_its_update_exactly_once_diloco():
     c.tick(GRACE_S + 0.1)                           # ... and closes without c
     assert c.decisions[-1].weights == {"a": 2, "b": 2}
     c.stores["c"].on_push(push_message(32, 0, 2, np.float32([0, 64, 1]), request=102))
-    w = w + (np.sum(deltas(8), axis=0) + np.sum(deltas(16), axis=0)) / 4
+    w = w + summed(deltas(8), deltas(16)) / 4
     assert all(np.array_equal(c.replica(dc), w) for dc in DCS)
     assert c.values("c")[-2:] == [w.tolist()] * 2   # late workers get the newest weights
+    assert c.offered("c") == ("c", 3, 2)              # its round 2, for WAN round 3
 
-    for dc, scale in zip(DCS, (32, 32, 32)):
-        c.push(dc, 3, deltas(scale))
+    c.push("a", 3, deltas(32))
+    c.push("b", 3, deltas(32))
+    assert c.decisions[-1].weights == {"a": 2, "b": 2, "c": 2}
+    w = w + summed(deltas(32), deltas(32), deltas(64)) / 6
+    assert all(np.array_equal(c.replica(dc), w) for dc in DCS)
+
+    c.push("c", 3, deltas(128))                     # behind: waits to catch up ...
+    assert c.offered("c") == ("c", 3, 2)
+    c.push("c", 4, deltas(256))                     # ... and offers rounds 3 and 4
+    assert c.offered("c") == ("c", 4, 4)
+    c.push("a", 4, deltas(32))
+    c.push("b", 4, deltas(32))
     assert c.decisions[-1].weights == {"a": 2, "b": 2, "c": 4}
-    late = np.sum(deltas(64), axis=0)
-    w = w + (3 * np.sum(deltas(32), axis=0) + late) / 8
+    w = w + summed(deltas(32), deltas(32), deltas(128), deltas(256)) / 8
     for dc in DCS:
         assert c.replica(dc).tobytes() == w.tobytes()
-    assert c.stores["c"].mode.quorum.carry == {}    # merged once, nothing left over
-    assert c.stores["c"].mode.quorum.merged == 1
+    quorum = c.stores["c"].mode.quorum
+    assert quorum.pending == {0: {}} and not quorum.waiting and quorum.claimed == 4
+    assert quorum.merged == 1 and quorum.left_out == 1
     assert all(not s.keys[0].rounds for s in c.stores.values())
 
 
 def test_quorum_outer_nesterov_replicas_stay_bit_identical_and_follow_the_formula():
-    """DiLoCo's defaults (lr 0.7, momentum 0.9); c late in rounds 2 and 3, back in 4
-    (weight 2 x 3). The replicas agree bit for bit; the result follows the outer Nesterov
-    step on the weighted averages, computed here with numpy."""
+    """DiLoCo's defaults (lr 0.7, momentum 0.9). c is late in WAN rounds 2 and 4: round 3
+    takes its round 2; left out of 4, c offers what it has (round 3) for round 5 at once;
+    round 6 takes its rounds 4 to 6 (it caught up). The replicas agree bit for bit; the
+    result follows the outer Nesterov step on the weighted averages."""
     sync = SyncConfig(mode="diloco", h=2, quorum=2, grace_s=GRACE_S)
     c = Cluster(sync, size=5)
     rng = np.random.default_rng(7)
     pushes = {(dc, r): rng.standard_normal((2, 5)).astype(np.float32)
-              for dc in DCS for r in range(1, 5)}
+              for dc in DCS for r in range(1, 7)}
+    # WAN round -> (what c pushes before the others, what after the window, its weight)
+    plan = {1: ((1,), (), 2), 2: ((), (2,), 0), 3: ((), (3,), 2), 4: ((), (4,), 0),
+            5: ((), (), 2), 6: ((5, 6), (), 6)}
+    merged = {1: (1,), 3: (2,), 5: (3,), 6: (4, 5, 6)}
     w = np.arange(5, dtype=np.float32)
     b = None
     lr, m = np.float32(0.7), np.float32(0.9)
-    plan = {1: DCS, 2: ("a", "b"), 3: ("a", "b"), 4: DCS}
-    for rnd, members in plan.items():
-        for dc in members:
-            c.push(dc, rnd, pushes[dc, rnd])
+    for rnd, (before, after, weight) in plan.items():
+        for r in before:
+            c.push("c", r, pushes["c", r])
+        c.push("a", rnd, pushes["a", rnd])
+        c.push("b", rnd, pushes["b", rnd])
         c.tick(GRACE_S + 0.1)
-        if "c" not in members:
-            c.push("c", rnd, pushes["c", rnd])      # late: carried
-        weight = {dc: 2 * (1 if dc != "c" or rnd < 4 else 3) for dc in members}
-        assert c.decisions[-1].weights == weight
-        total = sum(pushes[dc, rnd].sum(axis=0) for dc in members)
-        if rnd == 4:
-            total = total + pushes["c", 2].sum(axis=0) + pushes["c", 3].sum(axis=0)
-        g = -total / sum(weight.values())
+        for r in after:
+            c.push("c", r, pushes["c", r])
+        assert c.decisions[-1].round == rnd
+        assert c.decisions[-1].weights.get("c", 0) == weight, (rnd, c.decisions[-1])
+        total = pushes["a", rnd].sum(axis=0) + pushes["b", rnd].sum(axis=0)
+        for r in merged.get(rnd, ()):
+            total = total + pushes["c", r].sum(axis=0)
+        g = -total / np.float32(4 + weight)
         b = g if b is None else m * b + g
         w = w - lr * (g + m * b)
         replicas = [c.replica(dc).tobytes() for dc in DCS]
         assert replicas.count(replicas[0]) == 3
         np.testing.assert_allclose(c.replica("a"), w, rtol=1e-5, atol=1e-6)
+    assert not c.stores["c"].mode.quorum.pending[0]
 
 
-def test_quorum_hfa_carries_a_late_dcs_local_rounds_into_its_next_wan_round():
-    """hfa, k2 = 2: DC round 1 is local, round 2 crosses the WAN. c is left out of WAN
-    round 1: its local progress and its late round-2 deltas join WAN round 2 with weight 4."""
-    sync = SyncConfig(mode="hfa", k2=2, quorum=2, grace_s=GRACE_S)
+def test_quorum_hfa_averages_the_deltas_a_late_dc_merges_with_its_weight():
+    """hfa (k2 = 1): the WAN round sets the weights to the last round's plus the weighted
+    average delta; c late in round 1, merged in round 2 with weight 2 x 1 (one round)."""
+    sync = SyncConfig(mode="hfa", k1=3, quorum=2, grace_s=GRACE_S)
     c = Cluster(sync)
     w = np.arange(3, dtype=np.float32)
-    for dc in DCS:
-        c.push(dc, 1, deltas(2))                     # local rounds: mean (1, 1, 1) each
-    for dc in ("a", "b"):
-        c.push(dc, 2, deltas(4))
+    c.push("a", 1, deltas(4))
+    c.push("b", 1, deltas(4))
     c.tick(GRACE_S + 0.1)
-    assert c.decisions[-1].weights == {"a": 2, "b": 2}
-    c.push("c", 2, deltas(8))                        # late
-    w1 = w + (2 * 2 * np.float32([1, 1, 1]) + 2 * np.sum(deltas(4), axis=0)) / 4
+    c.push("c", 1, deltas(8))
+    w1 = w + summed(deltas(4), deltas(4)) / 4
     assert all(np.array_equal(c.replica(dc), w1) for dc in DCS)
-    for dc in DCS:
-        c.push(dc, 3, deltas(2))
-        c.push(dc, 4, deltas(4))
-    assert c.decisions[-1].weights == {"a": 2, "b": 2, "c": 4}
-    c_missed = 2 * np.float32([1, 1, 1]) + np.sum(deltas(8), axis=0)
-    own = 2 * np.float32([1, 1, 1]) + np.sum(deltas(4), axis=0)
-    w2 = w1 + (3 * own + c_missed) / 8
+    for dc in ("a", "b"):
+        c.push(dc, 2, deltas(2))
+    assert c.decisions[-1].weights == {"a": 2, "b": 2, "c": 2}
+    w2 = w1 + summed(deltas(2), deltas(2), deltas(8)) / 6
     for dc in DCS:
         assert c.replica(dc).tobytes() == w2.tobytes()
 
 
-def test_quorum_a_push_of_a_round_not_left_out_still_needs_the_previous_value():
+def test_quorum_a_push_ahead_of_the_wan_is_refused():
     sync = SyncConfig(mode="diloco", h=2, quorum=2, grace_s=GRACE_S)
     c = Cluster(sync)
     c.push("a", 1, deltas(1))
     with pytest.raises(RequestError, match="pushes round 2 only after it received round 1"):
         c.stores["a"].on_push(push_message(11, 0, 2, np.float32([1, 1, 1])))
+
+
+def test_a_dc_left_out_while_a_key_is_still_pushing_contributes_it_once_complete():
+    """Two keys: c's key 1 is complete when its offer is taken, key 0 only later; key 0's
+    contribution waits for it, and the WAN round completes once it came."""
+    sync = SyncConfig(mode="diloco", h=2, outer_lr=1.0, outer_momentum=0.0, quorum=3,
+                      grace_s=GRACE_S)
+    c = Cluster(sync)
+    for dc in DCS:
+        for worker in WORKERS[dc]:
+            c.stores[dc].on_init(init_message(worker, 1, np.zeros(3, np.float32)
+                                              if worker == WORKERS[dc][0] else None,
+                                              (3,), 1, request=1))
+    for dc in ("a", "b"):
+        for key in (0, 1):
+            for worker in WORKERS[dc]:
+                c.stores[dc].on_push(push_message(worker, key, 1, np.ones(3, np.float32)))
+    for worker in WORKERS["c"]:
+        c.stores["c"].on_push(push_message(worker, 1, 1, np.ones(3, np.float32)))
+    assert c.decisions[-1].weights == {"a": 2, "b": 2, "c": 2}
+    assert c.stores["a"].keys[1].applied == 1 and c.stores["a"].keys[0].applied == 0
+    assert c.stores["c"].mode.quorum.waiting == {0: [(1, 1, 1)]}
+    for worker in WORKERS["c"]:
+        c.stores["c"].on_push(push_message(worker, 0, 1, np.ones(3, np.float32)))
+    assert all(s.keys[0].applied == 1 for s in c.stores.values())
+    assert c.replica("a").tobytes() == c.replica("c").tobytes()
 
 
 def test_without_a_quorum_callback_the_modes_behave_as_before():
