@@ -3,7 +3,8 @@ which DCs a WAN round completes with, and the weight each one's contribution car
 
 Pure logic, no sockets, time passed in. A DC's server offers its workers' DC rounds up to
 ``through`` for WAN round ``r`` (QUORUM_READY; on time ``through = r``, a DC that was late
-offers fewer: geoserver/server/quorum_rounds.py); :meth:`QuorumRounds.ready` records it.
+offers fewer, and more as it catches up: geoserver/server/quorum_rounds.py);
+:meth:`QuorumRounds.ready` records it (the first offer's time, the latest ``through``).
 Round ``r``'s **grace window** opens when ``min_dcs`` DCs offered and closes when every DC
 did, or after the grace: ``grace_s`` when set, otherwise derived from what was measured
 (:meth:`QuorumRounds.grace`). When it closes, the round's decision (:class:`Decision`) goes
@@ -70,6 +71,7 @@ class QuorumRounds:
         self.grace_s = grace_s
         self.decided = 0                        # the latest round decided
         self.covered = {dc: 0 for dc in workers}    # DC -> the last DC round it contributed
+        self.running = set(workers)             # DCs whose workers have not all finished
         self._ready: dict = {}                  # round -> {DC: (when, through)} offered
         self._opened: dict = {}                 # round -> when its window opened
         self.lags = collections.deque(maxlen=HISTORY)       # window open -> last arrival
@@ -88,7 +90,8 @@ class QuorumRounds:
         if dc not in self.workers or rnd <= self.decided or \
                 not self.covered[dc] < through <= rnd:
             return decisions
-        self._ready.setdefault(rnd, {}).setdefault(dc, (now, through))
+        arrived = self._ready.setdefault(rnd, {})      # a later offer raises ``through``
+        arrived[dc] = (arrived.get(dc, (now,))[0], max(through, arrived.get(dc, (0, 0))[1]))
         self._open_windows(now)
         return decisions + self.due(now)
 
@@ -96,12 +99,21 @@ class QuorumRounds:
         """The next undecided round's window opens once ``min_dcs`` DCs are ready."""
         rnd = self.decided + 1
         arrived = self._ready.get(rnd, {})
-        if rnd not in self._opened and len(arrived) >= self.min_dcs:
-            opened = sorted(t for t, _ in arrived.values())[self.min_dcs - 1]
+        needed = max(1, min(self.min_dcs, len(self.running)))
+        if rnd not in self._opened and len(arrived) >= needed:
+            opened = sorted(t for t, _ in arrived.values())[needed - 1]
             self._opened[rnd] = opened
             if self._last_open is not None:
                 self.periods.append(max(0.0, opened - self._last_open))
             self._last_open = opened
+
+    def finished(self, dc: str, now: float) -> list:
+        """Every worker of ``dc`` finished: rounds no longer wait for it, and a quorum
+        needs at most the DCs still running (a DC still behind when the others finished
+        has its last rounds merged alone). The decisions now due."""
+        self.running.discard(dc)
+        self._open_windows(now)
+        return self.due(now)
 
     # ------------------------------------------------------------ the window
     def grace(self) -> float:
@@ -131,7 +143,7 @@ class QuorumRounds:
             arrived = self._ready.get(rnd, {})
             if rnd not in self._opened:
                 return out
-            everyone = len(arrived) == len(self.workers)
+            everyone = self.running <= set(arrived)
             if not everyone and now < self._opened[rnd] + self.grace():
                 return out
             out.append(self._decide(rnd, arrived, everyone))

@@ -288,6 +288,10 @@ class Scheduler:
     def _on_bye(self, msg: wire.Message) -> None:
         self.liveness.bye(msg, self.replacement is not None,
                           self.settings.sync.mode == "esync")
+        dc = self.table[msg.sender].dc
+        if self.quorum is not None and \
+                all(n.id in self.finished for n in self.table.workers(dc)):
+            self._send_quorums(self.quorum.finished(dc, time.monotonic()))
 
     def _on_round_report(self, msg: wire.Message) -> None:
         """A server's heartbeat carries its round (and, with adapt, its link estimates)."""

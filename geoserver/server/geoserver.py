@@ -298,7 +298,8 @@ class GeoServer:
         weights = msg.meta["weights"]
         problem = "no quorum rounds here" if quorum is None else \
             "no DC" if not weights else \
-            ", ".join(f"unknown DC {dc!r}" for dc in weights if dc not in self.servers)
+            ", ".join(f"unknown DC {dc!r}" for dc in weights if dc not in self.servers) or \
+            quorum.refusal(msg.seq, weights)
         if problem:
             self._drops.log("quorum", "%s: dropped the quorum of round %d: %s", self.dc,
                             msg.seq, problem)
@@ -367,6 +368,12 @@ class GeoServer:
             log.info("%s: mixed: largest staleness applied %d rounds; %d rounds of a "
                      "key waited for a slower DC", self.dc, self.mixed.staleness_seen,
                      self.mixed.waits)
+        quorum = getattr(self.store.mode, "quorum", None)
+        if quorum is not None:
+            log.info("%s: quorum rounds: left out of %d WAN rounds, %d contributions merged "
+                     "late rounds, %d rounds pushed here were never merged (the run ended "
+                     "before a WAN round took them)", self.dc, quorum.left_out, quorum.merged,
+                     quorum.unmerged())
         return False
 
     def serve(self) -> None:

@@ -15,13 +15,14 @@ more DC rounds in one WAN round.
 **What happens.** Every push goes to this DC's *pending* rounds (per key, per DC round).
 When a key's DC rounds after the last one contributed (``claimed``) are complete through
 ``c``, this DC offers them for WAN round ``R`` = the next undecided (a QUORUM_READY ``R``
-saying ``through = c``; one offer per WAN round): at once when on time (``c = R``), or when
-it was left out of ``R - 1``; otherwise (``c < R``: behind) it first catches up. The
-scheduler's decision of ``R`` names the DCs in it and their weights (worker-rounds:
-``workers x (c - claimed)``):
+saying ``through = c``), and again whenever ``c`` grows before ``R`` is decided (a DC
+behind catches up this way: its workers are answered at once). The scheduler's decision of
+``R`` names the DCs in it and their weights (worker-rounds: ``workers x (c - claimed)``, from
+its latest offer):
 
 - **in it**: each key contributes the sum of its pending DC rounds ``claimed+1 .. c`` to
-  ``R`` (a key whose rounds are not all in yet does once they are), and ``claimed = c``;
+  ``R`` (``c`` as the weight says; a key whose rounds are not all in yet does once they
+  are), and ``claimed = c``;
 - **left out**: each key contributes zeros to ``R`` (the trees never wait for this DC);
   its pending rounds stay for the next offer.
 
@@ -32,9 +33,11 @@ weight (:meth:`ServerQuorum.total_weight`), so replicas stay bit-identical.
 
 Why exactly once: a push is summed into its DC round's pending sum; a pending round is
 contributed by the one decision that claims it (``claimed`` only grows) and then deleted;
-a decision leaving this DC out claims nothing. Costs: O(1) per push, O(keys) per decision,
-O(rounds claimed) per contribution; memory: the pending rounds (a key's size each, a round
-or two per key).
+a decision leaving this DC out claims nothing. What is pending when the run ends (a DC still
+behind when the others finished: no WAN round is left to take it) is not merged;
+:meth:`ServerQuorum.unmerged` counts it. Costs: O(workers + pending rounds) per push,
+O(keys) per decision, O(rounds claimed) per contribution; memory: the pending rounds (a
+key's size each; a DC that keeps up holds one per key).
 """
 from __future__ import annotations
 
@@ -56,7 +59,6 @@ class ServerQuorum:
         self.offers: dict = {}      # WAN round -> the DC round it was offered through
         self.decisions: dict = {}   # WAN round -> {DC: weight}, until every key applied it
         self.decided = 0            # the latest WAN round decided
-        self.last_left_out = 0      # the latest WAN round decided without this DC
         self.waiting: dict = {}     # key -> [(WAN round, first, through)]: contributions
                                     # waiting for its pushes of DC rounds first..through
         self.left_out = 0           # WAN rounds this DC was left out of (a statistic)
@@ -103,19 +105,33 @@ class ServerQuorum:
         self._offer(entry)
 
     def _offer(self, entry: KeyEntry) -> None:
-        """Offer the key's complete rounds for the next undecided WAN round (once each). A
-        DC behind (its complete rounds end before that WAN round) waits to catch up - its
-        workers are answered at once, so it reaches the WAN round's number as fast as it
-        computes - unless it was left out of the previous WAN round: then it offers what it
-        has, so a DC that stays slow still merges every other round or so."""
+        """Offer the key's complete rounds for the next undecided WAN round, and offer again
+        each time more are complete before it is decided (the scheduler takes the latest).
+        A DC behind is answered at once, so it completes rounds as fast as it computes and
+        catches up within the window it is waited for."""
         wan_round = self.decided + 1
         through = self._complete_through(entry)
-        behind = through < wan_round and self.last_left_out != wan_round - 1
-        if through > self.claimed and wan_round not in self.offers and not behind:
+        if through > max(self.claimed, self.offers.get(wan_round, 0)):
             self.offers[wan_round] = through
             self._ready(wan_round, through)
 
     # ------------------------------------------------------------ the decision
+    def refusal(self, wan_round: int, weights: dict) -> str:
+        """Why the decision of ``wan_round`` cannot be this DC's ("" when it can): out of
+        round order, or a weight for this DC that is not the rounds it offered."""
+        if wan_round != self.decided + 1:
+            return f"round {wan_round} decided after round {self.decided}"
+        weight = weights.get(self.store.dc)
+        if weight is None:
+            return ""
+        rounds, extra = divmod(weight, len(self.store.workers))
+        offered = self.offers.get(wan_round, 0)
+        if extra or rounds < 1 or self.claimed + rounds > offered:
+            return (f"weight {weight} for {self.store.dc}, which has "
+                    f"{len(self.store.workers)} workers and offered rounds "
+                    f"{self.claimed + 1}..{offered}")
+        return ""
+
     def decided_round(self, wan_round: int, weights: dict) -> None:
         """The scheduler decided ``wan_round``: this DC contributes what it offered, or,
         left out, zeros for every key. Decisions come in round order; a repeated or older
@@ -124,19 +140,20 @@ class ServerQuorum:
             return
         self.decided = wan_round
         self.decisions[wan_round] = dict(weights)
-        through = self.offers.pop(wan_round, None)
+        self.offers.pop(wan_round, None)
         keys = [e for e in self.store.keys.values() if e.value is not None]
         for entry in keys:      # the WAN may now run ahead of a worker that never pushed:
             for worker in self.store.workers:  # its first push is still its round 1
                 entry.next_push.setdefault(worker, 1)
-        if self.store.dc in weights and through is not None:
-            first, self.claimed = self.claimed + 1, through
+        if self.store.dc in weights:    # it covers the DC rounds its weight counts
+            first = self.claimed + 1
+            through = self.claimed = self.claimed + weights[self.store.dc] // \
+                len(self.store.workers)
             self.merged += through > first
             for entry in keys:
                 self._contribute(entry, wan_round, first, through)
         else:
             self.left_out += 1
-            self.last_left_out = wan_round
             for entry in keys:
                 self._send(entry, wan_round, np.zeros(entry.size, entry.dtype))
         for entry in keys:          # offer what is complete for the next round
@@ -168,6 +185,10 @@ class ServerQuorum:
     def _send(self, entry: KeyEntry, wan_round: int, contribution) -> None:
         rnd = entry.rounds[wan_round] = Round(local=contribution, owned=True, prepared=True)
         self.store.to_wan(entry, wan_round, rnd)
+
+    def unmerged(self) -> int:
+        """The DC rounds pushed here (of any key) that no WAN round took yet."""
+        return max((len(rounds) for rounds in self.pending.values()), default=0)
 
     def total_weight(self, wan_round: int, fallback: int) -> int:
         """What the WAN sum of ``wan_round`` is divided by: its decision's total weight

@@ -82,7 +82,8 @@ def test_quorum_weighs_what_a_behind_dc_offers_and_ignores_offers_of_nothing_new
     (decision,) = rounds.ready("a", 2, 1.2)
     assert decision.weights == {"a": 1, "b": 2}     # b's round 1 in WAN round 2
     assert rounds.ready("b", 3, 2.0, through=1) == []   # nothing new: ignored
-    rounds.ready("b", 3, 2.0, through=3)
+    rounds.ready("b", 3, 2.0, through=2)
+    rounds.ready("b", 3, 2.01, through=3)           # raised before the decision
     (decision,) = rounds.ready("a", 3, 2.05)
     assert decision.weights == {"a": 1, "b": 4}     # b's rounds 2 and 3: caught up
 
@@ -114,3 +115,18 @@ def test_quorum_ready_heard_after_the_window_closed_is_late_even_if_not_yet_clos
     rounds.ready("b", 1, 0.0)
     (decision,) = rounds.ready("c", 1, 1.5)
     assert decision.weights == {"a": 1, "b": 1}
+
+
+def test_quorum_needs_at_most_the_dcs_still_running_once_others_finished():
+    """a and b finished: c, behind, completes its last rounds alone."""
+    rounds = QuorumRounds({"a": 1, "b": 1, "c": 1}, min_dcs=2, grace_s=5.0)
+    rounds.ready("a", 1, 0.0)
+    rounds.ready("b", 1, 0.0)
+    (one,) = rounds.due(6.0)
+    assert one.weights == {"a": 1, "b": 1}
+    assert rounds.finished("a", 6.1) == []
+    assert rounds.ready("c", 2, 6.2, through=1) == []   # b still runs: its window waits
+    (two,) = rounds.finished("b", 6.3)                   # ... no longer
+    assert two.weights == {"c": 1}
+    (three,) = rounds.ready("c", 3, 6.4, through=2)
+    assert three.weights == {"c": 1}

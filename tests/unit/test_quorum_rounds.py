@@ -99,8 +99,9 @@ def test_quorum_round_with_a_late_dc_applies_its_update_exactly_once_diloco():
     """diloco, plain outer step (lr 1, momentum 0: w += the weighted average delta).
     Round 2 completes with a and b (weight 4): c's workers push it late (one before the
     window closes, one after) and are answered at once with round 2's weights; c offers
-    its round 2 for WAN round 3 (weight 2), then catches up: its rounds 3 and 4 go to WAN
-    round 4 together (weight 4). Every push is in the result exactly once."""
+    its round 2 for WAN round 3 (weight 2), then catches up: it offers its round 3 for WAN
+    round 4 and raises the offer with its round 4 before round 4 is decided (weight 4).
+    Every push is in the result exactly once."""
     sync = SyncConfig(mode="diloco", h=2, outer_lr=1.0, outer_momentum=0.0, quorum=2,
                       grace_s=GRACE_S)
     c = Cluster(sync)
@@ -129,9 +130,9 @@ def test_quorum_round_with_a_late_dc_applies_its_update_exactly_once_diloco():
     w = w + summed(deltas(32), deltas(32), deltas(64)) / 6
     assert all(np.array_equal(c.replica(dc), w) for dc in DCS)
 
-    c.push("c", 3, deltas(128))                     # behind: waits to catch up ...
-    assert c.offered("c") == ("c", 3, 2)
-    c.push("c", 4, deltas(256))                     # ... and offers rounds 3 and 4
+    c.push("c", 3, deltas(128))                     # behind: offers its round 3 ...
+    assert c.offered("c") == ("c", 4, 3)
+    c.push("c", 4, deltas(256))                     # ... and 4 too, before round 4 closes
     assert c.offered("c") == ("c", 4, 4)
     c.push("a", 4, deltas(32))
     c.push("b", 4, deltas(32))
@@ -146,19 +147,19 @@ def test_quorum_round_with_a_late_dc_applies_its_update_exactly_once_diloco():
 
 
 def test_quorum_outer_nesterov_replicas_stay_bit_identical_and_follow_the_formula():
-    """DiLoCo's defaults (lr 0.7, momentum 0.9). c is late in WAN rounds 2 and 4: round 3
-    takes its round 2; left out of 4, c offers what it has (round 3) for round 5 at once;
-    round 6 takes its rounds 4 to 6 (it caught up). The replicas agree bit for bit; the
-    result follows the outer Nesterov step on the weighted averages."""
+    """DiLoCo's defaults (lr 0.7, momentum 0.9). c is late in WAN round 2 and stays a
+    round behind (WAN round r takes its round r - 1) until it pushes two rounds before
+    round 6 is decided. The replicas agree bit for bit; the result follows the outer
+    Nesterov step on the weighted averages."""
     sync = SyncConfig(mode="diloco", h=2, quorum=2, grace_s=GRACE_S)
     c = Cluster(sync, size=5)
     rng = np.random.default_rng(7)
     pushes = {(dc, r): rng.standard_normal((2, 5)).astype(np.float32)
               for dc in DCS for r in range(1, 7)}
     # WAN round -> (what c pushes before the others, what after the window, its weight)
-    plan = {1: ((1,), (), 2), 2: ((), (2,), 0), 3: ((), (3,), 2), 4: ((), (4,), 0),
-            5: ((), (), 2), 6: ((5, 6), (), 6)}
-    merged = {1: (1,), 3: (2,), 5: (3,), 6: (4, 5, 6)}
+    plan = {1: ((1,), (), 2), 2: ((), (2,), 0), 3: ((), (3,), 2), 4: ((), (4,), 2),
+            5: ((), (), 2), 6: ((5, 6), (), 4)}
+    merged = {1: (1,), 3: (2,), 4: (3,), 5: (4,), 6: (5, 6)}
     w = np.arange(5, dtype=np.float32)
     b = None
     lr, m = np.float32(0.7), np.float32(0.9)
@@ -245,3 +246,16 @@ def test_without_a_quorum_callback_the_modes_behave_as_before():
                      forward_init=lambda e, g: None,
                      sync=SyncConfig(mode="diloco", quorum=2))
     assert store.mode.quorum is None
+
+
+def test_a_decision_out_of_order_or_weighing_rounds_not_offered_is_refused():
+    sync = SyncConfig(mode="diloco", h=2, quorum=3, grace_s=GRACE_S)
+    c = Cluster(sync)
+    quorum = c.stores["a"].mode.quorum
+    assert "round 2 decided after round 0" in quorum.refusal(2, {"b": 2})
+    c.push("a", 1, deltas(1))
+    assert quorum.refusal(1, {"a": 2, "b": 2}) == ""
+    assert "weight 4 for a, which has 2 workers and offered rounds 1..1" in \
+        quorum.refusal(1, {"a": 4})
+    assert "weight 3" in quorum.refusal(1, {"a": 3})
+    assert quorum.refusal(1, {"b": 2}) == ""         # left out: nothing to check
