@@ -345,7 +345,7 @@ class Scheduler:
             self.stats({"t": round(time.monotonic(), 3), "event": "quorum",
                         "round": decision.round, "weights": decision.weights})
             if decision.weights != self.quorum.workers:     # not everyone on time
-                left_out = sorted(set(self.quorum.workers) - set(decision.weights))
+                left_out = sorted(self.quorum.running - set(decision.weights))
                 log.info("quorum round %d: %s worker-rounds%s", decision.round,
                          ", ".join(f"{dc} {w}" for dc, w in sorted(decision.weights.items())),
                          f"; went on without {', '.join(left_out)}" if left_out else "")

@@ -293,7 +293,8 @@ class GeoServer:
 
     def _on_quorum(self, msg: Message) -> None:
         """The scheduler decided which DCs WAN round ``seq`` completes with; a decision
-        naming a DC not in the cluster, or sent without quorum rounds, is logged and dropped."""
+        naming a DC not in the cluster, not matching what this DC offered, or sent without
+        quorum rounds, is logged and dropped."""
         quorum = getattr(self.store.mode, "quorum", None)
         weights = msg.meta["weights"]
         problem = "no quorum rounds here" if quorum is None else \

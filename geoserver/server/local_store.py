@@ -58,8 +58,8 @@ class KeyStore:
         ``resumed``: the checkpoint this run starts from: its values replace the keys'
         initial ones and its optimizer states are loaded (docs/recovery.md).
         ``all_workers``: how many workers the cluster has (the averaging modes divide by
-        it; default: this DC's). ``quorum_ready(wan_round)``: quorum rounds (hfa, diloco)
-        tell the scheduler a WAN round is ready here (None: no quorum rounds)."""
+        it; default: this DC's). ``quorum_ready(wan_round, through)``: quorum rounds (hfa,
+        diloco) offer this DC's rounds to the scheduler (None: no quorum rounds)."""
         self.dc = dc
         self.resumed = resumed
         self.sync = sync
