@@ -9,7 +9,8 @@ Round ``r``'s **grace window** opens when ``min_dcs`` DCs offered and closes whe
 did, or after the grace: ``grace_s`` when set, otherwise derived from what was measured
 (:meth:`QuorumRounds.grace`). When it closes, the round's decision (:class:`Decision`) goes
 to every server: the DCs in it and their weights; the others contribute zeros and keep their
-workers' deltas for a later round.
+workers' deltas for a later round. A DC behind (``through < r``) does not close a window
+early: it may raise its offer within the grace and catch up.
 
 **Weights** are worker-rounds: a DC of ``n`` workers whose offer covers its DC rounds after
 ``p`` (the last it contributed) through ``c`` carries ``n x (c - p)``, so a late update is
@@ -135,7 +136,8 @@ class QuorumRounds:
         return None if opened is None else opened + self.grace()
 
     def due(self, now: float) -> list:
-        """The decisions due at ``now``, in round order: a round whose DCs are all ready, or
+        """The decisions due at ``now``, in round order: a round every DC still running
+        offered on time (through the round itself: a DC behind may still catch up), or
         whose window has closed."""
         out = []
         while True:
@@ -143,7 +145,7 @@ class QuorumRounds:
             arrived = self._ready.get(rnd, {})
             if rnd not in self._opened:
                 return out
-            everyone = self.running <= set(arrived)
+            everyone = all(arrived.get(dc, (0, 0))[1] == rnd for dc in self.running)
             if not everyone and now < self._opened[rnd] + self.grace():
                 return out
             out.append(self._decide(rnd, arrived, everyone))
