@@ -73,7 +73,8 @@ class QuorumRounds:
         self.decided = 0                        # the latest round decided
         self.covered = {dc: 0 for dc in workers}    # DC -> the last DC round it contributed
         self.running = set(workers)             # DCs whose workers have not all finished
-        self._ready: dict = {}                  # round -> {DC: (when, through)} offered
+        self._ready: dict = {}                  # round -> {DC: (when, through)}: its latest
+                                                # offer
         self._opened: dict = {}                 # round -> when its window opened
         self.lags = collections.deque(maxlen=HISTORY)       # window open -> last arrival
         self.periods = collections.deque(maxlen=HISTORY)    # window open -> next's open
@@ -84,15 +85,17 @@ class QuorumRounds:
     def ready(self, dc: str, rnd: int, now: float, through: int | None = None) -> list:
         """``dc`` offers its DC rounds up to ``through`` (default ``rnd``) for WAN round
         ``rnd`` at ``now``: the decisions due (a window that closed before ``now`` closes
-        without it; the next round's once every DC is ready). A round already decided, a
-        DC unknown, or an offer of nothing new or of rounds ahead of ``rnd`` is ignored."""
+        without it; the next round's once every DC offered it on time). A round already
+        decided, a DC unknown, or an offer of nothing new or of rounds ahead of ``rnd`` is
+        ignored; a later offer raises ``through`` (and its time, which the lags measure)."""
         decisions = self.due(now)
         through = rnd if through is None else through
         if dc not in self.workers or rnd <= self.decided or \
                 not self.covered[dc] < through <= rnd:
             return decisions
-        arrived = self._ready.setdefault(rnd, {})      # a later offer raises ``through``
-        arrived[dc] = (arrived.get(dc, (now,))[0], max(through, arrived.get(dc, (0, 0))[1]))
+        arrived = self._ready.setdefault(rnd, {})
+        if through > arrived.get(dc, (now, 0))[1]:
+            arrived[dc] = (now, through)
         self._open_windows(now)
         return decisions + self.due(now)
 
