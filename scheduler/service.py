@@ -31,6 +31,7 @@ from .auditing import ReplicaAuditing
 from .liveness import ClusterAborted, Liveness
 from .policy import initial_policy, needs_measurement, random_trees
 from .rebuilding import SchedulerRebuilding
+from .quorum import QuorumRounds
 from .replacing import ServerReplacing
 from .registration import SCHEDULER_ID, Registration
 from .status import view_of
@@ -80,6 +81,10 @@ class Scheduler:
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
         self._handlers = handlers_for(SCHEDULER, self)    # kind -> its handler (core/kinds.py)
         self.status = status
+        sync = self.settings.sync       # quorum rounds (hfa, diloco): scheduler/quorum.py
+        self.quorum = QuorumRounds({dc.name: dc.workers for dc in config.dcs}, sync.quorum,
+                                   sync.grace_s) \
+            if sync.quorum_in_force(len(config.dcs)) else None
 
     @property
     def replacement(self):
@@ -298,6 +303,10 @@ class Scheduler:
                               self.settings.sync.mode == "esync")
         if self.settings.scheduler_restarts and msg.meta.get("clean", True):
             self.rebuilding.acknowledge_bye(self.table[msg.sender])
+        dc = self.table[msg.sender].dc
+        if self.quorum is not None and \
+                all(n.id in self.finished for n in self.table.workers(dc)):
+            self._send_quorums(self.quorum.finished(dc, time.monotonic()))
 
     def _on_round_report(self, msg: wire.Message) -> None:
         """A server's heartbeat carries its round (and, with adapt, its link estimates)."""
@@ -320,12 +329,43 @@ class Scheduler:
                 self.announce(*random_trees(self.table.dcs, self._rng, split=True),
                               lead_rounds=2)
                 next_switch = time.monotonic() + self.switch_every_s
-            msg = self._recv(self.config.heartbeat_s)
+            msg = self._recv(self._quorum_wait_s())
             if msg is not None:
                 self._dispatch(msg)
+            if self.quorum is not None:
+                self._send_quorums(self.quorum.due(time.monotonic()))
             self._check_liveness()
             self._adapt()
             self._status_tick()
+
+    def _quorum_wait_s(self) -> float:
+        """How long the loop may wait for a message: a heartbeat, or until a quorum round's
+        grace window closes."""
+        deadline = None if self.quorum is None else self.quorum.deadline()
+        if deadline is None:
+            return self.config.heartbeat_s
+        return min(self.config.heartbeat_s, max(0.0, deadline - time.monotonic()))
+
+    def _on_quorum_ready(self, msg: wire.Message) -> None:
+        """A DC offers its rounds for WAN round ``seq`` (quorum rounds); unexpected without
+        them."""
+        if self.quorum is None:
+            self._ignore(msg)
+            return
+        self._send_quorums(self.quorum.ready(self.table[msg.sender].dc, msg.seq,
+                                             time.monotonic(), int(msg.meta["through"])))
+
+    def _send_quorums(self, decisions) -> None:
+        """Each decided quorum round to every server, and to the stats."""
+        for decision in decisions:
+            self._broadcast_servers(wire.Kind.QUORUM, decision.to_meta(), seq=decision.round)
+            self.stats({"t": round(time.monotonic(), 3), "event": "quorum",
+                        "round": decision.round, "weights": decision.weights})
+            if decision.weights != self.quorum.workers:     # not everyone on time
+                left_out = sorted(self.quorum.running - set(decision.weights))
+                log.info("quorum round %d: %s worker-rounds%s", decision.round,
+                         ", ".join(f"{dc} {w}" for dc, w in sorted(decision.weights.items())),
+                         f"; went on without {', '.join(left_out)}" if left_out else "")
 
     def _status_tick(self) -> None:
         """Once a second: the status page's snapshot; every few seconds the summary line."""

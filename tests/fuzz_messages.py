@@ -54,6 +54,7 @@ FIELD_TYPES = {
     "mode": dict,
     "audit": list, "repair": bool,          # replica audit (docs/recovery.md)
     "report": dict, "rebuilt": bool,
+    "through": int, "weights": dict,
 }
 DC_FIELDS = {"dc", "origin", "from", "to", "root", "stalled"}   # strings naming a DC
 
@@ -100,6 +101,8 @@ BASE_META = {
     Kind.STATE_REQUEST: {"keys": [0], "version": 2},
     Kind.LINK_KEY: {"epoch": 1, "cipher": "aegis256"},
     Kind.LINK_KEY_DONE: {"epoch": 1, "address": "tcp://127.0.0.1:9", "max_frame": 1 << 20},
+    Kind.QUORUM_READY: {"through": 1},
+    Kind.QUORUM: {"weights": {"dc0": 1, "dc1": 2}},
     Kind.STATE: {"keys": [[0, 3, [4], "<f4", False, "ab" * 32]], "spec": None,
                  "states": None, "version": 2, "mode": {"buffers": [], "digest": "ab" * 32}},
     # one PUSH of 4 float32 to an unknown key, far ahead (the base payload is its frame)
@@ -132,7 +135,7 @@ NATURAL_SENDERS = {
     Kind.UPDATE: (2,), Kind.NODE_MOVED: (0,), Kind.RESUME: (3,), Kind.RESUMED: (1,),
     Kind.RECOVER: (0,), Kind.STATE_REPORT: (1, 2), Kind.REPLAY: (0,), Kind.STATE_REQUEST: (2,),
     Kind.STATE: (2,), Kind.RECOVERED: (1, 2), Kind.BATCH: (3, 1), Kind.LINK_KEY: (2,),
-    Kind.LINK_KEY_DONE: (2,),
+    Kind.LINK_KEY_DONE: (2,), Kind.QUORUM_READY: (1, 2), Kind.QUORUM: (0,),
 }
 KINDS = {int(k) for k in Kind}
 DATA_KINDS = (Kind.INIT, Kind.PUSH, Kind.VALUE, Kind.STATES, Kind.LOAD_STATES,

@@ -151,6 +151,9 @@ class ClusterConfig:
                     f"{self.source}: [recovery] {name} needs [sync] mode 'fsa': under "
                     f"{self.sync.mode!r} the workers' own models and step counts are not "
                     f"on the servers (docs/recovery.md)")
+        if self.sync.quorum > len(self.dcs):
+            raise ClusterFileError(f"{self.source}: [sync] quorum = {self.sync.quorum} is more "
+                                   f"than the cluster's {len(self.dcs)} DCs")
         if self.sync.asynchronous:
             clash = [name for name, on in (("[wan] adapt", self.adapt),
                                            ("[wan] multipath", self.multipath),

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, fields
 
 from .tables import check_kind, chosen_params
 
-__all__ = ["DEFAULT_H", "DEFAULT_K1", "DEFAULT_K2", "DEFAULT_MAX_STEPS", "DEFAULT_MIX",
+__all__ = ["MAX_GRACE_S", "QUORUM_PARAMS", "DEFAULT_H", "DEFAULT_K1", "DEFAULT_K2", "DEFAULT_MAX_STEPS", "DEFAULT_MIX",
            "DEFAULT_OUTER_LR", "DEFAULT_OUTER_MOMENTUM", "DEFAULT_STALENESS", "MAX_COUNT",
            "MAX_OUTER_LR", "MODES", "PARAMS", "SyncConfig", "SyncError"]
 
@@ -43,11 +43,15 @@ class SyncError(ValueError):
 MODES = ("fsa", "hfa", "mixed", "esync", "diloco")
 PARAMS = {              # what each mode takes besides 'mode'
     "fsa": (),
-    "hfa": ("k1", "k2"),
+    "hfa": ("k1", "k2", "quorum", "grace_s"),
     "mixed": ("staleness",),
     "esync": ("max_steps",),
-    "diloco": ("h", "outer_lr", "outer_momentum", "fragments", "delay", "mix"),
+    "diloco": ("h", "outer_lr", "outer_momentum", "fragments", "delay", "mix", "quorum",
+               "grace_s"),
 }
+QUORUM_PARAMS = ("quorum", "grace_s")   # quorum rounds (docs/sync-quorum.md): named in the
+                                        # table form only when set
+MAX_GRACE_S = 3600.0
 DEFAULT_K1 = 1
 DEFAULT_K2 = 1
 DEFAULT_STALENESS = 2
@@ -75,11 +79,13 @@ class SyncConfig:
     fragments: int = 1
     delay: int = 0
     mix: float = DEFAULT_MIX
+    quorum: int = 0         # hfa, diloco: the fewest DCs a WAN round completes with (0: all)
+    grace_s: float = 0.0    # and how long it waits for the rest (0: derived from measurements)
 
     def __post_init__(self):
         check_kind(self.mode, MODES, "sync mode", SyncError)
         for name, lowest in (("k1", 1), ("k2", 1), ("staleness", 0), ("max_steps", 1),
-                             ("h", 1), ("fragments", 1), ("delay", 0)):
+                             ("h", 1), ("fragments", 1), ("delay", 0), ("quorum", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or \
                     not lowest <= value <= MAX_COUNT:
@@ -88,7 +94,8 @@ class SyncConfig:
         for name, low, high, text in (
                 ("outer_lr", 0.0, MAX_OUTER_LR, f"0 < outer_lr <= {MAX_OUTER_LR:g}"),
                 ("outer_momentum", 0.0, 1.0, "0 <= outer_momentum < 1"),
-                ("mix", 0.0, 1.0, "0 <= mix <= 1")):
+                ("mix", 0.0, 1.0, "0 <= mix <= 1"),
+                ("grace_s", 0.0, MAX_GRACE_S, f"0 <= grace_s <= {MAX_GRACE_S:g}")):
             value = getattr(self, name)
             fits = not isinstance(value, bool) and isinstance(value, (int, float)) and \
                 low <= value <= high and (name != "outer_lr" or value > low) and \
@@ -96,6 +103,13 @@ class SyncConfig:
             if not fits:
                 raise SyncError(f"{name} must be a number with {text}, got {value!r}")
             object.__setattr__(self, name, float(value))
+        if self.quorum and self.mode == "hfa" and self.k2 != 1:
+            raise SyncError("quorum needs k2 = 1 under hfa (every DC round a WAN round): a "
+                            "late DC's rounds are merged into later WAN rounds, which rounds "
+                            "that stay in the DC cannot be")
+        if self.quorum and self.streaming:
+            raise SyncError("quorum cannot run with fragments > 1 or delay > 0: a streamed "
+                            "fragment's round is not the whole model's")
         if self.fragments > self.h:
             raise SyncError(f"fragments ({self.fragments}) must be at most h ({self.h}): "
                             f"each fragment is synchronized at its own inner step of the h")
@@ -124,6 +138,16 @@ class SyncConfig:
     def asynchronous(self) -> bool:
         """DCs apply each other's updates as they arrive (mixed)."""
         return self.mode == "mixed"
+
+    @property
+    def quorum_rounds(self) -> bool:
+        """A WAN round may complete without every DC (``quorum`` set, hfa or diloco)."""
+        return self.quorum > 0 and self.mode in ("hfa", "diloco")
+
+    def quorum_in_force(self, dcs: int) -> bool:
+        """Quorum rounds run in a cluster of ``dcs`` DCs: a quorum fewer than them (a quorum
+        of every DC is every round, as without one)."""
+        return self.quorum_rounds and self.quorum < dcs
 
     @property
     def rounds_per_wan_round(self) -> int:
@@ -172,11 +196,16 @@ class SyncConfig:
 
     def to_params(self) -> dict:
         """The table form, naming only what this mode takes (inverse of from_params)."""
-        return {"mode": self.mode, **{k: getattr(self, k) for k in PARAMS[self.mode]}}
+        return {"mode": self.mode, **{k: getattr(self, k) for k in self._named()}}
+
+    def _named(self) -> tuple:
+        """The parameters the table form names: the mode's, the quorum's when set."""
+        return tuple(k for k in PARAMS[self.mode]
+                     if k not in QUORUM_PARAMS or getattr(self, k))
 
     def describe(self) -> str:
         """``hfa:k1=4,k2=2`` (what :meth:`parse` reads)."""
-        extra = ",".join(f"{k}={getattr(self, k)}" for k in PARAMS[self.mode])
+        extra = ",".join(f"{k}={getattr(self, k)}" for k in self._named())
         return f"{self.mode}:{extra}" if extra else self.mode
 
     def to_json(self) -> dict:

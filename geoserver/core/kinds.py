@@ -247,6 +247,13 @@ _ROWS = [
                                             flags=Flag.QUEUED),
           *_PEER, handler="_on_link_key_done"),
 ]
+_ROWS += [  # quorum rounds (hfa, diloco; docs/sync-quorum.md)
+    _spec(Kind.QUORUM_READY, MessageSchema(Obj({"through": Int(1, U32)}, required=("through",))),
+          *_SERVER_TO_SCHED, handler="_on_quorum_ready"),
+    _spec(Kind.QUORUM, MessageSchema(Obj({"weights": DictOf(Int(1, U32))},
+                                         required=("weights",)), max_meta_bytes=MAX_META_BYTES),
+          *_SCHED, handler="_on_quorum"),
+]
 FUSIBLE = frozenset(spec.kind for spec in _ROWS if spec.fusible)    # what a BATCH may carry
 _ROWS.append(_spec(
     # [kind, key, seq, request, flags, dtype code, frames, meta] per message carried; each

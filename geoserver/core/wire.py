@@ -88,6 +88,10 @@ class Kind(enum.IntEnum):
                         # under which this server seals its bulk chunks to the receiver
                         # (core/bulk_channel.py)
     LINK_KEY_DONE = 43  # its answer: the key is installed; meta: the receiver's bulk address
+    QUORUM_READY = 60   # server -> scheduler (quorum rounds): this DC offers its rounds up
+                        # to meta `through` for WAN round `seq` (server/quorum_rounds.py)
+    QUORUM = 61         # scheduler -> servers: WAN round `seq` completes with the DCs of
+                        # meta weights {dc: worker-rounds} (scheduler/quorum.py)
 
 
 class Flag(enum.IntFlag):

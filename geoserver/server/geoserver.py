@@ -116,7 +116,9 @@ class GeoServer:
                               and settings.compression.scope == "all",
                               momentum_corrected=settings.compression.momentum > 0,
                               sync=settings.sync, mixed=self.mixed, resumed=resumed,
-                              all_workers=len(self.table.workers()))
+                              all_workers=len(self.table.workers()),
+                              quorum_ready=self._quorum_ready
+                              if settings.sync.quorum_in_force(len(self.table.dcs)) else None)
         # digests of the replica every audit_every rounds, for the scheduler to compare
         self.audit = ReplicaDigests(settings.audit_every, settings.sync)
         self.store.audit = self.audit if self.audit.on else None
@@ -321,6 +323,28 @@ class GeoServer:
     def _on_round_open(self, msg: Message) -> None:
         self.requests.open(msg.seq)
 
+    def _quorum_ready(self, wan_round: int, through: int) -> None:
+        """Quorum rounds: this DC offers its DC rounds up to ``through`` for ``wan_round``
+        (geoserver/server/quorum_rounds.py)."""
+        self.po.send_scheduler(Message(Kind.QUORUM_READY, seq=wan_round,
+                                       meta={"through": through}))
+
+    def _on_quorum(self, msg: Message) -> None:
+        """The scheduler decided which DCs WAN round ``seq`` completes with; a decision
+        naming a DC not in the cluster, not matching what this DC offered, or sent without
+        quorum rounds, is logged and dropped."""
+        quorum = getattr(self.store.mode, "quorum", None)
+        weights = msg.meta["weights"]
+        problem = "no quorum rounds here" if quorum is None else \
+            "no DC" if not weights else \
+            ", ".join(f"unknown DC {dc!r}" for dc in weights if dc not in self.servers) or \
+            quorum.refusal(msg.seq, weights)
+        if problem:
+            self._drops.log("quorum", "%s: dropped the quorum of round %d: %s", self.dc,
+                            msg.seq, problem)
+            return
+        quorum.decided_round(msg.seq, weights)
+
     def _heartbeat_meta(self) -> dict:
         """This DC's round (with the round gate: the latest it asked for), its inbound link
         estimates ``{src: [Mbit/s, age s]}`` and the DCs its own messages are stuck towards
@@ -391,6 +415,12 @@ class GeoServer:
             log.info("%s: mixed: largest staleness applied %d rounds; %d rounds of a "
                      "key waited for a slower DC", self.dc, self.mixed.staleness_seen,
                      self.mixed.waits)
+        quorum = getattr(self.store.mode, "quorum", None)
+        if quorum is not None:
+            log.info("%s: quorum rounds: left out of %d WAN rounds, %d contributions merged "
+                     "late rounds, %d rounds pushed here were never merged (the run ended "
+                     "before a WAN round took them)", self.dc, quorum.left_out, quorum.merged,
+                     quorum.unmerged())
         return False
 
     def serve(self) -> None:

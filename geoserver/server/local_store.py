@@ -50,7 +50,7 @@ class KeyStore:
     def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
                  forward_init, compressed_pushes: bool = False, momentum_corrected=False,
                  sync: SyncConfig = SyncConfig(), mixed=None, resumed=None,
-                 all_workers: int | None = None):
+                 all_workers: int | None = None, quorum_ready=None):
         """``compressed_pushes``: local workers may push compressed payloads (compression
         scope "all"); otherwise such a push is refused. ``momentum_corrected``: compression
         applies DGC momentum, so an optimizer with momentum of its own is refused.
@@ -58,7 +58,8 @@ class KeyStore:
         ``resumed``: the checkpoint this run starts from: its values replace the keys'
         initial ones and its optimizer states are loaded (docs/recovery.md).
         ``all_workers``: how many workers the cluster has (the averaging modes divide by
-        it; default: this DC's)."""
+        it; default: this DC's). ``quorum_ready(wan_round, through)``: quorum rounds (hfa,
+        diloco) offer this DC's rounds to the scheduler (None: no quorum rounds)."""
         self.dc = dc
         self.resumed = resumed
         self.sync = sync
@@ -79,6 +80,7 @@ class KeyStore:
         self.shared = SharedSegments()  # local workers' keys in shared memory
         self.buffers = BufferPool()     # round sums and totals, reused round after round
         self.drops = RateLimitedLog(log)
+        self.quorum_ready = quorum_ready
         self.mode = create_sync_mode(sync, self, mixed)     # what differs between modes
         self.replicas = StoreReplicas(self)                 # what recovery needs of it
         self.audit = None       # a ReplicaDigests told of every round applied (the server
@@ -225,6 +227,12 @@ class KeyStore:
         array = self._push_frame(entry, msg)
         entry.next_push[msg.sender] = expected + 1
         self.max_round = max(self.max_round, self.sync.wan_round(msg.seq))
+        if self.mode.took_push(entry, msg.seq, array, msg.sender):     # quorum rounds
+            if msg.flags & Flag.WANT_VALUE:
+                entry.pulls.append((msg.sender, msg.request, msg.seq,
+                                    bool(msg.flags & Flag.REPLY_SHARED)))
+            self.answer_pulls(entry)
+            return
         rnd = entry.rounds.setdefault(msg.seq, Round())
         rnd.pushed.add(msg.sender)
         if rnd.local is None and msg.flags & Flag.SHARED:

@@ -29,6 +29,7 @@ class Round:
     local_only: bool = False    # hfa: a round that does not cross the WAN, complete once
                                 # every local worker pushed
     owned: bool = False         # ``local`` is this store's array (else a received frame)
+    prepared: bool = False      # quorum rounds: ``local`` is this DC's contribution as is
 
     @property
     def complete(self) -> bool:

@@ -37,6 +37,7 @@ from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER
 from ..config.sync import SyncConfig
 from ..core.wire import Message
 from .mixed_sync import MixedError
+from .quorum_rounds import ServerQuorum
 from .store_keys import KeyEntry, RequestError, Round
 
 __all__ = ["DilocoMode", "EsyncMode", "FsaMode", "HfaMode", "MODES", "MixedMode",
@@ -58,6 +59,10 @@ class SyncMode(Protocol):
 
     def round_ready(self, entry: KeyEntry, rnd_no: int, rnd: Round) -> None:
         """Every local worker the round needs pushed it: apply it here, or send it on."""
+
+    def took_push(self, entry: KeyEntry, rnd: int, array, worker: int) -> bool:
+        """Quorum rounds: True when ``worker``'s push of round ``rnd`` was taken by the
+        quorum (:class:`ServerQuorum`); the store then only answers its pull."""
 
     def contribution(self, entry: KeyEntry, rnd: Round):
         """What this DC sends the WAN for round ``rnd`` (a flat array)."""
@@ -103,6 +108,9 @@ class FsaMode:
     def round_ready(self, entry: KeyEntry, rnd_no: int, rnd: Round) -> None:
         self.store.to_wan(entry, rnd_no, rnd)
 
+    def took_push(self, entry: KeyEntry, rnd: int, array, worker: int) -> bool:
+        return False
+
     def contribution(self, entry: KeyEntry, rnd: Round):
         """The sum of the DC's workers' pushes."""
         return rnd.local
@@ -146,10 +154,22 @@ class HfaMode(FsaMode):
     ``rounds_per_wan_round``-th DC round crosses the WAN. The model moves by the workers'
     *average* delta (model averaging; ``esync`` keeps the sum): a DC round by its own
     workers' average, a WAN round by every worker's, so a DC's WAN contribution is its
-    delta since the last WAN round times its workers (a DC of two workers counts twice)."""
+    delta since the last WAN round times its workers (a DC of two workers counts twice).
+    With quorum rounds (``quorum``, a :class:`ServerQuorum`; ``k2 = 1``) the quorum takes
+    every push, decides what this DC sends each WAN round, and the sum is divided by the
+    decision's total weight."""
+
+    def __init__(self, sync: SyncConfig, store, exchange=None):
+        super().__init__(sync, store)
+        ready = getattr(store, "quorum_ready", None)
+        self.quorum = ServerQuorum(store, ready) if ready and sync.quorum_rounds else None
 
     def check_push(self, entry: KeyEntry, rnd: int) -> None:
-        if rnd != entry.applied + 1 and not self.store.replicas.ahead(entry, rnd):
+        if self.quorum is not None:
+            problem = self.quorum.check_push(entry, rnd)
+            if problem:
+                raise RequestError(problem)
+        elif rnd != entry.applied + 1 and not self.store.replicas.ahead(entry, rnd):
             raise RequestError(f"key {entry.key}: under sync mode {self.sync.mode!r} a worker "
                                f"pushes round {rnd} only after it received round {rnd - 1}; "
                                f"this DC applied {entry.applied}")
@@ -157,6 +177,12 @@ class HfaMode(FsaMode):
     def check_optimizer(self) -> None:
         raise RequestError(f"under sync mode {self.sync.mode!r} workers run the optimizer "
                            f"themselves; the servers take none")
+
+    def took_push(self, entry: KeyEntry, rnd: int, array, worker: int) -> bool:
+        if self.quorum is None:
+            return False
+        self.quorum.take(entry, rnd, array, worker)
+        return True
 
     def round_ready(self, entry: KeyEntry, rnd_no: int, rnd: Round) -> None:
         """A round that does not cross the WAN is complete at once."""
@@ -175,20 +201,36 @@ class HfaMode(FsaMode):
     def contribution(self, entry: KeyEntry, rnd: Round):
         """The DC's delta since the last WAN round (its local rounds' averages plus this
         round's), weighted by its workers: the WAN round's total over every worker is then
-        the average of every worker's delta."""
-        if entry.value is entry.base:
+        the average of every worker's delta. Quorum rounds prepare it themselves."""
+        if rnd.prepared:
             return rnd.local
+        since = self._since_wan(entry)
+        return rnd.local if since is None else since + rnd.local
+
+    def _since_wan(self, entry: KeyEntry):
+        """The DC's local rounds' progress since the last WAN round, weighted by its workers
+        (None: none)."""
+        if entry.value is entry.base:
+            return None
         since = entry.value - entry.base
         if self.sync.averaged:
             since = since * np.asarray(len(self.store.workers), since.dtype)
-        return since + rnd.local
+        return since
+
+    def _divisor(self, entry: KeyEntry) -> int:
+        """What the WAN round being applied is divided by: every worker, or with quorum
+        rounds its decision's total weight."""
+        if self.quorum is None:
+            return self.store.all_workers
+        return self.quorum.total_weight(self.sync.wan_round(entry.applied + 1),
+                                        self.store.all_workers)
 
     def apply(self, entry: KeyEntry, done: Round) -> None:
         if done.local_only:                 # a DC round of its workers' model deltas
             entry.value = entry.value + self._mean(done.local, len(self.store.workers))
         else:                               # the WAN round of every worker's delta
             entry.value = entry.base = entry.base + self._mean(done.total,
-                                                               self.store.all_workers)
+                                                               self._divisor(entry))
 
 
 class OuterNesterov:
@@ -225,7 +267,7 @@ class DilocoMode(HfaMode):
         self.outer = OuterNesterov(sync.outer_lr, sync.outer_momentum)
 
     def apply(self, entry: KeyEntry, done: Round) -> None:
-        mean = self._mean(done.total, self.store.all_workers)     # average delta
+        mean = self._mean(done.total, self._divisor(entry))     # average delta
         entry.value = entry.base = self.outer.step(entry.key, entry.base, -mean)
 
 

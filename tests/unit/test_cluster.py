@@ -423,3 +423,19 @@ def test_the_writer_refuses_a_config_the_children_would_refuse():
     with pytest.raises(ClusterFileError, match=r"the cluster file written from <pseudo>: "
                                                r"\[scheduler\] stats holds a control"):
         to_toml(c)
+
+
+def test_a_sync_quorum_round_trips_and_is_at_most_the_cluster_s_dcs(tmp_path):
+    """[sync] quorum (docs/sync-quorum.md): written back and read as it was; more DCs than
+    the cluster has is refused naming both."""
+    dcs = parse_cluster(tomllib.loads(GOOD), source="c.toml").dcs
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD + f'[sync]\nmode = "diloco"\nquorum = {len(dcs)}\ngrace_s = 0.5\n')
+    c = load_cluster(path)
+    assert (c.sync.quorum, c.sync.grace_s) == (len(dcs), 0.5)
+    path.write_text(to_toml(c))
+    assert load_cluster(path) == c
+    with pytest.raises(ClusterFileError, match=re.escape(
+            f"[sync] quorum = {len(dcs) + 1} is more than the cluster's {len(dcs)} DCs")):
+        parse_cluster(tomllib.loads(GOOD + f'[sync]\nmode = "hfa"\nquorum = {len(dcs) + 1}\n'),
+                      source="c.toml")

@@ -321,3 +321,26 @@ def test_a_server_reports_itself_to_a_new_scheduler_and_takes_its_welcome():
         "nodes": table.to_json(), "you": EU_SERVER, "settings": {}, "rebuilt": True}))
     assert not server.scheduler_watch.lost
     assert [m.kind for m in server.po.to_scheduler] == [Kind.HEARTBEAT]
+def test_quorum_rounds_offer_a_ready_round_and_send_it_once_the_scheduler_decides():
+    """diloco with a quorum of 1 of 2 DCs: eu's round 1 is offered to the scheduler
+    (QUORUM_READY through 1) and leaves for the WAN only with the decision; a decision
+    naming a DC not in the cluster, or weighing rounds eu did not offer, is dropped."""
+    from netstorm.geoserver.config.sync import SyncConfig
+    table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
+                       NodeInfo(EU_SERVER, "server", "eu", "tcp://127.0.0.1:2"),
+                       NodeInfo(US_SERVER, "server", "us", "tcp://127.0.0.1:3"),
+                       NodeInfo(EU_WORKER, "worker", "eu", "tcp://127.0.0.1:4", 0, 0),
+                       NodeInfo(4, "worker", "us", "tcp://127.0.0.1:5", 1, 0)])
+    settings = RuntimeSettings(timeout_s=10.0, sync=SyncConfig(mode="diloco", h=2, quorum=1))
+    server = GeoServer(FakePostoffice(table, EU_SERVER, settings,
+                                      star_policy(["eu", "us"], "eu")))
+    server.handle(init_message(EU_WORKER, 0, np.zeros(4, np.float32)))
+    server.handle(push_message(EU_WORKER, 0, 1, np.ones(4, np.float32)))
+    (offer,) = [m for m in server.po.to_scheduler if m.kind == Kind.QUORUM_READY]
+    assert (offer.seq, offer.meta) == (1, {"through": 1})
+    assert server.exchange.in_flight == 0                  # waits for the decision
+    for weights in ({"eu": 1, "mars": 1}, {"eu": 2}):
+        server.handle(Message(Kind.QUORUM, sender=0, seq=1, meta={"weights": weights}))
+        assert server.exchange.in_flight == 0
+    server.handle(Message(Kind.QUORUM, sender=0, seq=1, meta={"weights": {"eu": 1}}))
+    assert server.exchange.in_flight == 1                  # eu's round 1 is on the WAN

@@ -32,7 +32,11 @@ def test_esync_and_mixed_cross_the_wan_every_round():
     ({"mode": "mixed", "staleness": -1}, r"staleness must be a whole number in 0\.\."),
     ({"mode": "esync", "max_steps": MAX_COUNT + 1}, r"max_steps must be"),
     ({"mode": "hfa", "staleness": 2}, r"mode 'hfa' takes no 'staleness' \(it takes 'k1', "
-                                      r"'k2'\)"),
+                                      r"'k2', 'quorum', 'grace_s'\)"),
+    ({"mode": "diloco", "quorum": -1}, r"quorum must be a whole number in 0\.\."),
+    ({"mode": "hfa", "grace_s": -1}, r"grace_s must be a number with 0 <= grace_s"),
+    ({"mode": "diloco", "quorum": 2, "fragments": 2}, r"quorum cannot run with fragments"),
+    ({"mode": "hfa", "quorum": 2, "k2": 2}, r"quorum needs k2 = 1 under hfa"),
     ({"mode": "fsa", "k1": 2}, r"mode 'fsa' takes no 'k1' \(it takes nothing\)"),
     ({"mode": "dcasgd"}, r"sync mode 'dcasgd' is unknown; accepted: 'fsa', 'hfa'"),
     ("hfa", r"must be a table"),
