@@ -29,6 +29,7 @@ from netstorm.geoserver.core.van import Van
 from .announcer import PolicyAnnouncer
 from .liveness import ClusterAborted, Liveness
 from .policy import initial_policy, needs_measurement, random_trees
+from .departing import DcDeparting
 from .replacing import ServerReplacing
 from .registration import SCHEDULER_ID, Registration
 from .status import view_of
@@ -69,6 +70,9 @@ class Scheduler:
         self.rounds = self.policies.rounds
         self.replacing = ServerReplacing(config, van, self.stats, self.policies, self.liveness,
                                         self._welcome)
+        self.departing = DcDeparting(config, van, self.stats, self.policies, self.liveness)
+        self.liveness.depart = lambda node_id, why: self.departing.depart(
+            node_id, why, self.replacing.current is not None)
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
@@ -77,8 +81,9 @@ class Scheduler:
 
     @property
     def replacement(self):
-        """The lost DC server being replaced (a pure ``ServerReplacement``), or None."""
-        return self.replacing.current
+        """The lost DC server being replaced (a pure ``ServerReplacement``), or the DC
+        leaving (``DcDeparture``, scheduler/departing.py), or None."""
+        return self.replacing.current or self.departing.current
 
     @property
     def _next_beat(self) -> float:
@@ -263,10 +268,12 @@ class Scheduler:
                  msg.meta.get("pid"), node.host)
 
     def _on_state_report(self, msg: wire.Message) -> None:
-        self.replacing.on_state_report(self.table[msg.sender].dc, msg.meta)
+        if not self.departing.on_state_report(self.table[msg.sender].dc, msg.meta):
+            self.replacing.on_state_report(self.table[msg.sender].dc, msg.meta)
 
     def _on_recovered(self, msg: wire.Message) -> None:
-        self.replacing.on_recovered(self.table[msg.sender].dc)
+        if not self.departing.on_recovered(self.table[msg.sender].dc):
+            self.replacing.on_recovered(self.table[msg.sender].dc)
 
     def _on_barrier(self, msg: wire.Message) -> None:
         if msg.seq not in self.barriers and len(self.barriers) >= MAX_EARLY_MESSAGES:
@@ -275,8 +282,9 @@ class Scheduler:
             return
         waiting = self.barriers.setdefault(msg.seq, set())
         waiting.add(msg.sender)
-        if len(waiting) == len(self.table.workers()):
-            for node in self.table.workers():
+        members = [n for n in self.table.workers() if n.id not in self.departing.departed_nodes]
+        if len(waiting - self.departing.departed_nodes) == len(members):
+            for node in members:
                 self.van.send(node.id, wire.Message(wire.Kind.BARRIER_DONE, seq=msg.seq))
             del self.barriers[msg.seq]
 
@@ -322,6 +330,9 @@ class Scheduler:
         lost is dropped, any other says its sender is alive (a REGISTER's has no id yet)."""
         if KINDS[msg.kind].before_table:
             self._handlers[msg.kind](msg)
+        elif msg.sender in self.departing.departed_nodes:     # its DC left the run
+            self._drops.log(msg.sender, "dropped %s from %s: its DC left the run",
+                            msg.kind.name, self.table.describe(msg.sender))
         elif msg.sender not in self.lost:
             self._node_alive(msg.sender)
             handler = self._handlers.get(msg.kind)
@@ -355,7 +366,7 @@ class Scheduler:
 
     def _broadcast_servers(self, kind, meta: dict, seq: int = 0) -> None:
         for node in self.table.nodes.values():
-            if node.role == SERVER:
+            if node.role == SERVER and node.id not in self.departing.departed_nodes:
                 self.van.send(node.id, wire.Message(kind, seq=seq, meta=meta))
 
     def announce(self, trees, shares, lead_rounds: int = 3):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .compression import CompressionConfig
+from .elastic import elastic_problem
 from .emulation import EmulationConfig
 from .hosts import SshConfig
 from .keys import SecurityConfig
@@ -102,6 +103,7 @@ class ClusterConfig:
     checkpoint: str = ""                # [recovery]: where kv.save_checkpoint() writes
     cluster_restarts: int = 0           # [recovery]: whole-cluster restarts from it
     server_restarts: int = 0            # [recovery]: replacements of each DC's server
+    min_dcs: int = 0                    # [elastic]: the fewest DCs the run goes on with (0: all)
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
     metrics: MetricsConfig = MetricsConfig()    # [metrics]: Prometheus endpoints (off)
@@ -142,6 +144,10 @@ class ClusterConfig:
                     f"{self.source}: [recovery] {name} needs [sync] mode 'fsa': under "
                     f"{self.sync.mode!r} the workers' own models and step counts are not "
                     f"on the servers (docs/recovery.md)")
+        elastic = elastic_problem(self.min_dcs, len(self.dcs), self.sync.mode,
+                                  self.compression.on, self.adapt)
+        if elastic:
+            raise ClusterFileError(f"{self.source}: [elastic] {elastic}")
         if self.sync.asynchronous:
             clash = [name for name, on in (("[wan] adapt", self.adapt),
                                            ("[wan] multipath", self.multipath),

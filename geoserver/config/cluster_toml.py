@@ -65,6 +65,8 @@ def cluster_tables(config: ClusterConfig) -> dict:
             "cluster_restarts": config.cluster_restarts,
             "server_restarts": config.server_restarts,
             "resume": config.resume or None, "checkpoint": config.checkpoint or None})
+    if config.min_dcs:
+        data["elastic"] = {"min_dcs": config.min_dcs}
     if config.ssh != SshConfig():
         data["ssh"] = config.ssh.to_params()
     if config.emulation.on:

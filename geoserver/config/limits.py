@@ -89,6 +89,7 @@ BOUNDS = {          # a cluster file's number fields, by name (the launcher's fl
     "mbps": _MBPS, "mbps_ab": _MBPS, "mbps_ba": _MBPS,
     "latency_ms": Bound(float, 0.0, MAX_LATENCY_MS, " ms"),
     "worker_restarts": _RESTARTS, "cluster_restarts": _RESTARTS, "server_restarts": _RESTARTS,
+    "min_dcs": Bound(int, 1, MAX_DCS),                     # [elastic] (scheduler/membership.py)
     "scale": Bound(float, 1e-4, 1e4, above=True),        # a factor on every link's rate
     "status_port": Bound(int, 1, 65535),                   # [status] (config/status.py)
     "status_total_steps": Bound(int, 1, 1 << 40),

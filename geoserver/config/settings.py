@@ -217,6 +217,7 @@ class RuntimeSettings(_Wire):
     server_restarts: int = _setting(0, int, minimum=0)  # a lost DC server is replaced:
                                             # workers keep their unconfirmed pushes
     checkpoint: str = field(default="")    # where kv.save_checkpoint() writes by default
+    min_dcs: int = _setting(0, int, minimum=0)     # [elastic]: policies may span a subset
 
     @classmethod
     def from_cluster(cls, config) -> "RuntimeSettings":
@@ -232,7 +233,8 @@ class RuntimeSettings(_Wire):
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
                    compression=config.compression, sync=config.sync,
                    resume=bool(config.resume), checkpoint=config.checkpoint,
-                   server_restarts=int(config.server_restarts))
+                   server_restarts=int(config.server_restarts),
+                   min_dcs=int(config.min_dcs))
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

@@ -96,7 +96,8 @@ class ServerRecovery:
 
     def on_replay(self, msg: Message) -> None:
         try:
-            policy = Policy.from_json(msg.meta["policy"], self.dcs)
+            policy = Policy.from_json(msg.meta["policy"], self.dcs,
+                                      self.po.settings.min_dcs > 0)
             self.exchange.restart(policy.version)
             self.policies.replay(policy)
         except PolicyError as exc:

@@ -40,6 +40,7 @@ from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
 from netstorm.geoserver.config.metrics import MetricsConfig, MetricsError, parse_port
 from netstorm.geoserver.config.limits import crowding, flag_type, node_count_problem, text_flag
+from netstorm.geoserver.config.elastic import DcsRangeError, parse_dcs_range
 from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES, \
     PROCESSES_PER_CORE
 from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
@@ -71,8 +72,10 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     shape = parser.add_mutually_exclusive_group(required=True)
-    shape.add_argument("--dcs", type=flag_type("dcs"),
-                       help="number of DCs (pseudo-distributed)")
+    shape.add_argument("--dcs", type=_dcs_flag,
+                       help="number of DCs (pseudo-distributed); MIN:MAX: start MAX DCs "
+                            "and go on while MIN remain ([elastic] min_dcs, "
+                            "docs/recovery-elastic.md)")
     shape.add_argument("--cluster", type=text_flag,
                        help="cluster file (TOML) for full control")
     shape.add_argument("--wan", type=text_flag,
@@ -209,7 +212,20 @@ def parse_args(argv):
                      f"of {'--ssh' if args.ssh else '--slurm'} yet: their processes log at "
                      f"info (--log-dir works: one file per host)")
     args.log_level = "warning" if args.quiet else args.log_level or "info"
+    low, args.dcs = args.dcs if args.dcs is not None else (None, None)
+    args.min_dcs = low if low != args.dcs else None       # MIN:MAX: elastic
     return args
+
+
+def _dcs_flag(text: str) -> tuple:
+    """``--dcs``: ``N`` or ``MIN:MAX`` (:func:`parse_dcs_range`), each count within the
+    bounds of ``dcs``; argparse names the flag."""
+    try:
+        low, high = parse_dcs_range(text)
+    except DcsRangeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    count = flag_type("dcs")
+    return count(str(low)), count(str(high))
 
 
 def _metrics_port(text: str) -> tuple:
@@ -284,6 +300,8 @@ def _overrides(args) -> dict:
         transport["timeout_s"] = args.timeout
     if args.max_idle is not None:
         transport["max_idle_s"] = args.max_idle
+    if getattr(args, "min_dcs", None) is not None:       # --dcs MIN:MAX
+        transport["min_dcs"] = args.min_dcs
     for key in ("resume", "checkpoint"):
         if getattr(args, key) is not None:
             transport[key] = str(Path(getattr(args, key)).resolve())

@@ -48,6 +48,7 @@ class Proc:
     said: str = ""              # a host's (``--ssh``): its launcher's failure, else last line
     start: tuple = ()           # how it was started (argv, env, wrap): to restart a worker
     restarts: int = 0           # how often it was restarted
+    dc: str = ""                # the DC a server or worker belongs to (elastic leaves)
 
     def reason(self) -> tuple:
         """``(why it failed in its own words, first line, or "", whether it failed because
@@ -72,7 +73,7 @@ class Launcher:
     """Owns the child processes of one cluster; always tears them all down."""
 
     def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0,
-                 server_restarts: int = 0):
+                 server_restarts: int = 0, min_dcs: int = 0):
         """``out``: where the lines go, a :class:`~.logs.RunLog` (the console, with
         ``--log-dir`` a file per process, the level) or a stream (the console alone).
         ``stop_note``: a file where the launcher writes why it stops the cluster before
@@ -80,8 +81,11 @@ class Launcher:
         hosts learn which node failed, not that a bystander was stopped).
         ``worker_restarts``: how often a failed worker is started again into its rank;
         ``server_restarts``: how often a failed DC server is started again (it takes a
-        peer DC's replica)."""
+        peer DC's replica). ``min_dcs`` (``[elastic]``): a DC whose server or worker fails
+        leaves the run (its other processes are stopped) while that many DCs remain."""
         self.restarts = {"worker": worker_restarts, "server": server_restarts}
+        self.min_dcs = min_dcs
+        self.left: set = set()          # DCs that left the run (elastic)
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
         self.output = out if isinstance(out, RunLog) else RunLog(out or sys.stdout)
@@ -102,7 +106,8 @@ class Launcher:
         self.events.put((proc, proc.popen.wait()))
 
     def start(self, name: str, role: str, argv: list, env: dict, wrap=None,
-              reason_file: str = "", joined_file: str = "", stdin_data: bytes = b"") -> Proc:
+              reason_file: str = "", joined_file: str = "", stdin_data: bytes = b"",
+              dc: str = "") -> Proc:
         """Start ``argv`` (after ``wrap``) as process ``name``; ``stdin_data``, if any, is
         written to its standard input, which stays open (closing it is how
         :class:`~netstorm.launcher.ssh.SshLauncher` stops a remote host)."""
@@ -118,7 +123,7 @@ class Launcher:
             except BrokenPipeError:     # it exited at once (ssh: host unreachable); its
                 pass                    # exit code and output tell why
         proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file,
-                    start=(argv, env, wrap))
+                    start=(argv, env, wrap), dc=dc)
         self.output.started(name)
         proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
         proc.reader.start()
@@ -176,6 +181,8 @@ class Launcher:
                                      f"finished: {', '.join(sorted(pending))}; stopping them")
                 return 0
             pending.discard(proc.name)
+            if proc.dc in self.left:        # stopped because its DC left the run
+                continue
             if code == 0 and proc.never_joined():
                 return self._never_joined(proc)
             if code == 0:
@@ -184,12 +191,38 @@ class Launcher:
             if proc.restarts < self.restarts.get(proc.role, 0) and not proc.follows(code):
                 pending.add(self._restart(proc, code).name)
                 continue
+            if not proc.follows(code) and self._may_leave(proc):
+                workers_total -= self._leave(proc, code, pending)
+                followers = [(p, c) for p, c in followers if p.dc != proc.dc]
+                blame_by = blame_by if followers else None
+                continue
             if proc.follows(code):
                 followers.append((proc, code))
                 blame_by = blame_by or time.monotonic() + BLAME_GRACE_S
                 continue
             return self._failed(proc, code)
         return self._failed(*_most_direct(followers)) if followers else 0
+
+    def _may_leave(self, proc: Proc) -> bool:
+        """Elastic: ``proc``'s DC may leave the run (at least ``min_dcs`` others remain)."""
+        members = {p.dc for p in self.procs if p.dc} - self.left
+        return bool(self.min_dcs and proc.dc) and len(members) - 1 >= self.min_dcs
+
+    def _leave(self, proc: Proc, code: int, pending: set) -> int:
+        """``proc`` failed and its DC leaves the run: its other processes are stopped and
+        awaited no more (docs/recovery-elastic.md). The number of its workers still
+        counted as running. O(processes)."""
+        self.left.add(proc.dc)
+        mine = [p for p in self.procs if p.dc == proc.dc]
+        remain = len({p.dc for p in self.procs if p.dc} - self.left)
+        self._emit("launch", f"{proc.name} {_exit_words(code)}; {proc.dc} leaves the run "
+                             f"({remain} DC(s) remain, min_dcs {self.min_dcs})")
+        for other in mine:
+            if other.popen.poll() is None:
+                _signal_group(other.popen, signal.SIGTERM)
+        running = [p for p in mine if p.role == "worker" and p.name in pending | {proc.name}]
+        pending.difference_update(p.name for p in mine)
+        return len(running)
 
     def _restart(self, proc: Proc, code: int) -> Proc:
         """Start a failed worker again, into its rank, or a failed server, which takes a
@@ -204,7 +237,7 @@ class Launcher:
         self.procs.remove(proc)
         argv, env, wrap = proc.start
         new = self.start(proc.name, proc.role, argv, env, wrap, reason_file=proc.reason_file,
-                         joined_file=proc.joined_file)
+                         joined_file=proc.joined_file, dc=proc.dc)
         new.restarts = proc.restarts + 1
         return new
 

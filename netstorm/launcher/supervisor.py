@@ -195,7 +195,8 @@ def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync,
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
         launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE),
                             worker_restarts=config.worker_restarts,
-                            server_restarts=config.server_restarts)
+                            server_restarts=config.server_restarts,
+                            min_dcs=config.min_dcs)
         config = with_keys(config, tmp, part == placement.whole(config))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
@@ -216,7 +217,7 @@ def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync,
                                [python, "-P", "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
                                 "--dc", name, "--run-dir", tmp, "--reason-file", why,
                                 *out.process_args()], base,
-                               wrap_dc(name), reason_file=why)
+                               wrap_dc(name), reason_file=why, dc=name)
             for name, i in part.workers:
                 why = str(reasons / f"worker-{name}-{i}")
                 joined = why + ".joined"
@@ -228,7 +229,8 @@ def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync,
                                  "NETSTORM_REASON_FILE": why,
                                  "NETSTORM_JOINED_FILE": joined})
                 launcher.start(f"worker {name}/{i}", "worker", command, env,
-                               wrap_dc(name), reason_file=why, joined_file=joined)
+                               wrap_dc(name), reason_file=why, joined_file=joined,
+                               dc=name)
             if started is not None:
                 started(launcher)
             began = time.monotonic()
