@@ -118,6 +118,7 @@ class GeoServer:
         self.recovery = ServerRecovery(self.dc, self.store, self.exchange, self.wan,
                                        self.policies, postoffice, self.table.dcs,
                                        replacing=postoffice.rejoined)
+        self.recovery.elastic = settings.min_dcs > 0     # docs/recovery-elastic.md
         if postoffice.rejoined:     # the replica it copies may bring an optimizer: MXNet's
             threading.Thread(target=importlib.import_module, args=("mxnet",), daemon=True,
                              name="import-mxnet").start()       # import overlaps the copy

@@ -61,6 +61,7 @@ class ServerRecovery:
         self.early: dict = {}           # DC -> its STATE_REQUEST that came before the REPLAY
         self.started = time.monotonic()
         self._drops = RateLimitedLog(log)   # replica messages no recovery here asked for
+        self.elastic = False            # [elastic]: a replay policy may span fewer DCs
 
     # ------------------------------------------------------------ worker requests
     def take(self, msg: Message) -> bool:
@@ -96,8 +97,7 @@ class ServerRecovery:
 
     def on_replay(self, msg: Message) -> None:
         try:
-            policy = Policy.from_json(msg.meta["policy"], self.dcs,
-                                      self.po.settings.min_dcs > 0)
+            policy = Policy.from_json(msg.meta["policy"], self.dcs, self.elastic)
             self.exchange.restart(policy.version)
             self.policies.replay(policy)
         except PolicyError as exc:

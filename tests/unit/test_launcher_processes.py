@@ -47,3 +47,49 @@ def test_a_worker_that_never_joined_is_told_by_its_reason_if_it_left_one(tmp_pat
         "[launch] worker dc0/0 exited with code 0 without joining the cluster: it never "
         "created the 'netstorm' kvstore; it said: this worker's Python (/usr/bin/python3) "
         "cannot import netstorm" + FAILURE_END + "\n")
+
+
+class _Exited:
+    """A child process that already exited (nothing to signal)."""
+    pid = 0
+
+    def poll(self):
+        return 0
+
+
+def _elastic_launcher(min_dcs):
+    import io
+
+    from netstorm.launcher.processes import Launcher
+    launcher = Launcher(io.StringIO(), min_dcs=min_dcs)
+    for dc in ("dc0", "dc1", "dc2"):
+        launcher.procs += [Proc(f"server {dc}", "server", _Exited(), dc=dc),
+                           Proc(f"worker {dc}/0", "worker", _Exited(), dc=dc)]
+    return launcher
+
+
+def test_elastic_a_dc_whose_server_dies_leaves_and_the_others_finish_the_run():
+    """``min_dcs`` 2 of 3: dc2's server killed, its worker then stopped: the run goes on
+    and ends 0 once the two other workers finished; a second DC lost is fatal."""
+    launcher = _elastic_launcher(min_dcs=2)
+    procs = {p.name: p for p in launcher.procs}
+    for name, code in (("server dc2", -9), ("worker dc2/0", -15), ("worker dc0/0", 0),
+                       ("worker dc1/0", 0), ("server dc0", 0), ("server dc1", 0)):
+        launcher.events.put((procs[name], code))
+    assert launcher.wait(3) == 0
+    assert launcher.left == {"dc2"}
+    assert "[launch] server dc2 was killed by SIGKILL; dc2 leaves the run (2 DC(s) remain, " \
+        "min_dcs 2)" in launcher.out.getvalue()
+    launcher = _elastic_launcher(min_dcs=2)
+    procs = {p.name: p for p in launcher.procs}
+    launcher.events.put((procs["server dc2"], -9))
+    launcher.events.put((procs["worker dc1/0"], 1))
+    assert launcher.wait(3) == 1 and launcher.left == {"dc2"}
+    assert "worker dc1/0 exited with code 1; stopping the cluster" in launcher.out.getvalue()
+
+
+def test_without_min_dcs_a_dead_server_stops_the_cluster_as_before():
+    launcher = _elastic_launcher(min_dcs=0)
+    launcher.events.put((launcher.procs[4], -9))
+    assert launcher.wait(3) == 1
+    assert not launcher.left and "stopping the cluster" in launcher.out.getvalue()
