@@ -131,4 +131,4 @@ class DcDeparting:
     def member_servers(self) -> list:
         table = self.liveness.table
         return [n for n in table.nodes.values()
-                if n.role == SERVER and n.id not in self.departed_nodes]
+                if n.role == SERVER and n.dc in self.membership.members]

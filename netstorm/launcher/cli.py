@@ -156,6 +156,12 @@ def parse_args(argv):
     parser.add_argument("--cluster-restarts", type=flag_type("cluster_restarts"), default=None,
                         help="with --checkpoint: restart the whole cluster from it up to N "
                              "times when a server or the scheduler dies (docs/recovery.md)")
+    parser.add_argument("--join", type=text_flag, action="append", default=None,
+                        metavar="DC", help="elastic ([elastic] min_dcs or --dcs MIN:MAX): "
+                        "start this DC's server and workers --join-after seconds after "
+                        "the others' workers joined, into the running cluster (repeatable)")
+    parser.add_argument("--join-after", type=flag_type("join_after_s"), default=5.0,
+                        metavar="S", help="seconds before --join DCs start (default 5)")
     parser.add_argument("--dc", type=text_flag, action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
     parser.add_argument("--host", type=text_flag, default=None,
@@ -403,6 +409,11 @@ def _run(args, cores: int, log: RunLog) -> int:
                                                         free_port(), **transport), transport)
         for name in args.dc or []:
             config.dc(name)
+        for name in args.join or []:        # elastic: DCs that join the running cluster
+            config.dc(name)
+            if not config.min_dcs:
+                raise ClusterFileError(f"--join {name} needs an elastic cluster: --dcs "
+                                       f"MIN:MAX or [elastic] min_dcs")
         part = None if args.host is None else on_host_part(config, args.host)
         if not args.ssh:
             _check_crowding(local_processes(config, part, args.dc, with_scheduler), cores,
@@ -421,7 +432,7 @@ def _run(args, cores: int, log: RunLog) -> int:
                                     out=log)
             return run_cluster(config, args.command, dcs=args.dc, part=part,
                                with_scheduler=with_scheduler, as_dist_sync=args.as_dist_sync,
-                               out=log)
+                               out=log, join=args.join or (), join_after_s=args.join_after)
     except ClusterFileError as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2

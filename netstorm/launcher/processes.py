@@ -35,6 +35,7 @@ BLAME_GRACE_S = 5.0     # after a node stopped because another failed: wait for 
 REASON_SHOWN = 400      # characters of a failed process's reason in the failure line
 LAUNCH_PREFIX = "[launch] "             # the launcher's own lines
 FAILURE_END = "; stopping the cluster"  # ends the launcher's line naming the failure
+JOIN_CHECK_S = 0.25     # elastic: how often the launcher looks whether the workers joined
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Launcher:
         self.restarts = {"worker": worker_restarts, "server": server_restarts}
         self.min_dcs = min_dcs
         self.left: set = set()          # DCs that left the run (elastic)
+        self._join: tuple | None = None  # (seconds, start them, DCs) joining later
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
         self.output = out if isinstance(out, RunLog) else RunLog(out or sys.stdout)
@@ -167,14 +169,23 @@ class Launcher:
         """
         workers_ok, pending = 0, {p.name for p in self.procs}
         followers, blame_by = [], None      # failures caused by another node's
+        join_due = None                     # elastic: when the joining DCs start
         while pending:
             timeout = SHUTDOWN_GRACE_S if workers_total and workers_ok == workers_total \
                 else None
             if blame_by is not None:
                 timeout = max(0.0, blame_by - time.monotonic())
+            joining = self._join is not None
+            if joining:                     # armed once the workers joined: looked at often
+                join_due = self._join_due(pending, join_due)
+                wake = JOIN_CHECK_S if join_due is None else join_due - time.monotonic()
+                timeout = max(0.0, min(wake, JOIN_CHECK_S, timeout if timeout is not None
+                                       else wake))
             try:
                 proc, code = self.events.get(timeout=timeout)
             except queue.Empty:
+                if joining:
+                    continue
                 if followers:                   # the cause is not among these processes
                     return self._failed(*_most_direct(followers))
                 self._emit("launch", f"still running {SHUTDOWN_GRACE_S:g}s after the workers "
@@ -202,6 +213,31 @@ class Launcher:
                 continue
             return self._failed(proc, code)
         return self._failed(*_most_direct(followers)) if followers else 0
+
+    def join_later(self, after_s: float, start, dcs) -> None:
+        """Elastic: call ``start()`` (it starts the processes of ``dcs``) ``after_s`` once
+        every worker started so far joined the cluster (:meth:`wait` does)."""
+        self._join = (after_s, start, tuple(dcs))
+
+    def _join_due(self, pending: set, due: float | None) -> float | None:
+        """When the join is due (None: not armed yet, or done): armed once every worker
+        started so far joined; when due, the joining DCs are started and awaited like the
+        others. O(processes)."""
+        after_s, start, dcs = self._join
+        now = time.monotonic()
+        if due is None:
+            if any(p.role == "worker" and p.never_joined() and p.popen.poll() is None
+                   for p in self.procs):
+                return None
+            due = now + after_s
+        if now < due:
+            return due
+        self._join = None
+        before = {p.name for p in self.procs}
+        self._emit("launch", f"starting {', '.join(dcs)}: joining the running cluster")
+        start()
+        pending.update(p.name for p in self.procs if p.name not in before)
+        return None
 
     def _may_leave(self, proc: Proc) -> bool:
         """Elastic: ``proc``'s DC may leave the run (at least ``min_dcs`` others remain)."""
