@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 
 from netstorm.geoserver.core import wire
-from netstorm.geoserver.core.nodes import SERVER, WORKER
+from netstorm.geoserver.core.nodes import SERVER
 
 from .liveness import ClusterAborted
 from .membership import member_policy
@@ -47,7 +47,7 @@ class DcJoining:
         self.welcome = welcome
         self.absent_nodes: set = set()      # node ids of DCs not (yet) in the run
         self.current: ServerReplacement | None = None   # the DC joining now
-        self.early: dict = {}               # dc -> worker REGISTER metas before its server
+        self.early: dict = {}               # dc -> REGISTER metas until the DC is complete
 
     def hold_places(self, absent_dcs) -> set:
         """The run starts without ``absent_dcs`` (their places are in the table): they
@@ -73,24 +73,29 @@ class DcJoining:
         return None
 
     def register(self, meta: dict) -> str:
-        """A REGISTER into a held place: a server starts its DC's join, a worker is
-        welcomed once its server was. Why it is refused ("" if taken)."""
+        """A REGISTER into a held place: kept until its DC's server and every worker
+        registered (so the members wait for the copy only, not for processes starting),
+        then the DC joins. Why it is refused ("" if taken)."""
         node = self._place(meta)
         local = meta.get("local_address", "")
         if not isinstance(meta.get("address"), str) or not isinstance(local, str) or \
                 local and not local.startswith("ipc://"):
             return "registration carries no valid address"
-        if node.role == WORKER:
-            if node.dc not in self.departing.membership.members and \
-                    (self.current is None or self.current.lost_dc != node.dc):
-                self.early.setdefault(node.dc, []).append(meta)     # before its server
-                return ""
-            self._take_worker(node, meta)
-            return ""
         refusal = self.departing.membership.join_refusal(node.dc)
-        if refusal or self.busy():
-            return refusal or "another DC is joining or leaving; register again later"
-        self._start(self._moved(node, meta), meta)
+        if refusal:
+            return refusal
+        waiting = self.early.setdefault(node.dc, {})
+        waiting[(node.role, node.local_rank)] = meta        # a second REGISTER: the latest
+        places = [n for n in self.liveness.table.nodes.values() if n.dc == node.dc]
+        if len(waiting) < len(places):
+            return ""
+        if self.busy():
+            del self.early[node.dc]
+            return "another DC is joining or leaving the run; start this DC again later"
+        del self.early[node.dc]
+        server = next(n for n in places if n.role == SERVER)
+        self._start(self._moved(server, waiting.pop((SERVER, server.local_rank))),
+                    waiting)
         return ""
 
     def busy(self) -> bool:
@@ -106,9 +111,10 @@ class DcJoining:
         self.van.disconnect(node.id)
         return node
 
-    def _start(self, node, meta: dict) -> None:
+    def _start(self, node, workers: dict) -> None:
         """The server of a joining DC: welcomed (no policy yet), its address sent to the
-        members' servers, which freeze and report."""
+        members' servers, which freeze and report; then its ``workers`` (REGISTER metas
+        by (role, local rank)) are welcomed."""
         table = self.liveness.table
         self.welcome([node], None, rejoined=True)
         members = [n for n in table.nodes.values() if n.role == SERVER and
@@ -121,12 +127,11 @@ class DcJoining:
             self.van.send(other.id, moved)
             self.van.send(other.id, wire.Message(wire.Kind.RECOVER,
                                                  meta={"dc": node.dc, "version": version}))
-        log.warning("%s joins the run (server at %s, pid %s on %s): the %d members freeze "
-                    "and report their replicas", node.dc, node.address, meta.get("pid"),
-                    node.host, len(members))
+        log.warning("%s joins the run (server at %s on %s): the %d members freeze and "
+                    "report their replicas", node.dc, node.address, node.host, len(members))
         self.stats({"t": round(time.monotonic(), 3), "event": "dc_joining", "dc": node.dc})
-        for early in self.early.pop(node.dc, []):
-            self._take_worker(self._place(early), early)
+        for meta in workers.values():
+            self._take_worker(self._place(meta), meta)
 
     def _take_worker(self, node, meta: dict) -> None:
         node = self._moved(node, meta)

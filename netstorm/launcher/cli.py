@@ -162,6 +162,8 @@ def parse_args(argv):
                         "the others' workers joined, into the running cluster (repeatable)")
     parser.add_argument("--join-after", type=flag_type("join_after_s"), default=5.0,
                         metavar="S", help="seconds before --join DCs start (default 5)")
+    parser.add_argument("--join-when", type=text_flag, default="", metavar="FILE",
+                        help="--join DCs start (--join-after S) once FILE exists")
     parser.add_argument("--dc", type=text_flag, action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
     parser.add_argument("--host", type=text_flag, default=None,
@@ -432,7 +434,8 @@ def _run(args, cores: int, log: RunLog) -> int:
                                     out=log)
             return run_cluster(config, args.command, dcs=args.dc, part=part,
                                with_scheduler=with_scheduler, as_dist_sync=args.as_dist_sync,
-                               out=log, join=args.join or (), join_after_s=args.join_after)
+                               out=log, join=args.join or (), join_after_s=args.join_after,
+                               join_when=args.join_when)
     except ClusterFileError as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2

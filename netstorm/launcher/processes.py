@@ -198,6 +198,8 @@ class Launcher:
                 return self._never_joined(proc)
             if code == 0:
                 workers_ok += proc.role == "worker"
+                if proc.role == "scheduler" and self.min_dcs:   # every member's worker
+                    workers_total = workers_ok      # finished: a DC still joining is late
                 continue
             if proc.restarts < self.restarts.get(proc.role, 0) and not proc.follows(code):
                 pending.add(self._restart(proc, code).name)
@@ -214,20 +216,21 @@ class Launcher:
             return self._failed(proc, code)
         return self._failed(*_most_direct(followers)) if followers else 0
 
-    def join_later(self, after_s: float, start, dcs) -> None:
+    def join_later(self, after_s: float, start, dcs, when: str = "") -> None:
         """Elastic: call ``start()`` (it starts the processes of ``dcs``) ``after_s`` once
-        every worker started so far joined the cluster (:meth:`wait` does)."""
-        self._join = (after_s, start, tuple(dcs))
+        every worker started so far joined the cluster and the file ``when`` (if given)
+        exists (:meth:`wait` does)."""
+        self._join = (after_s, start, tuple(dcs), when)
 
     def _join_due(self, pending: set, due: float | None) -> float | None:
         """When the join is due (None: not armed yet, or done): armed once every worker
         started so far joined; when due, the joining DCs are started and awaited like the
         others. O(processes)."""
-        after_s, start, dcs = self._join
+        after_s, start, dcs, when = self._join
         now = time.monotonic()
         if due is None:
             if any(p.role == "worker" and p.never_joined() and p.popen.poll() is None
-                   for p in self.procs):
+                   for p in self.procs) or when and not Path(when).exists():
                 return None
             due = now + after_s
         if now < due:

@@ -150,7 +150,7 @@ def worker_env(config: ClusterConfig, dc, index: int, as_dist_sync: bool = False
 def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=True,
                 wrap_dc=None, out=None, python=sys.executable, as_dist_sync=False,
                 part: Part | None = None, started=None, follower_code: int = 0,
-                join=(), join_after_s: float = 0.0) -> int:
+                join=(), join_after_s: float = 0.0, join_when: str = "") -> int:
     """Run a whole cluster (or the named ``dcs`` of it, or the ``part`` of it placed on one
     host) and ``command`` on its workers (with ``as_dist_sync``, MXNet's dist_sync names
     create netstorm's store in them).
@@ -166,8 +166,8 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     cluster from its ``checkpoint`` file, if one was written (docs/recovery.md). ``out``:
     a :class:`~.logs.RunLog` (the console, the log files, every process's log level) or a
     stream (the console alone, level ``info``). ``join``: DCs (of an elastic cluster)
-    started ``join_after_s`` after every other worker joined: they join the running
-    cluster (docs/recovery-elastic.md).
+    started ``join_after_s`` after every other worker joined (and the file ``join_when``,
+    if given, exists): they join the running cluster (docs/recovery-elastic.md).
     """
     out = out if isinstance(out, RunLog) else RunLog(out or sys.stdout)
     part = part or placement.of_dcs(config, dcs, with_scheduler)
@@ -178,7 +178,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     for attempt in range(1, restarts + 2):
         code, failed_role = _run_once(config, command, part, wrap_dc, out, python,
                                       as_dist_sync, started, follower_code,
-                                      (tuple(join), join_after_s))
+                                      (tuple(join), join_after_s, join_when))
         if code == 0 or attempt > restarts or failed_role not in ("server", "scheduler"):
             return code
         try:
@@ -193,7 +193,7 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
 
 
 def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync, started,
-              follower_code, joining=((), 0.0)) -> tuple:
+              follower_code, joining=((), 0.0, "")) -> tuple:
     """One run of :func:`run_cluster`: ``(exit code, role of the process that failed)``.
     Every process logs at ``out``'s level."""
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
@@ -236,10 +236,10 @@ def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync,
                     launcher.start(f"worker {name}/{i}", "worker", command, env,
                                    wrap_dc(name), reason_file=why, joined_file=joined,
                                    dc=name)
-            later, join_after_s = joining
+            later, join_after_s, join_when = joining
             start_dcs(({n for n, _ in part.workers} | set(part.servers)) - set(later))
             if later:       # elastic: they join the running cluster
-                launcher.join_later(join_after_s, lambda: start_dcs(later), later)
+                launcher.join_later(join_after_s, lambda: start_dcs(later), later, join_when)
             if started is not None:
                 started(launcher)
             began = time.monotonic()

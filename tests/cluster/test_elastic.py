@@ -16,7 +16,7 @@ from unit.test_recovery import _spec, _values
 _spec.loader.exec_module(_values)       # the worker scripts' own gradients
 
 OPTIMIZER, SHAPES, gradient = _values.OPTIMIZER, _values.SHAPES, _values.gradient
-ROUNDS, KILL_AT = 40, 30
+ROUNDS, JOIN_AT, HOLD_AT, KILL_AT = 30, 5, 12, 20
 
 
 def contributed(key: int, rounds: int, ranks_of_round) -> np.ndarray:
@@ -32,20 +32,24 @@ def contributed(key: int, rounds: int, ranks_of_round) -> np.ndarray:
 
 @pytest.mark.slow
 def test_elastic_a_dc_joins_and_one_leaves_a_live_3dc_run_the_others_never_stop(no_leftovers):
-    """``--dcs 2:4``: dc0-dc2 start, dc3 joins the running cluster (its server copies the
-    members' replicas, checked by digest), then dc2's server is SIGKILLed as rank 0
-    finishes round 30 of 40 and dc2 leaves. dc0, dc1 and dc3 finish every round with
-    identical replicas, equal to MXNet's updater on the sums of ranks 0-2 up to the join's
-    replay round, of ranks 0-3 up to the departure's, and of ranks 0, 1, 3 after it."""
+    """``--dcs 2:4``: dc0-dc2 start; once rank 0 finished round 5, dc3 is started and joins
+    the running cluster (its server copies the members' replicas, checked by digest; rank
+    0 waits after round 12 until dc3's worker started, so the run cannot end first), then
+    dc2's server is SIGKILLed as rank 0 finishes round 20 of 30 and dc2 leaves. dc0, dc1
+    and dc3 finish every round with identical replicas, equal to MXNet's updater on the
+    sums of ranks 0-2 up to the join's replay round, of ranks 0-3 up to the departure's,
+    and of ranks 0, 1, 3 after it."""
     cue, out = no_leftovers / "cue", no_leftovers / "out"
+    join_cue, started = no_leftovers / "join", no_leftovers / "started"
     out.mkdir()
     killed = []
     killer = threading.Thread(target=_kill_server_when, args=(cue, "dc2", no_leftovers, killed))
     killer.start()
     run = launch(["--dcs", "2:4", "--workers-per-dc", 1, "--policy", "star", "--join", "dc3",
-                  "--join-after", 1],
+                  "--join-after", 0, "--join-when", join_cue],
                  worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", KILL_AT, cue,
-                            "--pause", 0.1),
+                            "--mark-at", JOIN_AT, join_cue, "--started-mark", started,
+                            "--hold-at", HOLD_AT, f"{started}.3", "--pause", 0.05),
                  no_leftovers, timeout=300)
     killer.join()
     assert killed, run.output[-3000:]
@@ -60,6 +64,7 @@ def test_elastic_a_dc_joins_and_one_leaves_a_live_3dc_run_the_others_never_stop(
                            run.output)[1])
     left = int(re.search(r"replay policy 3 over dc0, dc1, dc3 from round (\d+)",
                          run.output)[1])
+    assert JOIN_AT < joined <= HOLD_AT + 1 < left, run.output[-6000:]   # joined mid-run
     finals = {rank: np.load(out / f"rank{rank}.npz") for rank in (0, 1, 3)}
     for key in SHAPES:
         for rank in (1, 3):
