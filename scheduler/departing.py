@@ -79,8 +79,8 @@ class DcDeparting:
         self.current = DcDeparture(dc, {n.dc for n in survivors},
                                    time.monotonic() + self.config.timeout_s)
         for other in survivors:
-            self.van.send(other.id, wire.Message(wire.Kind.RECOVER,
-                                                 meta={"dc": dc, "version": version}))
+            self.van.send(other.id, wire.Message(wire.Kind.RECOVER, meta={
+                "dc": dc, "version": version, "change": "leaves"}))
         log.warning("%s %s: %s leaves the run; %d DC(s) remain (min_dcs %d): they freeze "
                     "and replay the rounds in flight without it", table.describe(node_id),
                     why, dc, len(members), self.membership.min_dcs)

@@ -125,8 +125,8 @@ class DcJoining:
                                          time.monotonic() + self.config.timeout_s)
         for other in members:
             self.van.send(other.id, moved)
-            self.van.send(other.id, wire.Message(wire.Kind.RECOVER,
-                                                 meta={"dc": node.dc, "version": version}))
+            self.van.send(other.id, wire.Message(wire.Kind.RECOVER, meta={
+                "dc": node.dc, "version": version, "change": "joins"}))
         log.warning("%s joins the run (server at %s on %s): the %d members freeze and "
                     "report their replicas", node.dc, node.address, node.host, len(members))
         self.stats({"t": round(time.monotonic(), 3), "event": "dc_joining", "dc": node.dc})

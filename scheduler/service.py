@@ -152,7 +152,7 @@ class Scheduler:
         servers = [n for n in self.table.nodes.values()
                    if n.role == SERVER and n.id not in outside]
         workers = [n for n in self.table.workers() if n.id not in outside]
-        if needs_measurement(self.config):
+        if needs_measurement(self.config) and not absent:
             # servers first, without a policy; workers only once the policy is out
             self._welcome(servers, None)
             rates = self._measure_links(servers)
@@ -164,13 +164,14 @@ class Scheduler:
             self._broadcast_servers(wire.Kind.POLICY, {"policy": policy.to_json()})
             self._welcome(workers, policy)
         else:
-            policy, description = initial_policy(self.config)
-            if absent:                  # elastic: over the DCs that are here
+            if absent:      # elastic: over the DCs that are here (fapt: on declared links)
                 policy = member_policy(self.config, self.departing.membership.members, 1, 0,
                                        planning_topology(self.config) if self.config.links
                                        else None)
                 description = f"over {', '.join(policy.members)} ({', '.join(absent)} " \
                               f"may join)"
+            else:
+                policy, description = initial_policy(self.config)
             self._start_adaptation(policy, None)
             self._welcome(servers + workers, policy)
         if needs_measurement(self.config) and self.policies.wan_topology is not None:

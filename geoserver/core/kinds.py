@@ -190,7 +190,9 @@ _ROWS = [
                                           required=("pushed",)), max_meta_bytes=MAX_META_BYTES),
           *_REPLY, handler="_on_resumed"),
     # replacing a lost DC server from a peer's replica (docs/recovery.md)
-    _spec(Kind.RECOVER, MessageSchema(Obj({"dc": Str(), "version": Int(0, U32)},
+    _spec(Kind.RECOVER, MessageSchema(Obj({"dc": Str(), "version": Int(0, U32),
+                                           # elastic: the DC joins or leaves the run
+                                           "change": Str(choices=("joins", "leaves"))},
                                           required=("dc", "version"))),
           *_SCHED, handler="_on_recover"),
     _spec(Kind.STATE_REPORT, MessageSchema(Obj({"keys": ListOf(Row(Int(0, I64), Int(0, U32),

@@ -83,8 +83,10 @@ class ServerRecovery:
     # ------------------------------------------------------------ the three steps
     def on_recover(self, msg: Message) -> None:
         version = int(msg.meta["version"])
-        log.warning("%s: the server of %s is being replaced: freezing; chunks of policies "
-                    "before %d are dropped", self.dc, msg.meta["dc"], version)
+        what = {"joins": "joins the run", "leaves": "leaves the run"}.get(
+            msg.meta.get("change"), "is being replaced")        # elastic: joins or leaves
+        log.warning("%s: the server of %s %s: freezing; chunks of policies before %d are "
+                    "dropped", self.dc, msg.meta["dc"], what, version)
         self.active, self.started = True, time.monotonic()
         self.planless, self.owed, self.early = True, {}, {}
         self.store.replicas.freeze()

@@ -73,9 +73,9 @@ def parse_args(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     shape = parser.add_mutually_exclusive_group(required=True)
     shape.add_argument("--dcs", type=_dcs_flag,
-                       help="number of DCs (pseudo-distributed); MIN:MAX: start MAX DCs "
-                            "and go on while MIN remain ([elastic] min_dcs, "
-                            "docs/recovery-elastic.md)")
+                       help="number of DCs (pseudo-distributed); MIN:MAX: MAX DCs (those "
+                            "of --join later) and the run goes on while MIN remain "
+                            "([elastic] min_dcs, docs/recovery-elastic.md)")
     shape.add_argument("--cluster", type=text_flag,
                        help="cluster file (TOML) for full control")
     shape.add_argument("--wan", type=text_flag,

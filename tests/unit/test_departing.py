@@ -66,7 +66,8 @@ def test_a_dead_dc_leaves_its_members_freeze_and_replay_over_themselves():
     replays = [(n, meta) for n, kind, meta in van.sent if kind == wire.Kind.REPLAY]
     assert [n for n, _ in replays] == [1, 2]             # never to the departed server
     policy = Policy.from_json(replays[0][1]["policy"], ["dc0", "dc1", "dc2"], elastic=True)
-    assert (policy.version, policy.start_round, policy.members) == (2, 8, ("dc0", "dc1"))   # after every applied round
+    # from the round after every round applied everywhere
+    assert (policy.version, policy.start_round, policy.members) == (2, 8, ("dc0", "dc1"))
     assert replays[0][1]["keys"] == [[0, 7, ["dc0", "dc1"], D1], [1, 7, ["dc1"], D3]]
     assert departing.policies.rounds.policy == policy
     assert departing.on_recovered("dc0") and departing.current is not None

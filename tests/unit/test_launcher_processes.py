@@ -93,3 +93,38 @@ def test_without_min_dcs_a_dead_server_stops_the_cluster_as_before():
     launcher.events.put((launcher.procs[4], -9))
     assert launcher.wait(3) == 1
     assert not launcher.left and "stopping the cluster" in launcher.out.getvalue()
+
+
+def test_elastic_joining_dcs_start_once_the_others_joined_and_are_awaited_like_them(tmp_path):
+    """``join_later``: nothing starts while a worker started so far has not joined (its
+    joined file is missing) or the cue file is missing; then the joining DC's processes
+    start and the run waits for its worker too."""
+    import io
+
+    from netstorm.launcher.processes import Launcher
+
+    class _Running(_Exited):
+        def poll(self):
+            return None
+
+    launcher = Launcher(io.StringIO(), min_dcs=1)
+    joined, cue = tmp_path / "joined", tmp_path / "cue"
+    first = Proc("worker dc0/0", "worker", _Running(), dc="dc0", joined_file=str(joined))
+    launcher.procs.append(first)
+    starts = []
+
+    def start():
+        starts.append(1)
+        late = Proc("worker dc1/0", "worker", _Exited(), dc="dc1")
+        launcher.procs.append(late)
+        launcher.events.put((first, 0))
+        launcher.events.put((late, 0))
+
+    launcher.join_later(0.0, start, ["dc1"], when=str(cue))
+    pending = {"worker dc0/0"}
+    assert launcher._join_due(pending, None) is None and not starts     # not joined yet
+    joined.touch()
+    assert launcher._join_due(pending, None) is None and not starts     # no cue yet
+    cue.touch()
+    assert launcher.wait(2) == 0 and starts == [1]
+    assert "[launch] starting dc1: joining the running cluster" in launcher.out.getvalue()

@@ -76,3 +76,22 @@ def test_the_table_carries_where_a_dc_s_nodes_on_one_host_meet():
     registration.add({**reg("server", "eu", 1), "host": "h1", "local_address": "ipc:///t/s"})
     node = registration.table("tcp://127.0.0.1:9").server_of("eu")
     assert (node.host, node.local_address) == ("h1", "ipc:///t/s")
+
+
+def test_elastic_the_run_starts_with_min_dcs_complete_and_holds_the_others_places():
+    dcs = DCS + (DataCenter("ap", "127.0.0.1", 9300, 1),)
+    registration = Registration(dcs)
+    for meta in (reg("server", "eu", 1), reg("worker", "eu", 2, 0), reg("worker", "eu", 3, 1)):
+        registration.add(meta)
+    assert registration.complete_dcs() == ["eu"] and not registration.ready(2)
+    registration.add(reg("server", "us", 4))
+    assert not registration.ready(1)            # us is half registered: awaited
+    registration.add(reg("worker", "us", 5, 0))
+    assert registration.ready(2) and registration.ready(1) and not registration.ready(0)
+    assert not registration.ready(3)
+    assert registration.hold_places(lambda dc: f"tcp://{dc.host}:{dc.server_port}") == ["ap"]
+    table = registration.table("tcp://127.0.0.1:9")
+    ap = [n for n in table.nodes.values() if n.dc == "ap"]
+    # the file's ids and ranks: servers in file order, then the workers DC by DC
+    assert [(n.id, n.role, n.rank, n.address) for n in ap] == [
+        (3, "server", -1, "tcp://127.0.0.1:9300"), (7, "worker", 3, "tcp://127.0.0.1:9300")]
