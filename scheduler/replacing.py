@@ -48,7 +48,8 @@ class ServerReplacing:
             if other.id != node.id and other.id not in self.liveness.finished and (
                     other.role == SERVER or other.dc == node.dc and other.role != SCHEDULER):
                 self.van.send(other.id, moved)
-        survivors = [n for n in table.nodes.values() if n.role == SERVER and n is not node]
+        survivors = [n for n in table.nodes.values() if n.role == SERVER and n is not node
+                     and n.id not in self.liveness.finished]    # elastic: members only
         version = self.policies.rounds.policy.version + 1
         if self.policies.adaptation is not None:     # its links looked dead while it was
             self.policies.adaptation.forget(node.dc, time.monotonic())

@@ -86,7 +86,7 @@ class Scheduler:
     @property
     def replacement(self):
         """The lost DC server being replaced (a pure ``ServerReplacement``), or the DC
-        leaving (``DcDeparture``, scheduler/departing.py), or None."""
+        leaving or joining (scheduler/departing.py, joining.py), or None: one at a time."""
         return self.replacing.current or self.departing.current or self.joining.current
 
     @property
@@ -360,8 +360,8 @@ class Scheduler:
         lost is dropped, any other says its sender is alive (a REGISTER's has no id yet)."""
         if KINDS[msg.kind].before_table:
             self._handlers[msg.kind](msg)
-        elif msg.sender in self._outside:     # its DC left the run
-            self._drops.log(msg.sender, "dropped %s from %s: its DC left the run",
+        elif msg.sender in self._outside:     # elastic: its DC left or has not joined
+            self._drops.log(msg.sender, "dropped %s from %s: its DC is not in the run",
                             msg.kind.name, self.table.describe(msg.sender))
         elif msg.sender not in self.lost:
             self._node_alive(msg.sender)
