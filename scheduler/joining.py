@@ -23,6 +23,7 @@ from netstorm.geoserver.core.nodes import SERVER
 
 from .liveness import ClusterAborted
 from .membership import member_policy
+from .policy import planning_topology
 from .replacement import RecoveryError, ServerReplacement
 
 __all__ = ["DcJoining", "placeholder_address"]
@@ -58,6 +59,16 @@ class DcJoining:
         self.absent_nodes = {n.id for n in table.nodes.values() if n.dc in absent_dcs}
         self.liveness.finished |= self.absent_nodes
         return self.absent_nodes
+
+    def first_policy(self, absent_dcs) -> tuple:
+        """``(policy, description)``: version 1 over the members (a star, or fapt trees on
+        the cluster file's links, :func:`member_policy`) when the run starts without
+        ``absent_dcs``."""
+        config = self.config
+        policy = member_policy(config, self.departing.membership.members, 1, 0,
+                               planning_topology(config) if config.links else None)
+        return policy, (f"over {', '.join(policy.members)} ({', '.join(absent_dcs)} may "
+                        f"join)")
 
     def claims(self, meta: dict) -> bool:
         """Whether a REGISTER is for a place held for an absent DC."""

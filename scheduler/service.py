@@ -28,8 +28,7 @@ from netstorm.geoserver.core.van import Van
 
 from .announcer import PolicyAnnouncer
 from .liveness import ClusterAborted, Liveness
-from .membership import member_policy
-from .policy import initial_policy, needs_measurement, planning_topology, random_trees
+from .policy import initial_policy, needs_measurement, random_trees
 from .departing import DcDeparting
 from .joining import DcJoining, placeholder_address
 from .replacing import ServerReplacing
@@ -164,14 +163,8 @@ class Scheduler:
             self._broadcast_servers(wire.Kind.POLICY, {"policy": policy.to_json()})
             self._welcome(workers, policy)
         else:
-            if absent:      # elastic: over the DCs that are here (fapt: on declared links)
-                policy = member_policy(self.config, self.departing.membership.members, 1, 0,
-                                       planning_topology(self.config) if self.config.links
-                                       else None)
-                description = f"over {', '.join(policy.members)} ({', '.join(absent)} " \
-                              f"may join)"
-            else:
-                policy, description = initial_policy(self.config)
+            policy, description = self.joining.first_policy(absent) if absent else \
+                initial_policy(self.config)     # elastic: over the DCs that are here
             self._start_adaptation(policy, None)
             self._welcome(servers + workers, policy)
         if needs_measurement(self.config) and self.policies.wan_topology is not None:

@@ -213,6 +213,10 @@ def parse_args(argv):
     if len(picks) > 1:
         parser.error(f"{' and '.join(picks)} exclude each other: --ssh starts every host, "
                      f"--dc or --host only this one's share")
+    if args.join and (args.ssh or args.slurm or args.wan or args.host or args.dc):
+        parser.error("--join starts DCs of a cluster this launcher runs whole on this "
+                     "machine (--dcs MIN:MAX or --cluster); elsewhere start the joining DC's "
+                     "share by itself: --cluster FILE --dc NAME")
     if args.slurm and (args.wan or args.ssh or args.host):
         parser.error("--slurm excludes --wan, --ssh and --host: Slurm's nodes say where")
     if (args.ssh or args.slurm) and (args.log_level or args.quiet):

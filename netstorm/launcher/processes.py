@@ -170,9 +170,10 @@ class Launcher:
         workers_ok, pending = 0, {p.name for p in self.procs}
         followers, blame_by = [], None      # failures caused by another node's
         join_due = None                     # elastic: when the joining DCs start
+        over = False                        # elastic: the scheduler finished the run
         while pending:
-            timeout = SHUTDOWN_GRACE_S if workers_total and workers_ok == workers_total \
-                else None
+            timeout = SHUTDOWN_GRACE_S if over or workers_total and \
+                workers_ok == workers_total else None
             if blame_by is not None:
                 timeout = max(0.0, blame_by - time.monotonic())
             joining = self._join is not None
@@ -198,8 +199,8 @@ class Launcher:
                 return self._never_joined(proc)
             if code == 0:
                 workers_ok += proc.role == "worker"
-                if proc.role == "scheduler" and self.min_dcs:   # every member's worker
-                    workers_total = workers_ok      # finished: a DC still joining is late
+                # elastic: every member's worker finished; a DC still joining is late
+                over = over or proc.role == "scheduler" and bool(self.min_dcs)
                 continue
             if proc.restarts < self.restarts.get(proc.role, 0) and not proc.follows(code):
                 pending.add(self._restart(proc, code).name)

@@ -53,3 +53,12 @@ def test_a_bad_dcs_range_is_refused_naming_the_flag(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--dcs", "3:2", "--", "python", "t.py"])
     assert "--dcs" in capsys.readouterr().err
+
+
+def test_join_is_for_a_whole_local_cluster_and_an_elastic_one(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--cluster", "c.toml", "--join", "dc2", "--ssh", "--", "python", "t.py"])
+    assert "--join starts DCs of a cluster this launcher runs whole" in capsys.readouterr().err
+    args = parse_args(["--dcs", "2:3", "--join", "dc2", "--join-after", "1.5",
+                       "--join-when", "go", "--", "python", "t.py"])
+    assert (args.join, args.join_after, args.join_when) == (["dc2"], 1.5, "go")

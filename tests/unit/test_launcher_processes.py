@@ -128,3 +128,27 @@ def test_elastic_joining_dcs_start_once_the_others_joined_and_are_awaited_like_t
     cue.touch()
     assert launcher.wait(2) == 0 and starts == [1]
     assert "[launch] starting dc1: joining the running cluster" in launcher.out.getvalue()
+
+
+def test_elastic_a_scheduler_that_finished_ends_the_wait_for_a_dc_still_joining():
+    """The scheduler exits 0 once every member's worker finished: a DC that started too
+    late to join is not awaited (its processes are stopped after the grace period)."""
+    import io
+
+    from netstorm.launcher import processes
+    from netstorm.launcher.processes import Launcher
+
+    launcher = Launcher(io.StringIO(), min_dcs=1)
+    done = [Proc("scheduler", "scheduler", _Exited()),     # before its worker's exit
+            Proc("worker dc0/0", "worker", _Exited(), dc="dc0")]
+    late = Proc("worker dc1/0", "worker", _Exited(), dc="dc1")
+    launcher.procs += done + [late]
+    for proc in done:
+        launcher.events.put((proc, 0))
+    grace, processes.SHUTDOWN_GRACE_S = processes.SHUTDOWN_GRACE_S, 0.01
+    try:
+        assert launcher.wait(2) == 0
+    finally:
+        processes.SHUTDOWN_GRACE_S = grace
+    assert "still running" in launcher.out.getvalue() and "worker dc1/0" in \
+        launcher.out.getvalue()
