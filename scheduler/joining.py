@@ -123,11 +123,14 @@ class DcJoining:
         return node
 
     def _start(self, node, workers: dict) -> None:
-        """The server of a joining DC: welcomed (no policy yet), its address sent to the
-        members' servers, which freeze and report; then its ``workers`` (REGISTER metas
-        by (role, local rank)) are welcomed."""
+        """The server of a joining DC and its ``workers`` (REGISTER metas by (role, local
+        rank)), in this order: every one's address into the table; the members' servers
+        learn the server's (NODE_MOVED: before it can send them anything, or they would
+        drop the link key it sends) and freeze; the server is welcomed (no policy yet),
+        with its workers' addresses already in its table (else it would answer their first
+        requests at their held places); then its workers are welcomed."""
         table = self.liveness.table
-        self.welcome([node], None, rejoined=True)
+        joined = [self._moved(self._place(meta), meta) for meta in workers.values()]
         members = [n for n in table.nodes.values() if n.role == SERVER and
                    n.dc in self.departing.membership.members]
         moved = wire.Message(wire.Kind.NODE_MOVED, meta={"node": node.to_json()})
@@ -138,19 +141,13 @@ class DcJoining:
             self.van.send(other.id, moved)
             self.van.send(other.id, wire.Message(wire.Kind.RECOVER, meta={
                 "dc": node.dc, "version": version, "change": "joins"}))
+        self.welcome([node], None, rejoined=True)
         log.warning("%s joins the run (server at %s on %s): the %d members freeze and "
                     "report their replicas", node.dc, node.address, node.host, len(members))
         self.stats({"t": round(time.monotonic(), 3), "event": "dc_joining", "dc": node.dc})
-        for meta in workers.values():
-            self._take_worker(self._place(meta), meta)
-
-    def _take_worker(self, node, meta: dict) -> None:
-        node = self._moved(node, meta)
-        self.welcome([node], self.policies.rounds.policy, rejoined=True)
-        server = self.liveness.table.server_of(node.dc)
-        self.van.send(server.id, wire.Message(wire.Kind.NODE_MOVED,
-                                              meta={"node": node.to_json()}))
-        log.info("%s joins the run at %s", node.describe(), node.address)
+        for worker in joined:
+            self.welcome([worker], self.policies.rounds.policy, rejoined=True)
+            log.info("%s joins the run at %s", worker.describe(), worker.address)
 
     def on_state_report(self, dc: str, meta: dict) -> bool:
         """A member's frozen report; once all did, the plan and a policy over the members

@@ -46,7 +46,8 @@ def _joining(min_dcs=2):
     departing = DcDeparting(config, van, lambda record: None, policies, liveness)
     joining = DcJoining(config, van, lambda record: None, policies, liveness, departing,
                         lambda nodes, policy, rejoined: welcomed.append(
-                            ([n.id for n in nodes], policy, rejoined)))
+                            ([n.id for n in nodes], policy, rejoined,
+                             liveness.table[6].address, len(van.sent))))
     assert joining.hold_places(["dc2"]) == {3, 6}
     return joining, van, welcomed
 
@@ -67,13 +68,15 @@ def test_a_held_dc_joins_once_complete_copies_the_members_and_replays_over_all()
     assert joining.register(_register("server")) == ""
     assert [w[0] for w in welcomed] == [[3], [6]]  # the server first, with no policy yet
     assert welcomed[0][1] is None and welcomed[1][2]
+    # the server's table has its worker's address, and the members knew the server's first
+    assert welcomed[0][3] == "tcp://127.0.0.1:8" and welcomed[0][4] == 4
     table = joining.liveness.table
     assert table[3].address == "tcp://127.0.0.1:7" and table[6].address == "tcp://127.0.0.1:8"
     assert not joining.absent_nodes and not {3, 6} & joining.liveness.finished
     recover = [(n, meta) for n, kind, meta in van.sent if kind == wire.Kind.RECOVER]
     assert recover == [(1, {"dc": "dc2", "version": 2, "change": "joins"}),
                        (2, {"dc": "dc2", "version": 2, "change": "joins"})]
-    assert (3, wire.Kind.NODE_MOVED) in [(n, kind) for n, kind, _ in van.sent]  # its worker
+    assert [n for n, kind, _ in van.sent if kind == wire.Kind.NODE_MOVED] == [1, 2]
     van.sent.clear()
     joining.on_state_report("dc0", {"keys": [[0, 4, D1]]})
     joining.on_state_report("dc1", {"keys": [[0, 4, D1]]})
