@@ -73,7 +73,7 @@ class Scheduler:
                                         self._welcome)
         self.departing = DcDeparting(config, van, self.stats, self.policies, self.liveness)
         self.liveness.depart = lambda node_id, why: self.departing.depart(
-            node_id, why, self.replacing.current is not None)
+            node_id, why, self.replacement is not None)     # one change at a time
         self.joining = DcJoining(config, van, self.stats, self.policies, self.liveness,
                                  self.departing, self._welcome)
         self.abort_reason = ""                 # why run() aborted the cluster
