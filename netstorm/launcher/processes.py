@@ -179,9 +179,9 @@ class Launcher:
             joining = self._join is not None
             if joining:                     # armed once the workers joined: looked at often
                 join_due = self._join_due(pending, join_due)
-                wake = JOIN_CHECK_S if join_due is None else join_due - time.monotonic()
-                timeout = max(0.0, min(wake, JOIN_CHECK_S, timeout if timeout is not None
-                                       else wake))
+                wake = JOIN_CHECK_S if join_due is None else \
+                    max(0.0, join_due - time.monotonic())
+                timeout = wake if timeout is None else min(wake, timeout)
             try:
                 proc, code = self.events.get(timeout=timeout)
             except queue.Empty:
