@@ -375,6 +375,10 @@ class Scheduler:
             self.liveness.heard(msg.sender, msg.meta)
 
     def _on_abort(self, msg: wire.Message) -> None:
+        """A node stops (failed, or stopped by a signal): the run aborts, or, elastic, its
+        DC leaves the run (scheduler/departing.py)."""
+        if self.liveness.depart(msg.sender, f"stopped: {msg.meta.get('reason', '?')}"):
+            return
         raise ClusterAborted(f"{self.table.describe(msg.sender)} aborted: "
                              f"{msg.meta.get('reason', '?')}")
 
