@@ -47,6 +47,9 @@ class Liveness:
         self.stalls: StallWatch | None = None   # the workers' data path, once they beat
         self._warn_at: dict = {}        # node id -> the silence at which to warn again
         self._next_judgement = 0.0      # stalls are judged once a beat
+        # elastic: depart(node id, why) -> True when the node's DC left the run instead
+        # of the run aborting (scheduler/departing.py)
+        self.depart = lambda node_id, why: False
 
     def heard(self, node_id: int, meta: dict) -> None:
         """A worker's heartbeat: its data path (:meth:`StallWatch.heard`)."""
@@ -92,7 +95,8 @@ class Liveness:
             if self._silence.dead(node_id, now - seen, now, waiting):
                 why = (f"sent nothing for {now - seen:.1f}s (dead_after_s="
                        f"{self.config.dead_after_s:g}); it is presumed dead")
-                if not self.lose(node_id, why, replacement is not None):
+                if not self.lose(node_id, why, replacement is not None) and \
+                        not self.depart(node_id, why):
                     raise ClusterAborted(f"{self.table.describe(node_id)} {why}")
         for lost in self.lost.overdue(now):
             raise ClusterAborted(f"{lost.node.describe()} {lost.why}, and did not rejoin "
@@ -158,7 +162,7 @@ class Liveness:
         node = self.table[msg.sender]
         if not msg.meta.get("clean", True):
             why = f"failed: {msg.meta.get('reason', 'no reason given')}"
-            if self.lose(msg.sender, why, replacing):
+            if self.lose(msg.sender, why, replacing) or self.depart(msg.sender, why):
                 return
             raise ClusterAborted(f"{node.describe()} {why}")
         self.finished.add(msg.sender)

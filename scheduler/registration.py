@@ -74,6 +74,38 @@ class Registration:
             self.registered.append({**meta, "local_index": meta.get("local_index", -1)})
         return problem
 
+    # ---------------------------------------------------------------- elastic
+    def complete_dcs(self) -> list:
+        """The DCs whose server and every worker registered, in file order. O(registered)."""
+        have: dict = {}
+        for r in self.registered:
+            have[(r["role"], r["dc"])] = have.get((r["role"], r["dc"]), 0) + 1
+        return [dc.name for dc in self.dcs if have.get((SERVER, dc.name), 0) == 1 and
+                have.get((WORKER, dc.name), 0) == dc.workers]
+
+    def ready(self, min_dcs: int) -> bool:
+        """Elastic (``min_dcs`` > 0): the run may start with the DCs complete now: at least
+        ``min_dcs`` of them, and nothing registered from any other (a DC half registered
+        is awaited; one not started joins later, docs/recovery-elastic.md)."""
+        complete = self.complete_dcs()
+        started = {r["dc"] for r in self.registered}
+        return bool(min_dcs) and len(complete) >= min_dcs and started <= set(complete)
+
+    def hold_places(self, address_of) -> list:
+        """Hold the places of the DCs nothing registered from: a REGISTER-like entry for
+        each one's server and workers (``address_of(dc)``: an address nothing answers on
+        until the DC joins), so ids and ranks stay those of the cluster file. Their DCs,
+        in file order. O(DCs x workers)."""
+        started = {r["dc"] for r in self.registered}
+        absent = [dc for dc in self.dcs if dc.name not in started]
+        for dc in absent:
+            where = address_of(dc)
+            self.registered.append({"role": SERVER, "dc": dc.name, "address": where,
+                                    "local_index": -1})
+            self.registered += [{"role": WORKER, "dc": dc.name, "address": where,
+                                 "local_index": i} for i in range(dc.workers)]
+        return [dc.name for dc in absent]
+
     def table(self, scheduler_address: str) -> NodeTable:
         """Ids and ranks for everyone registered: the scheduler 0, servers in DC order, then
         workers DC by DC; within a DC, explicit local indices first, in order, then the

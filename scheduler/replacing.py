@@ -79,8 +79,9 @@ class ServerReplacing:
     def _start(self, node: NodeInfo, meta: dict) -> None:
         """Every lost DC has its new server: the survivors freeze and report."""
         lost, self.pending = self.pending, set()
-        survivors = [n for n in self.liveness.table.nodes.values()
-                     if n.role == SERVER and n.dc not in lost]
+        survivors = [n for n in self.liveness.table.nodes.values()       # elastic: members
+                     if n.role == SERVER and n.dc not in lost
+                     and n.id not in self.liveness.finished]
         version = self.policies.rounds.policy.version + 1
         try:
             self.current = ServerReplacement(lost, {n.dc for n in survivors},
@@ -112,7 +113,8 @@ class ServerReplacing:
         lost server, and the odd DCs copy every key from the majority; no process is
         replaced."""
         table = self.liveness.table
-        servers = [n for n in table.nodes.values() if n.role == SERVER]
+        servers = [n for n in table.nodes.values()      # elastic: members only
+                   if n.role == SERVER and n.id not in self.liveness.finished]
         version = self.policies.rounds.policy.version + 1
         odd = sorted(odd)
         self.current = ServerReplacement(odd[0], {n.dc for n in servers},

@@ -32,6 +32,8 @@ from .liveness import ClusterAborted, Liveness
 from .policy import initial_policy, needs_measurement, random_trees
 from .rebuilding import SchedulerRebuilding
 from .quorum import QuorumRounds
+from .departing import DcDeparting
+from .joining import DcJoining, placeholder_address
 from .replacing import ServerReplacing
 from .registration import SCHEDULER_ID, Registration
 from .status import view_of
@@ -76,6 +78,11 @@ class Scheduler:
         self.auditing = ReplicaAuditing([dc.name for dc in config.dcs], self.stats,
                                         self.replacing, config.server_restarts)
         self.rebuilding = SchedulerRebuilding(self)     # taking a running cluster over
+        self.departing = DcDeparting(config, van, self.stats, self.policies, self.liveness)
+        self.liveness.depart = lambda node_id, why: self.departing.depart(
+            node_id, why, self.replacement is not None)     # one change at a time
+        self.joining = DcJoining(config, van, self.stats, self.policies, self.liveness,
+                                 self.departing, self._welcome)
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
@@ -88,8 +95,14 @@ class Scheduler:
 
     @property
     def replacement(self):
-        """The lost DC server being replaced (a pure ``ServerReplacement``), or None."""
-        return self.replacing.current
+        """The lost DC server being replaced (a pure ``ServerReplacement``), or the DC
+        leaving or joining (scheduler/departing.py, joining.py), or None: one at a time."""
+        return self.replacing.current or self.departing.current or self.joining.current
+
+    @property
+    def _outside(self) -> set:
+        """Elastic: the nodes of DCs not in the run (not joined yet, or departed)."""
+        return self.departing.departed_nodes | self.joining.absent_nodes
 
     @property
     def _next_beat(self) -> float:
@@ -115,7 +128,7 @@ class Scheduler:
         deadline = time.monotonic() + self.config.timeout_s
         every = min(PROGRESS_S, self.config.timeout_s / 4)
         next_progress = time.monotonic() + every
-        while not registration.complete:
+        while not registration.complete and not registration.ready(self.config.min_dcs):
             self._check_stop()
             remaining = deadline - time.monotonic()
             if time.monotonic() >= next_progress:      # never silent while waiting
@@ -144,9 +157,14 @@ class Scheduler:
             log.info("registered %s of %s at %s (pid %s on %s)", msg.meta["role"],
                      msg.meta["dc"], msg.meta["address"], msg.meta.get("pid"),
                      msg.meta.get("host"))
+        absent = [] if registration.complete else \
+            registration.hold_places(placeholder_address)     # elastic: they join later
         self.table = self.liveness.table = registration.table(self.van.address)
-        servers = [n for n in self.table.nodes.values() if n.role == SERVER]
-        if needs_measurement(self.config):
+        outside = self.joining.hold_places(absent)
+        servers = [n for n in self.table.nodes.values()
+                   if n.role == SERVER and n.id not in outside]
+        workers = [n for n in self.table.workers() if n.id not in outside]
+        if needs_measurement(self.config) and not absent:
             # servers first, without a policy; workers only once the policy is out
             self._welcome(servers, None)
             rates = self._measure_links(servers)
@@ -156,19 +174,20 @@ class Scheduler:
                 raise ClusterAborted(str(exc)) from exc
             self._start_adaptation(policy, rates)
             self._broadcast_servers(wire.Kind.POLICY, {"policy": policy.to_json()})
-            self._welcome(self.table.workers(), policy)
+            self._welcome(workers, policy)
         else:
-            policy, description = initial_policy(self.config)
+            policy, description = self.joining.first_policy(absent) if absent else \
+                initial_policy(self.config)     # elastic: over the DCs that are here
             self._start_adaptation(policy, None)
-            self._welcome(servers + self.table.workers(), policy)
+            self._welcome(servers + workers, policy)
         if needs_measurement(self.config) and self.policies.wan_topology is not None:
             # the servers' welcome had no rates yet: send the measured ones for detours
             self._broadcast_servers(wire.Kind.ROUTES, {"relays": [], "rates": [
                 [a, b, m] for (a, b), m in self.policies.wan_topology.rates().items()]})
         if self.policies.adaptation is not None:
             self.policies.send_routes()
-        log.info("cluster complete: %d DCs, %d workers; policy %s", len(self.table.dcs),
-                 len(self.table.workers()), description)
+        log.info("cluster complete: %d DCs, %d workers; policy %s", len(servers),
+                 len(workers), description)
         return self.table
 
     def _start_adaptation(self, policy, measured) -> None:
@@ -261,6 +280,11 @@ class Scheduler:
             self.rebuilding.rewelcome(msg)
             return
         problem = roles.register_refusal(msg.meta, msg.origin)
+        if not problem and self.joining.claims(msg.meta):     # elastic: a DC joins
+            problem = self.joining.register(msg.meta)
+            if problem:
+                self._reject(msg, problem)
+            return
         if not problem:
             self.liveness.supersede(msg.meta, self.replacement is not None)
         node, why = self.lost.rejoin(msg.meta) if not problem else (None, problem)
@@ -280,10 +304,16 @@ class Scheduler:
                  msg.meta.get("pid"), node.host)
 
     def _on_state_report(self, msg: wire.Message) -> None:
-        self.replacing.on_state_report(self.table[msg.sender].dc, msg.meta)
+        if self.joining.on_state_report(self.table[msg.sender].dc, msg.meta):
+            return
+        if not self.departing.on_state_report(self.table[msg.sender].dc, msg.meta):
+            self.replacing.on_state_report(self.table[msg.sender].dc, msg.meta)
 
     def _on_recovered(self, msg: wire.Message) -> None:
-        self.replacing.on_recovered(self.table[msg.sender].dc)
+        if self.joining.on_recovered(self.table[msg.sender].dc):
+            return
+        if not self.departing.on_recovered(self.table[msg.sender].dc):
+            self.replacing.on_recovered(self.table[msg.sender].dc)
 
     def _on_barrier(self, msg: wire.Message) -> None:
         if msg.seq not in self.barriers and len(self.barriers) >= MAX_EARLY_MESSAGES:
@@ -292,8 +322,9 @@ class Scheduler:
             return
         waiting = self.barriers.setdefault(msg.seq, set())
         waiting.add(msg.sender)
-        if len(waiting) == len(self.table.workers()):
-            for node in self.table.workers():
+        members = [n for n in self.table.workers() if n.id not in self._outside]
+        if len(waiting - self._outside) == len(members):
+            for node in members:
                 self.van.send(node.id, wire.Message(wire.Kind.BARRIER_DONE, seq=msg.seq))
             del self.barriers[msg.seq]
 
@@ -379,6 +410,9 @@ class Scheduler:
         lost is dropped, any other says its sender is alive (a REGISTER's has no id yet)."""
         if KINDS[msg.kind].before_table:
             self._handlers[msg.kind](msg)
+        elif msg.sender in self._outside:     # elastic: its DC left or has not joined
+            self._drops.log(msg.sender, "dropped %s from %s: its DC is not in the run",
+                            msg.kind.name, self.table.describe(msg.sender))
         elif msg.sender not in self.lost:
             self._node_alive(msg.sender)
             handler = self._handlers.get(msg.kind)
@@ -398,6 +432,10 @@ class Scheduler:
             self.liveness.heard(msg.sender, msg.meta)
 
     def _on_abort(self, msg: wire.Message) -> None:
+        """A node stops (failed, or stopped by a signal): the run aborts, or, elastic, its
+        DC leaves the run (scheduler/departing.py)."""
+        if self.liveness.depart(msg.sender, f"stopped: {msg.meta.get('reason', '?')}"):
+            return
         raise ClusterAborted(f"{self.table.describe(msg.sender)} aborted: "
                              f"{msg.meta.get('reason', '?')}")
 
@@ -412,7 +450,7 @@ class Scheduler:
 
     def _broadcast_servers(self, kind, meta: dict, seq: int = 0) -> None:
         for node in self.table.nodes.values():
-            if node.role == SERVER:
+            if node.role == SERVER and node.id not in self._outside:
                 self.van.send(node.id, wire.Message(kind, seq=seq, meta=meta))
 
     def announce(self, trees, shares, lead_rounds: int = 3):

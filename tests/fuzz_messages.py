@@ -53,6 +53,7 @@ FIELD_TYPES = {
     "quiet_s": float, "round_s": float, "waits": list, "missing": list,
     "mode": dict,
     "audit": list, "repair": bool,          # replica audit (docs/recovery.md)
+    "change": str,                          # elastic: a DC joins or leaves
     "report": dict, "rebuilt": bool,
     "through": int, "weights": dict,
 }

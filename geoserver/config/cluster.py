@@ -73,7 +73,8 @@ from pathlib import Path
 
 from .cluster_config import ClusterConfig, ClusterFileError, DataCenter
 from .cluster_fields import known_fields, need, read_toml
-from .cluster_tables import parse_dcs, parse_links, parse_recovery, parse_scheduler, \
+from .cluster_tables import parse_dcs, parse_elastic, parse_links, parse_recovery, \
+    parse_scheduler, \
     parse_security, parse_ssh, parse_status, parse_timeouts, parse_transport, parse_wan
 from .ports import check_worker_ports, fixed_ports
 from .compression import CompressionConfig, CompressionError
@@ -139,6 +140,8 @@ def parse_cluster(data: dict, source: str = "<dict>") -> ClusterConfig:
     where = f"{source} [recovery]"
     kwargs.update(parse_recovery(known_fields(data.get("recovery", {}), "recovery", where),
                                  where))
+    where = f"{source} [elastic]"
+    kwargs.update(parse_elastic(known_fields(data.get("elastic", {}), "elastic", where), where))
     return ClusterConfig(scheduler_host=sched_host, scheduler_port=sched_port, dcs=dcs,
                          scheduler_advertise=sched_advertise, source=source, **kwargs)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .compression import CompressionConfig
+from .elastic import elastic_problem
 from .emulation import EmulationConfig
 from .hosts import SshConfig
 from .keys import SecurityConfig
@@ -105,6 +106,7 @@ class ClusterConfig:
     server_restarts: int = 0            # [recovery]: replacements of each DC's server
     audit_every: int = DEFAULT_AUDIT_EVERY  # [recovery]: replica digests every N rounds
     scheduler_restarts: int = 0         # [recovery]: new schedulers started in its place
+    min_dcs: int = 0                    # [elastic]: the fewest DCs the run goes on with (0: all)
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
     metrics: MetricsConfig = MetricsConfig()    # [metrics]: Prometheus endpoints (off)
@@ -154,6 +156,10 @@ class ClusterConfig:
         if self.sync.quorum > len(self.dcs):
             raise ClusterFileError(f"{self.source}: [sync] quorum = {self.sync.quorum} is more "
                                    f"than the cluster's {len(self.dcs)} DCs")
+        elastic = elastic_problem(self.min_dcs, len(self.dcs), self.sync.mode,
+                                  self.compression.on, self.adapt)
+        if elastic:
+            raise ClusterFileError(f"{self.source}: [elastic] {elastic}")
         if self.sync.asynchronous:
             clash = [name for name, on in (("[wan] adapt", self.adapt),
                                            ("[wan] multipath", self.multipath),

@@ -21,7 +21,8 @@ MAX_FILE_BYTES = 1 << 20    # a cluster file of a thousand DCs with their keys i
 
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
-         "ssh", "recovery", "emulation", "metrics", "status"),
+         "ssh", "recovery", "emulation", "metrics", "status", "elastic"),
+    "elastic": ("min_dcs",),
     "recovery": ("worker_restarts", "resume", "checkpoint", "cluster_restarts",
                  "server_restarts", "audit_every", "scheduler_restarts"),
     "scheduler": ("host", "advertise", "port", "stats"),

@@ -19,7 +19,8 @@ from .settings import DATAPLANES
 from .status import StatusConfig
 from .ports import check_worker_addresses, port_fields
 
-__all__ = ["POLICIES", "TREE_KINDS", "parse_dcs", "parse_links", "parse_recovery",
+__all__ = ["POLICIES", "TREE_KINDS", "parse_dcs", "parse_elastic", "parse_links",
+           "parse_recovery",
            "parse_scheduler", "parse_security", "parse_ssh", "parse_status", "parse_timeouts",
            "parse_transport", "parse_wan"]
 
@@ -208,6 +209,12 @@ def parse_recovery(recovery: dict, where: str) -> dict:
         if key in recovery:
             kwargs[key] = need(recovery, key, str, where)
     return kwargs
+
+
+def parse_elastic(elastic: dict, where: str) -> dict:
+    """``[elastic]`` (``where`` names it): ``min_dcs``, the fewest DCs the run goes on with;
+    whether it fits the cluster is :func:`~netstorm.geoserver.config.elastic.elastic_problem`."""
+    return {"min_dcs": bounded(elastic, "min_dcs", where)} if "min_dcs" in elastic else {}
 
 
 def parse_status(raw, where: str) -> StatusConfig:

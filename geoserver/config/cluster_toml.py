@@ -70,6 +70,8 @@ def cluster_tables(config: ClusterConfig) -> dict:
             else config.audit_every,
             "scheduler_restarts": config.scheduler_restarts,
             "resume": config.resume or None, "checkpoint": config.checkpoint or None})
+    if config.min_dcs:
+        data["elastic"] = {"min_dcs": config.min_dcs}
     if config.ssh != SshConfig():
         data["ssh"] = config.ssh.to_params()
     if config.emulation.on:

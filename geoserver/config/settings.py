@@ -223,6 +223,7 @@ class RuntimeSettings(_Wire):
     checkpoint: str = field(default="")    # where kv.save_checkpoint() writes by default
     audit_every: int = _setting(DEFAULT_AUDIT_EVERY, int, minimum=0)  # replica digests every
                                             # N rounds (0: off; docs/recovery-audit.md)
+    min_dcs: int = _setting(0, int, minimum=0)     # [elastic]: policies may span a subset
 
     @classmethod
     def from_cluster(cls, config) -> "RuntimeSettings":
@@ -240,7 +241,8 @@ class RuntimeSettings(_Wire):
                    resume=bool(config.resume), checkpoint=config.checkpoint,
                    server_restarts=int(config.server_restarts),
                    audit_every=int(config.audit_every),
-                   scheduler_restarts=int(config.scheduler_restarts))
+                   scheduler_restarts=int(config.scheduler_restarts),
+                   min_dcs=int(config.min_dcs))
 
     def with_links(self, links) -> "RuntimeSettings":
         """These settings with the WAN planned on: ``links`` have ``a``, ``b``, ``mbps_ab``

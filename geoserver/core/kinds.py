@@ -207,7 +207,9 @@ _ROWS = [
           *_REPLY, handler="_on_resumed"),
     # replacing a lost DC server from a peer's replica (docs/recovery.md)
     _spec(Kind.RECOVER, MessageSchema(Obj({"dc": Str(), "version": Int(0, U32),
-                                           "repair": Bool()},   # a replica audit's repair
+                                           "repair": Bool(),    # a replica audit's repair
+                                           # elastic: the DC joins or leaves the run
+                                           "change": Str(choices=("joins", "leaves"))},
                                           required=("dc", "version"))),
           *_SCHED, handler="_on_recover"),
     _spec(Kind.STATE_REPORT, MessageSchema(Obj({"keys": ListOf(Row(Int(0, I64), Int(0, U32),

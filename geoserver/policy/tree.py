@@ -181,8 +181,16 @@ class Policy:
                 "trees": [t.to_json() for t in self.trees],
                 "shares": list(self.shares)}
 
+    @property
+    def members(self) -> tuple:
+        """The DCs this policy's trees span (sorted): an elastic cluster's members while it
+        is in force (docs/recovery-elastic.md). O(n log n)."""
+        return tuple(sorted(self.trees[0].parent)) if self.trees else ()
+
     @classmethod
-    def from_json(cls, data: dict, dcs) -> "Policy":
+    def from_json(cls, data: dict, dcs, elastic: bool = False) -> "Policy":
+        """A policy received; its trees must span ``dcs`` or, with ``elastic``, the same
+        non-empty subset of them (the members, docs/recovery-elastic.md)."""
         try:
             trees = tuple(Tree(root=str(t["root"]), parent=_names(t["parent"]),
                                down=None if t.get("down") is None else _names(t["down"]))
@@ -193,6 +201,12 @@ class Policy:
             if isinstance(exc, PolicyError):
                 raise
             raise PolicyError(f"malformed policy: {exc!r}") from exc
+        if elastic and trees:
+            spanned = set(trees[0].parent)
+            if not spanned or not spanned <= set(dcs):
+                raise PolicyError(f"policy spans {sorted(spanned)}, not members of the "
+                                  f"cluster's DCs {sorted(dcs)}")
+            dcs = spanned
         for tree in trees:
             tree.validate(dcs)
         return policy

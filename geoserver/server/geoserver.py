@@ -65,7 +65,8 @@ class GeoServer:
         self.dc = postoffice.me.dc
         self.settings = settings = postoffice.settings
         first = postoffice.welcome_policy   # None: it follows the start-up link measurement
-        self.policies = PolicyBook(Policy.from_json(first, self.table.dcs) if first else None)
+        self.policies = PolicyBook(Policy.from_json(first, self.table.dcs, settings.min_dcs > 0)
+                                   if first else None)
         self.servers = {dc: self.table.server_of(dc).id for dc in self.table.dcs}
         self.dc_of_server = {v: k for k, v in self.servers.items()}
         self.local_workers = {n.id for n in self.table.workers(self.dc)}
@@ -127,6 +128,7 @@ class GeoServer:
         self.recovery = ServerRecovery(self.dc, self.store, self.exchange, self.wan,
                                        self.policies, postoffice, self.table.dcs,
                                        replacing=postoffice.rejoined)
+        self.recovery.elastic = settings.min_dcs > 0     # docs/recovery-elastic.md
         if postoffice.rejoined:     # the replica it copies may bring an optimizer: MXNet's
             threading.Thread(target=importlib.import_module, args=("mxnet",), daemon=True,
                              name="import-mxnet").start()       # import overlaps the copy
@@ -255,7 +257,8 @@ class GeoServer:
 
     def _on_policy(self, msg: Message) -> None:
         try:
-            policy = Policy.from_json(msg.meta.get("policy", {}), self.table.dcs)
+            policy = Policy.from_json(msg.meta.get("policy", {}), self.table.dcs,
+                                      self.settings.min_dcs > 0)
             self.policies.add(policy)
         except PolicyError as exc:
             log.error("%s: rejected policy from the scheduler: %s", self.dc, exc)

@@ -64,6 +64,7 @@ class ServerRecovery:
                                         # STATE_REQUESTs and STATEs carry it
         self.recovered_once = False     # replacing: it was back once (then a survivor)
         self._drops = RateLimitedLog(log)   # replica messages no recovery here asked for
+        self.elastic = False            # [elastic]: a replay policy may span fewer DCs
 
     # ------------------------------------------------------------ worker requests
     def take(self, msg: Message) -> bool:
@@ -85,7 +86,10 @@ class ServerRecovery:
     # ------------------------------------------------------------ the three steps
     def on_recover(self, msg: Message) -> None:
         version = int(msg.meta["version"])
-        what = f"the replica of {msg.meta['dc']} is being replaced from the majority's " \
+        change = {"joins": "the server of {} joins the run",
+                  "leaves": "the server of {} leaves the run"}.get(msg.meta.get("change"))
+        what = change.format(msg.meta["dc"]) if change else \
+            f"the replica of {msg.meta['dc']} is being replaced from the majority's " \
             f"(replica audit)" if msg.meta.get("repair") else \
             f"the server of {msg.meta['dc']} is being replaced"
         log.warning("%s: %s: freezing; chunks of policies before %d are dropped", self.dc,
@@ -103,7 +107,7 @@ class ServerRecovery:
 
     def on_replay(self, msg: Message) -> None:
         try:
-            policy = Policy.from_json(msg.meta["policy"], self.dcs)
+            policy = Policy.from_json(msg.meta["policy"], self.dcs, self.elastic)
             self.exchange.restart(policy.version)
             self.policies.replay(policy)
         except PolicyError as exc:

@@ -40,6 +40,7 @@ from netstorm.geoserver.config.sync import SyncConfig, SyncError
 from netstorm.geoserver.config.keys import SecurityConfig
 from netstorm.geoserver.config.metrics import MetricsConfig, MetricsError, parse_port
 from netstorm.geoserver.config.limits import crowding, flag_type, node_count_problem, text_flag
+from netstorm.geoserver.config.elastic import DcsRangeError, parse_dcs_range
 from netstorm.geoserver.config.settings import DATAPLANES, DEFAULT_CHUNK_BYTES, \
     PROCESSES_PER_CORE
 from netstorm.geoserver.config.uncaught import debug_wanted, report_uncaught
@@ -72,8 +73,10 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     shape = parser.add_mutually_exclusive_group(required=True)
-    shape.add_argument("--dcs", type=flag_type("dcs"),
-                       help="number of DCs (pseudo-distributed)")
+    shape.add_argument("--dcs", type=_dcs_flag,
+                       help="number of DCs (pseudo-distributed); MIN:MAX: MAX DCs (those "
+                            "of --join later) and the run goes on while MIN remain "
+                            "([elastic] min_dcs, docs/recovery-elastic.md)")
     shape.add_argument("--cluster", type=text_flag,
                        help="cluster file (TOML) for full control")
     shape.add_argument("--wan", type=text_flag,
@@ -162,6 +165,14 @@ def parse_args(argv):
     parser.add_argument("--cluster-restarts", type=flag_type("cluster_restarts"), default=None,
                         help="with --checkpoint: restart the whole cluster from it up to N "
                              "times when a server or the scheduler dies (docs/recovery.md)")
+    parser.add_argument("--join", type=text_flag, action="append", default=None,
+                        metavar="DC", help="elastic ([elastic] min_dcs or --dcs MIN:MAX): "
+                        "start this DC's server and workers --join-after seconds after "
+                        "the others' workers joined, into the running cluster (repeatable)")
+    parser.add_argument("--join-after", type=flag_type("join_after_s"), default=5.0,
+                        metavar="S", help="seconds before --join DCs start (default 5)")
+    parser.add_argument("--join-when", type=text_flag, default="", metavar="FILE",
+                        help="--join DCs start (--join-after S) once FILE exists")
     parser.add_argument("--dc", type=text_flag, action="append", default=None,
                         help="start only this DC's processes (repeatable; multi-host runs)")
     parser.add_argument("--host", type=text_flag, default=None,
@@ -211,6 +222,10 @@ def parse_args(argv):
     if len(picks) > 1:
         parser.error(f"{' and '.join(picks)} exclude each other: --ssh starts every host, "
                      f"--dc or --host only this one's share")
+    if args.join and (args.ssh or args.slurm or args.wan or args.host or args.dc):
+        parser.error("--join starts DCs of a cluster this launcher runs whole on this "
+                     "machine (--dcs MIN:MAX or --cluster); elsewhere start the joining DC's "
+                     "share by itself: --cluster FILE --dc NAME")
     if args.slurm and (args.wan or args.ssh or args.host):
         parser.error("--slurm excludes --wan, --ssh and --host: Slurm's nodes say where")
     if (args.ssh or args.slurm) and (args.log_level or args.quiet):
@@ -218,7 +233,20 @@ def parse_args(argv):
                      f"of {'--ssh' if args.ssh else '--slurm'} yet: their processes log at "
                      f"info (--log-dir works: one file per host)")
     args.log_level = "warning" if args.quiet else args.log_level or "info"
+    low, args.dcs = args.dcs if args.dcs is not None else (None, None)
+    args.min_dcs = low if low != args.dcs else None       # MIN:MAX: elastic
     return args
+
+
+def _dcs_flag(text: str) -> tuple:
+    """``--dcs``: ``N`` or ``MIN:MAX`` (:func:`parse_dcs_range`), each count within the
+    bounds of ``dcs``; argparse names the flag."""
+    try:
+        low, high = parse_dcs_range(text)
+    except DcsRangeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    count = flag_type("dcs")
+    return count(str(low)), count(str(high))
 
 
 def _metrics_port(text: str) -> tuple:
@@ -294,6 +322,8 @@ def _overrides(args) -> dict:
         transport["timeout_s"] = args.timeout
     if args.max_idle is not None:
         transport["max_idle_s"] = args.max_idle
+    if getattr(args, "min_dcs", None) is not None:       # --dcs MIN:MAX
+        transport["min_dcs"] = args.min_dcs
     for key in ("resume", "checkpoint"):
         if getattr(args, key) is not None:
             transport[key] = str(Path(getattr(args, key)).resolve())
@@ -395,6 +425,11 @@ def _run(args, cores: int, log: RunLog) -> int:
                                                         free_port(), **transport), transport)
         for name in args.dc or []:
             config.dc(name)
+        for name in args.join or []:        # elastic: DCs that join the running cluster
+            config.dc(name)
+            if not config.min_dcs:
+                raise ClusterFileError(f"--join {name} needs an elastic cluster: --dcs "
+                                       f"MIN:MAX or [elastic] min_dcs")
         part = None if args.host is None else on_host_part(config, args.host)
         if not args.ssh:
             _check_crowding(local_processes(config, part, args.dc, with_scheduler), cores,
@@ -413,7 +448,8 @@ def _run(args, cores: int, log: RunLog) -> int:
                                     out=log)
             return run_cluster(config, args.command, dcs=args.dc, part=part,
                                with_scheduler=with_scheduler, as_dist_sync=args.as_dist_sync,
-                               out=log)
+                               out=log, join=args.join or (), join_after_s=args.join_after,
+                               join_when=args.join_when)
     except ClusterFileError as exc:
         print(f"launch: {exc}", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ BLAME_GRACE_S = 5.0     # after a node stopped because another failed: wait for 
 REASON_SHOWN = 400      # characters of a failed process's reason in the failure line
 LAUNCH_PREFIX = "[launch] "             # the launcher's own lines
 FAILURE_END = "; stopping the cluster"  # ends the launcher's line naming the failure
+JOIN_CHECK_S = 0.25     # elastic: how often the launcher looks whether the workers joined
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Proc:
     said: str = ""              # a host's (``--ssh``): its launcher's failure, else last line
     start: tuple = ()           # how it was started (argv, env, wrap): to restart a worker
     restarts: int = 0           # how often it was restarted
+    dc: str = ""                # the DC a server or worker belongs to (elastic leaves)
 
     def reason(self) -> tuple:
         """``(why it failed in its own words, first line, or "", whether it failed because
@@ -72,7 +74,7 @@ class Launcher:
     """Owns the child processes of one cluster; always tears them all down."""
 
     def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0,
-                 server_restarts: int = 0, scheduler_restarts: int = 0):
+                 server_restarts: int = 0, scheduler_restarts: int = 0, min_dcs: int = 0):
         """``out``: where the lines go, a :class:`~.logs.RunLog` (the console, with
         ``--log-dir`` a file per process, the level) or a stream (the console alone).
         ``stop_note``: a file where the launcher writes why it stops the cluster before
@@ -81,9 +83,14 @@ class Launcher:
         ``worker_restarts``: how often a failed worker is started again into its rank;
         ``server_restarts``: how often a failed DC server is started again (it takes a
         peer DC's replica); ``scheduler_restarts``: how often a failed scheduler is started
-        again (the nodes re-register with it, docs/recovery.md)."""
+        again (the nodes re-register with it, docs/recovery.md). ``min_dcs``
+        (``[elastic]``): a DC whose server or worker fails leaves the run (its other
+        processes are stopped) while that many DCs remain."""
         self.restarts = {"worker": worker_restarts, "server": server_restarts,
                          "scheduler": scheduler_restarts}
+        self.min_dcs = min_dcs
+        self.left: set = set()          # DCs that left the run (elastic)
+        self._join: tuple | None = None  # (seconds, start them, DCs) joining later
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
         self.output = out if isinstance(out, RunLog) else RunLog(out or sys.stdout)
@@ -104,7 +111,8 @@ class Launcher:
         self.events.put((proc, proc.popen.wait()))
 
     def start(self, name: str, role: str, argv: list, env: dict, wrap=None,
-              reason_file: str = "", joined_file: str = "", stdin_data: bytes = b"") -> Proc:
+              reason_file: str = "", joined_file: str = "", stdin_data: bytes = b"",
+              dc: str = "") -> Proc:
         """Start ``argv`` (after ``wrap``) as process ``name``; ``stdin_data``, if any, is
         written to its standard input, which stays open (closing it is how
         :class:`~netstorm.launcher.ssh.SshLauncher` stops a remote host)."""
@@ -120,7 +128,7 @@ class Launcher:
             except BrokenPipeError:     # it exited at once (ssh: host unreachable); its
                 pass                    # exit code and output tell why
         proc = Proc(name, role, popen, reason_file=reason_file, joined_file=joined_file,
-                    start=(argv, env, wrap))
+                    start=(argv, env, wrap), dc=dc)
         self.output.started(name)
         proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
         proc.reader.start()
@@ -164,27 +172,46 @@ class Launcher:
         """
         workers_ok, pending = 0, {p.name for p in self.procs}
         followers, blame_by = [], None      # failures caused by another node's
+        join_due = None                     # elastic: when the joining DCs start
+        over = False                        # elastic: the scheduler finished the run
         while pending:
-            timeout = SHUTDOWN_GRACE_S if workers_total and workers_ok == workers_total \
-                else None
+            timeout = SHUTDOWN_GRACE_S if over or workers_total and \
+                workers_ok == workers_total else None
             if blame_by is not None:
                 timeout = max(0.0, blame_by - time.monotonic())
+            joining = self._join is not None
+            if joining:                     # armed once the workers joined: looked at often
+                join_due = self._join_due(pending, join_due)
+                wake = JOIN_CHECK_S if join_due is None else \
+                    max(0.0, join_due - time.monotonic())
+                timeout = wake if timeout is None else min(wake, timeout)
             try:
                 proc, code = self.events.get(timeout=timeout)
             except queue.Empty:
+                if joining:
+                    continue
                 if followers:                   # the cause is not among these processes
                     return self._failed(*_most_direct(followers))
                 self._emit("launch", f"still running {SHUTDOWN_GRACE_S:g}s after the workers "
                                      f"finished: {', '.join(sorted(pending))}; stopping them")
                 return 0
             pending.discard(proc.name)
+            if proc.dc in self.left:        # stopped because its DC left the run
+                continue
             if code == 0 and proc.never_joined():
                 return self._never_joined(proc)
             if code == 0:
                 workers_ok += proc.role == "worker"
+                # elastic: every member's worker finished; a DC still joining is late
+                over = over or proc.role == "scheduler" and bool(self.min_dcs)
                 continue
             if proc.restarts < self.restarts.get(proc.role, 0) and not proc.follows(code):
                 pending.add(self._restart(proc, code).name)
+                continue
+            if not proc.follows(code) and self._may_leave(proc):
+                workers_total -= self._leave(proc, code, pending)
+                followers = [(p, c) for p, c in followers if p.dc != proc.dc]
+                blame_by = blame_by if followers else None
                 continue
             if proc.follows(code):
                 followers.append((proc, code))
@@ -192,6 +219,53 @@ class Launcher:
                 continue
             return self._failed(proc, code)
         return self._failed(*_most_direct(followers)) if followers else 0
+
+    def join_later(self, after_s: float, start, dcs, when: str = "") -> None:
+        """Elastic: call ``start()`` (it starts the processes of ``dcs``) ``after_s`` once
+        every worker started so far joined the cluster and the file ``when`` (if given)
+        exists (:meth:`wait` does)."""
+        self._join = (after_s, start, tuple(dcs), when)
+
+    def _join_due(self, pending: set, due: float | None) -> float | None:
+        """When the join is due (None: not armed yet, or done): armed once every worker
+        started so far joined; when due, the joining DCs are started and awaited like the
+        others. O(processes)."""
+        after_s, start, dcs, when = self._join
+        now = time.monotonic()
+        if due is None:
+            if any(p.role == "worker" and p.never_joined() and p.popen.poll() is None
+                   for p in self.procs) or when and not Path(when).exists():
+                return None
+            due = now + after_s
+        if now < due:
+            return due
+        self._join = None
+        before = {p.name for p in self.procs}
+        self._emit("launch", f"starting {', '.join(dcs)}: joining the running cluster")
+        start()
+        pending.update(p.name for p in self.procs if p.name not in before)
+        return None
+
+    def _may_leave(self, proc: Proc) -> bool:
+        """Elastic: ``proc``'s DC may leave the run (at least ``min_dcs`` others remain)."""
+        members = {p.dc for p in self.procs if p.dc} - self.left
+        return bool(self.min_dcs and proc.dc) and len(members) - 1 >= self.min_dcs
+
+    def _leave(self, proc: Proc, code: int, pending: set) -> int:
+        """``proc`` failed and its DC leaves the run: its other processes are stopped and
+        awaited no more (docs/recovery-elastic.md). The number of its workers still
+        counted as running. O(processes)."""
+        self.left.add(proc.dc)
+        mine = [p for p in self.procs if p.dc == proc.dc]
+        remain = len({p.dc for p in self.procs if p.dc} - self.left)
+        self._emit("launch", f"{proc.name} {_exit_words(code)}; {proc.dc} leaves the run "
+                             f"({remain} DC(s) remain, min_dcs {self.min_dcs})")
+        for other in mine:
+            if other.popen.poll() is None:
+                _signal_group(other.popen, signal.SIGTERM)
+        running = [p for p in mine if p.role == "worker" and p.name in pending | {proc.name}]
+        pending.difference_update(p.name for p in mine)
+        return len(running)
 
     def _restart(self, proc: Proc, code: int) -> Proc:
         """Start a failed worker again, into its rank, or a failed server, which takes a
@@ -207,7 +281,7 @@ class Launcher:
         self.procs.remove(proc)
         argv, env, wrap = proc.start
         new = self.start(proc.name, proc.role, argv, env, wrap, reason_file=proc.reason_file,
-                         joined_file=proc.joined_file)
+                         joined_file=proc.joined_file, dc=proc.dc)
         new.restarts = proc.restarts + 1
         return new
 

@@ -149,7 +149,8 @@ def worker_env(config: ClusterConfig, dc, index: int, as_dist_sync: bool = False
 
 def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=True,
                 wrap_dc=None, out=None, python=sys.executable, as_dist_sync=False,
-                part: Part | None = None, started=None, follower_code: int = 0) -> int:
+                part: Part | None = None, started=None, follower_code: int = 0,
+                join=(), join_after_s: float = 0.0, join_when: str = "") -> int:
     """Run a whole cluster (or the named ``dcs`` of it, or the ``part`` of it placed on one
     host) and ``command`` on its workers (with ``as_dist_sync``, MXNet's dist_sync names
     create netstorm's store in them).
@@ -164,7 +165,9 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     cluster_restarts`` (a whole cluster only), a lost server or scheduler restarts the
     cluster from its ``checkpoint`` file, if one was written (docs/recovery.md). ``out``:
     a :class:`~.logs.RunLog` (the console, the log files, every process's log level) or a
-    stream (the console alone, level ``info``).
+    stream (the console alone, level ``info``). ``join``: DCs (of an elastic cluster)
+    started ``join_after_s`` after every other worker joined (and the file ``join_when``,
+    if given, exists): they join the running cluster (docs/recovery-elastic.md).
     """
     out = out if isinstance(out, RunLog) else RunLog(out or sys.stdout)
     part = part or placement.of_dcs(config, dcs, with_scheduler)
@@ -174,7 +177,8 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
     restarts = config.cluster_restarts if part == placement.whole(config) else 0
     for attempt in range(1, restarts + 2):
         code, failed_role = _run_once(config, command, part, wrap_dc, out, python,
-                                      as_dist_sync, started, follower_code)
+                                      as_dist_sync, started, follower_code,
+                                      (tuple(join), join_after_s, join_when))
         if code == 0 or attempt > restarts or failed_role not in ("server", "scheduler"):
             return code
         try:
@@ -189,14 +193,15 @@ def run_cluster(config: ClusterConfig, command: list, dcs=None, with_scheduler=T
 
 
 def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync, started,
-              follower_code) -> tuple:
+              follower_code, joining=((), 0.0, "")) -> tuple:
     """One run of :func:`run_cluster`: ``(exit code, role of the process that failed)``.
     Every process logs at ``out``'s level."""
     with tempfile.TemporaryDirectory(prefix="netstorm-", dir=_run_parent()) as tmp:
         launcher = Launcher(out, stop_note=str(Path(tmp) / STOP_NOTE),
                             worker_restarts=config.worker_restarts,
                             server_restarts=config.server_restarts,
-                            scheduler_restarts=config.scheduler_restarts)
+                            scheduler_restarts=config.scheduler_restarts,
+                            min_dcs=config.min_dcs)
         config = with_keys(config, tmp, part == placement.whole(config))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
@@ -211,25 +216,31 @@ def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync,
                                 str(cluster_file), "--reason-file", why,
                                 *out.process_args()],
                                base, wrap_dc(config.hub_dc), reason_file=why)
-            for name in part.servers:
-                why = str(reasons / f"server-{name}")
-                launcher.start(f"server {name}", "server",
-                               [python, "-P", "-m", "netstorm.geoserver", "--cluster", str(cluster_file),
-                                "--dc", name, "--run-dir", tmp, "--reason-file", why,
-                                *out.process_args()], base,
-                               wrap_dc(name), reason_file=why)
-            for name, i in part.workers:
-                why = str(reasons / f"worker-{name}-{i}")
-                joined = why + ".joined"
-                env = child_env({**worker_env(config, config.dc(name), i, as_dist_sync),
-                                 **out.worker_env(),
-                                 "NETSTORM_RUN_DIR": tmp,
-                                 "NETSTORM_LAUNCHER_PYTHON": python,   # for the boot's
-                                 "NETSTORM_LAUNCHER_PID": str(os.getpid()),  # checks
-                                 "NETSTORM_REASON_FILE": why,
-                                 "NETSTORM_JOINED_FILE": joined})
-                launcher.start(f"worker {name}/{i}", "worker", command, env,
-                               wrap_dc(name), reason_file=why, joined_file=joined)
+            def start_dcs(names) -> None:
+                for name in (n for n in part.servers if n in names):
+                    why = str(reasons / f"server-{name}")
+                    launcher.start(f"server {name}", "server",
+                                   [python, "-P", "-m", "netstorm.geoserver", "--cluster",
+                                    str(cluster_file), "--dc", name, "--run-dir", tmp,
+                                    "--reason-file", why, *out.process_args()], base,
+                                   wrap_dc(name), reason_file=why, dc=name)
+                for name, i in (w for w in part.workers if w[0] in names):
+                    why = str(reasons / f"worker-{name}-{i}")
+                    joined = why + ".joined"
+                    env = child_env({**worker_env(config, config.dc(name), i, as_dist_sync),
+                                     **out.worker_env(),
+                                     "NETSTORM_RUN_DIR": tmp,
+                                     "NETSTORM_LAUNCHER_PYTHON": python,   # for the boot's
+                                     "NETSTORM_LAUNCHER_PID": str(os.getpid()),  # checks
+                                     "NETSTORM_REASON_FILE": why,
+                                     "NETSTORM_JOINED_FILE": joined})
+                    launcher.start(f"worker {name}/{i}", "worker", command, env,
+                                   wrap_dc(name), reason_file=why, joined_file=joined,
+                                   dc=name)
+            later, join_after_s, join_when = joining
+            start_dcs(({n for n, _ in part.workers} | set(part.servers)) - set(later))
+            if later:       # elastic: they join the running cluster
+                launcher.join_later(join_after_s, lambda: start_dcs(later), later, join_when)
             if started is not None:
                 started(launcher)
             began = time.monotonic()

@@ -47,3 +47,108 @@ def test_a_worker_that_never_joined_is_told_by_its_reason_if_it_left_one(tmp_pat
         "[launch] worker dc0/0 exited with code 0 without joining the cluster: it never "
         "created the 'netstorm' kvstore; it said: this worker's Python (/usr/bin/python3) "
         "cannot import netstorm" + FAILURE_END + "\n")
+
+
+class _Exited:
+    """A child process that already exited (nothing to signal)."""
+    pid = 0
+
+    def poll(self):
+        return 0
+
+
+def _elastic_launcher(min_dcs):
+    import io
+
+    from netstorm.launcher.processes import Launcher
+    launcher = Launcher(io.StringIO(), min_dcs=min_dcs)
+    for dc in ("dc0", "dc1", "dc2"):
+        launcher.procs += [Proc(f"server {dc}", "server", _Exited(), dc=dc),
+                           Proc(f"worker {dc}/0", "worker", _Exited(), dc=dc)]
+    return launcher
+
+
+def test_elastic_a_dc_whose_server_dies_leaves_and_the_others_finish_the_run():
+    """``min_dcs`` 2 of 3: dc2's server killed, its worker then stopped: the run goes on
+    and ends 0 once the two other workers finished; a second DC lost is fatal."""
+    launcher = _elastic_launcher(min_dcs=2)
+    procs = {p.name: p for p in launcher.procs}
+    for name, code in (("server dc2", -9), ("worker dc2/0", -15), ("worker dc0/0", 0),
+                       ("worker dc1/0", 0), ("server dc0", 0), ("server dc1", 0)):
+        launcher.events.put((procs[name], code))
+    assert launcher.wait(3) == 0
+    assert launcher.left == {"dc2"}
+    assert "[launch] server dc2 was killed by SIGKILL; dc2 leaves the run (2 DC(s) remain, " \
+        "min_dcs 2)" in launcher.out.getvalue()
+    launcher = _elastic_launcher(min_dcs=2)
+    procs = {p.name: p for p in launcher.procs}
+    launcher.events.put((procs["server dc2"], -9))
+    launcher.events.put((procs["worker dc1/0"], 1))
+    assert launcher.wait(3) == 1 and launcher.left == {"dc2"}
+    assert "worker dc1/0 exited with code 1; stopping the cluster" in launcher.out.getvalue()
+
+
+def test_without_min_dcs_a_dead_server_stops_the_cluster_as_before():
+    launcher = _elastic_launcher(min_dcs=0)
+    launcher.events.put((launcher.procs[4], -9))
+    assert launcher.wait(3) == 1
+    assert not launcher.left and "stopping the cluster" in launcher.out.getvalue()
+
+
+def test_elastic_joining_dcs_start_once_the_others_joined_and_are_awaited_like_them(tmp_path):
+    """``join_later``: nothing starts while a worker started so far has not joined (its
+    joined file is missing) or the cue file is missing; then the joining DC's processes
+    start and the run waits for its worker too."""
+    import io
+
+    from netstorm.launcher.processes import Launcher
+
+    class _Running(_Exited):
+        def poll(self):
+            return None
+
+    launcher = Launcher(io.StringIO(), min_dcs=1)
+    joined, cue = tmp_path / "joined", tmp_path / "cue"
+    first = Proc("worker dc0/0", "worker", _Running(), dc="dc0", joined_file=str(joined))
+    launcher.procs.append(first)
+    starts = []
+
+    def start():
+        starts.append(1)
+        late = Proc("worker dc1/0", "worker", _Exited(), dc="dc1")
+        launcher.procs.append(late)
+        launcher.events.put((first, 0))
+        launcher.events.put((late, 0))
+
+    launcher.join_later(0.0, start, ["dc1"], when=str(cue))
+    pending = {"worker dc0/0"}
+    assert launcher._join_due(pending, None) is None and not starts     # not joined yet
+    joined.touch()
+    assert launcher._join_due(pending, None) is None and not starts     # no cue yet
+    cue.touch()
+    assert launcher.wait(2) == 0 and starts == [1]
+    assert "[launch] starting dc1: joining the running cluster" in launcher.out.getvalue()
+
+
+def test_elastic_a_scheduler_that_finished_ends_the_wait_for_a_dc_still_joining():
+    """The scheduler exits 0 once every member's worker finished: a DC that started too
+    late to join is not awaited (its processes are stopped after the grace period)."""
+    import io
+
+    from netstorm.launcher import processes
+    from netstorm.launcher.processes import Launcher
+
+    launcher = Launcher(io.StringIO(), min_dcs=1)
+    done = [Proc("scheduler", "scheduler", _Exited()),     # before its worker's exit
+            Proc("worker dc0/0", "worker", _Exited(), dc="dc0")]
+    late = Proc("worker dc1/0", "worker", _Exited(), dc="dc1")
+    launcher.procs += done + [late]
+    for proc in done:
+        launcher.events.put((proc, 0))
+    grace, processes.SHUTDOWN_GRACE_S = processes.SHUTDOWN_GRACE_S, 0.01
+    try:
+        assert launcher.wait(2) == 0
+    finally:
+        processes.SHUTDOWN_GRACE_S = grace
+    assert "still running" in launcher.out.getvalue() and "worker dc1/0" in \
+        launcher.out.getvalue()

@@ -83,3 +83,20 @@ def test_a_node_of_a_running_cluster_cannot_join_a_new_one():
     registration = Registration(DCS)
     problem = registration.add({**reg("worker", "eu", 1), "report": {"node": {}}})
     assert "a node of a running one" in problem and registration.registered == []
+def test_elastic_the_run_starts_with_min_dcs_complete_and_holds_the_others_places():
+    dcs = DCS + (DataCenter("ap", "127.0.0.1", 9300, 1),)
+    registration = Registration(dcs)
+    for meta in (reg("server", "eu", 1), reg("worker", "eu", 2, 0), reg("worker", "eu", 3, 1)):
+        registration.add(meta)
+    assert registration.complete_dcs() == ["eu"] and not registration.ready(2)
+    registration.add(reg("server", "us", 4))
+    assert not registration.ready(1)            # us is half registered: awaited
+    registration.add(reg("worker", "us", 5, 0))
+    assert registration.ready(2) and registration.ready(1) and not registration.ready(0)
+    assert not registration.ready(3)
+    assert registration.hold_places(lambda dc: f"tcp://{dc.host}:{dc.server_port}") == ["ap"]
+    table = registration.table("tcp://127.0.0.1:9")
+    ap = [n for n in table.nodes.values() if n.dc == "ap"]
+    # the file's ids and ranks: servers in file order, then the workers DC by DC
+    assert [(n.id, n.role, n.rank, n.address) for n in ap] == [
+        (3, "server", -1, "tcp://127.0.0.1:9300"), (7, "worker", 3, "tcp://127.0.0.1:9300")]

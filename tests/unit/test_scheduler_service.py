@@ -56,3 +56,20 @@ def test_a_server_s_audit_rows_go_to_the_replica_audit_and_a_worker_s_do_not():
         scheduler._on_heartbeat(wire.Message(wire.Kind.HEARTBEAT, sender=sender,
                                              meta={"round": 10, "audit": rows}))
     assert audited == [("dc0", rows)]
+def test_elastic_a_node_that_stops_makes_its_dc_leave_else_the_run_aborts():
+    """ABORT from a node (a server stopped by SIGTERM tells the scheduler so): with
+    [elastic] its DC leaves the run (scheduler/departing.py); otherwise the run aborts
+    naming it."""
+    from netstorm.geoserver.core import wire
+    from netstorm.scheduler.liveness import ClusterAborted
+    scheduler = Scheduler.__new__(Scheduler)        # no sockets: only what the handler uses
+    departed = []
+    scheduler.liveness = SimpleNamespace(depart=lambda node, why: departed.append(
+        (node, why)) or node == 3)
+    scheduler.table = SimpleNamespace(describe=lambda node: f"server of dc{node - 1}")
+    stop = wire.Message(wire.Kind.ABORT, sender=3, meta={"reason": "stopped by SIGTERM"})
+    scheduler._on_abort(stop)
+    assert departed == [(3, "stopped: stopped by SIGTERM")]
+    with pytest.raises(ClusterAborted, match="server of dc1 aborted: stopped by SIGTERM"):
+        scheduler._on_abort(wire.Message(wire.Kind.ABORT, sender=2,
+                                         meta={"reason": "stopped by SIGTERM"}))

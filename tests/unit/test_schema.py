@@ -86,6 +86,8 @@ VALID = {
         "keys": [[0, 11, [3], "<f4", False, "0f" * 32]], "spec": None, "states": None},
         dtype=np.uint8, frames=[np.zeros(12, np.uint8)], flags=Flag.QUEUED),   # it may wait
     Kind.RECOVERED: Message(Kind.RECOVERED),
+    Kind.QUORUM_READY: Message(Kind.QUORUM_READY, meta={"through": 3}),
+    Kind.QUORUM: Message(Kind.QUORUM, meta={"weights": {"eu": 2, "us": 4}}),
     Kind.LINK_KEY: Message(Kind.LINK_KEY, meta={"epoch": 1, "cipher": "aegis256"},
                            dtype=np.uint8, frames=[np.zeros(32, np.uint8)]),
     Kind.LINK_KEY_DONE: Message(Kind.LINK_KEY_DONE, meta={
@@ -245,7 +247,8 @@ def test_only_kinds_whose_meta_grows_with_the_cluster_or_model_may_be_large():
                      Kind.SET_OPTIMIZER, Kind.STATES, Kind.LOAD_STATES, Kind.POLICY,
                      Kind.PROBE_REPORT, Kind.ROUTES, Kind.ERROR, Kind.RESUMED,
                      Kind.STATE_REPORT, Kind.REPLAY, Kind.STATE_REQUEST, Kind.STATE,
-                     Kind.REGISTER}     # a report to a new scheduler: its DC's workers
+                     Kind.REGISTER,     # a report to a new scheduler: its DC's workers
+                     Kind.QUORUM}       # a weight per DC
     assert max(kinds.META_LIMITS.values()) == wire.MAX_META_BYTES
 
 

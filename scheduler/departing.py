@@ -1,0 +1,134 @@
+"""The scheduler's side of a data center leaving a running elastic cluster
+(docs/recovery-elastic.md), for its loop (:class:`~netstorm.scheduler.service.Scheduler`).
+
+A DC leaves when its server (or a worker) is presumed dead or failed and cannot be awaited
+back, while at least ``[elastic] min_dcs`` members remain (:class:`Membership`). Its nodes
+are done with (never beaten, never awaited, their messages dropped); the other servers
+freeze and report their replicas (RECOVER, STATE_REPORT) exactly as for a server
+replacement; once all reported, each gets the plan (the most rounds any of them applied,
+copied where a survivor is behind) and a **replay policy over the members** (REPLAY, a new
+version from the first round replayed): the rounds in flight are summed again without the
+departed DC, whose contribution to them is dropped. Once every member is back
+(RECOVERED) the run goes on. Each step is O(nodes + keys).
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from netstorm.geoserver.core import wire
+from netstorm.geoserver.core.nodes import SERVER
+
+from .liveness import ClusterAborted
+from .membership import Membership, MembershipError, member_policy
+from .replacement import RecoveryError, ServerReplacement
+
+__all__ = ["DcDeparture", "DcDeparting"]
+
+log = logging.getLogger("netstorm.scheduler")
+
+
+class DcDeparture(ServerReplacement):
+    """A :class:`ServerReplacement` whose lost DC is not awaited: the members that remain
+    report and recover; ``lost_dc`` names the DC that left. Pure."""
+
+    def back(self, dc: str) -> bool:
+        if self.plan is not None:
+            self.recovered.add(dc)
+        return self.recovered >= self.survivors
+
+    def overdue(self, now: float) -> str:
+        if now > self.deadline and self.plan is not None:
+            waiting = sorted(self.survivors - self.recovered)
+            return f"the servers of {', '.join(waiting)} did not recover"
+        return super().overdue(now)
+
+
+class DcDeparting:
+    """DCs leaving the run: ``policies`` (the :class:`~.announcer.PolicyAnnouncer`) replays,
+    ``liveness`` holds the nodes' state (a departed DC's nodes join its ``finished``)."""
+
+    def __init__(self, config, van, stats, policies, liveness):
+        self.config, self.van, self.stats = config, van, stats
+        self.policies, self.liveness = policies, liveness
+        self.membership = Membership([dc.name for dc in config.dcs], config.min_dcs)
+        self.departed_nodes: set = set()    # node ids of the DCs that left
+        self.current: DcDeparture | None = None
+
+    def depart(self, node_id: int, why: str, busy: bool) -> bool:
+        """``node_id`` is dead (``why``) and will not be awaited: its whole DC leaves, if
+        the cluster is elastic, nothing else is being recovered (``busy``) and enough
+        members remain; False when the run must abort instead."""
+        table = self.liveness.table
+        dc = table[node_id].dc
+        if busy or self.current is not None or not self.membership.elastic:
+            return False
+        try:
+            members = self.membership.leave(dc, f"lost {table.describe(node_id)}: {why}")
+        except MembershipError as exc:
+            log.error("%s", exc)
+            return False
+        gone = {n.id for n in table.nodes.values() if n.dc == dc}
+        self.departed_nodes |= gone
+        self.liveness.finished |= gone
+        for node in gone:
+            self.liveness.last_seen.pop(node, None)
+            self.van.disconnect(node)
+        survivors = [n for n in table.nodes.values() if n.role == SERVER and n.dc in members]
+        version = self.policies.rounds.policy.version + 1
+        self.current = DcDeparture(dc, {n.dc for n in survivors},
+                                   time.monotonic() + self.config.timeout_s)
+        for other in survivors:
+            self.van.send(other.id, wire.Message(wire.Kind.RECOVER, meta={
+                "dc": dc, "version": version, "change": "leaves"}))
+        log.warning("%s %s: %s leaves the run; %d DC(s) remain (min_dcs %d): they freeze "
+                    "and replay the rounds in flight without it", table.describe(node_id),
+                    why, dc, len(members), self.membership.min_dcs)
+        self.stats({"t": round(time.monotonic(), 3), "event": "dc_left", "dc": dc,
+                    "members": list(members)})
+        return True
+
+    def on_state_report(self, dc: str, meta: dict) -> bool:
+        """A member's frozen report; once all did, every member gets the replay plan and a
+        policy over the members. False: no departure is under way (not ours)."""
+        if self.current is None:
+            return False
+        self.current.report(dc, meta["keys"])
+        if not self.current.reported:
+            return True
+        try:
+            plan = self.current.make_plan()
+        except RecoveryError as exc:
+            raise ClusterAborted(f"{self.current.lost_dc} leaving the run: {exc}") from exc
+        rounds = self.policies.rounds
+        policy = member_policy(self.config, self.membership.members,
+                               rounds.policy.version + 1, self.current.start_round,
+                               self.policies.wan_topology)
+        rounds.policy = policy
+        rounds.announced.replay(policy)
+        meta = {"policy": policy.to_json(), "opened": rounds.opened,
+                "keys": [[k, r, list(h), d] for k, (r, h, d) in sorted(plan.items())]}
+        for server in self.member_servers():
+            self.van.send(server.id, wire.Message(wire.Kind.REPLAY, meta=meta))
+        self.policies.log("member-replay")
+        log.info("replay policy %d over %s from round %d for %d keys", policy.version,
+                 ", ".join(self.membership.members), policy.start_round, len(plan))
+        return True
+
+    def on_recovered(self, dc: str) -> bool:
+        """A member is back; once all are, the departure is over. False: not ours."""
+        if self.current is None:
+            return False
+        if self.current.back(dc):
+            took = time.monotonic() - (self.current.deadline - self.config.timeout_s)
+            log.warning("%s left the run; the %d members went on after %.1fs",
+                        self.current.lost_dc, len(self.membership.members), took)
+            self.stats({"t": round(time.monotonic(), 3), "event": "dc_gone",
+                        "dc": self.current.lost_dc, "seconds": round(took, 3)})
+            self.current = None
+        return True
+
+    def member_servers(self) -> list:
+        table = self.liveness.table
+        return [n for n in table.nodes.values()
+                if n.role == SERVER and n.dc in self.membership.members]

@@ -1,0 +1,78 @@
+"""Elastic data centers, live (docs/recovery-elastic.md): a DC joins a running cluster and
+another leaves it, and the others go on. The membership logic alone is tested in
+tests/unit/test_membership.py, test_departing.py and test_joining.py."""
+
+import re
+import threading
+
+import mxnet as mx
+import numpy as np
+import pytest
+from launching import launch, worker_cmd
+
+from cluster.test_recovery import _kill_server_when
+from unit.test_recovery import _spec, _values
+
+_spec.loader.exec_module(_values)       # the worker scripts' own gradients
+
+OPTIMIZER, SHAPES, gradient = _values.OPTIMIZER, _values.SHAPES, _values.gradient
+ROUNDS, JOIN_AT, HOLD_AT, KILL_AT = 30, 5, 12, 20
+
+
+def contributed(key: int, rounds: int, ranks_of_round) -> np.ndarray:
+    """Key ``key``'s weights when round ``r`` sums the gradients of ``ranks_of_round(r)``
+    (MXNet's own updater; the sums are exact)."""
+    updater = mx.optimizer.get_updater(mx.optimizer.create("sgd", **OPTIMIZER))
+    weights = mx.nd.ones(SHAPES[key])
+    for rnd in range(1, rounds + 1):
+        updater(key, mx.nd.array(sum(gradient(key, rnd, r) for r in ranks_of_round(rnd))),
+                weights)
+    return weights.asnumpy()
+
+
+@pytest.mark.slow
+def test_elastic_a_dc_joins_and_one_leaves_a_live_3dc_run_the_others_never_stop(no_leftovers):
+    """``--dcs 2:4``: dc0-dc2 start; once rank 0 finished round 5, dc3 is started and joins
+    the running cluster (its server copies the members' replicas, checked by digest; rank
+    0 waits after round 12 until dc3's worker started, so the run cannot end first), then
+    dc2's server is SIGKILLed as rank 0 finishes round 20 of 30 and dc2 leaves. dc0, dc1
+    and dc3 finish every round with identical replicas, equal to MXNet's updater on the
+    sums of ranks 0-2 up to the join's replay round, of ranks 0-3 up to the departure's,
+    and of ranks 0, 1, 3 after it."""
+    cue, out = no_leftovers / "cue", no_leftovers / "out"
+    join_cue, started = no_leftovers / "join", no_leftovers / "started"
+    out.mkdir()
+    killed = []
+    killer = threading.Thread(target=_kill_server_when, args=(cue, "dc2", no_leftovers, killed))
+    killer.start()
+    run = launch(["--dcs", "2:4", "--workers-per-dc", 1, "--policy", "star", "--join", "dc3",
+                  "--join-after", 0, "--join-when", join_cue],
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", KILL_AT, cue,
+                            "--mark-at", JOIN_AT, join_cue, "--started-mark", started,
+                            "--hold-at", HOLD_AT, f"{started}.3", "--pause", 0.05),
+                 no_leftovers, timeout=300)
+    killer.join()
+    assert killed, run.output[-3000:]
+    assert run.code == 0, run.output[-6000:]
+    assert "policy over dc0, dc1, dc2 (dc3 may join)" in run.output, run.output[-6000:]
+    assert "[launch] starting dc3: joining the running cluster" in run.output
+    assert "dc3 joined the run in" in run.output, run.output[-6000:]
+    assert "[launch] server dc2 was killed by SIGKILL; dc2 leaves the run (3 DC(s) remain, " \
+        "min_dcs 2)" in run.output, run.output[-6000:]
+    assert "dc2 left the run; the 3 members went on" in run.output, run.output[-6000:]
+    joined = int(re.search(r"replay policy 2 over dc0, dc1, dc2, dc3 from round (\d+)",
+                           run.output)[1])
+    left = int(re.search(r"replay policy 3 over dc0, dc1, dc3 from round (\d+)",
+                         run.output)[1])
+    assert JOIN_AT < joined <= HOLD_AT + 1 < left, run.output[-6000:]   # joined mid-run
+    finals = {rank: np.load(out / f"rank{rank}.npz") for rank in (0, 1, 3)}
+    for key in SHAPES:
+        for rank in (1, 3):
+            np.testing.assert_array_equal(finals[0][str(key)], finals[rank][str(key)],
+                                          err_msg=f"key {key}: ranks 0 and {rank} differ")
+        # a key a round ahead of the replay's first round (applied everywhere) switches then
+        fits = [(j, k) for j in (joined - 1, joined) for k in (left - 1, left)
+                if np.array_equal(finals[0][str(key)], contributed(
+                    key, ROUNDS, lambda r: (0, 1, 2) if r < j else (0, 1, 2, 3) if r < k
+                    else (0, 1, 3)))]
+        assert fits, f"key {key}: the weights are not those of the joins and leaves logged"
