@@ -50,12 +50,14 @@ class ServerReplacing:
         table = self.liveness.table
         table.nodes[node.id] = node
         self.van.disconnect(node.id)
-        self.welcome([node], None, rejoined=True)
+        # the others learn its address before it learns theirs: what it then sends them
+        # (a link key, an answer to its workers) never finds them at the old one
         moved = wire.Message(wire.Kind.NODE_MOVED, meta={"node": node.to_json()})
         for other in table.nodes.values():
             if other.id != node.id and other.id not in self.liveness.finished and (
                     other.role == SERVER or other.dc == node.dc and other.role != SCHEDULER):
                 self.van.send(other.id, moved)
+        self.welcome([node], None, rejoined=True)
         if self.policies.adaptation is not None:     # its links looked dead while it was
             self.policies.adaptation.forget(node.dc, time.monotonic())
         self.stats({"t": round(time.monotonic(), 3), "event": "replace", "dc": node.dc})

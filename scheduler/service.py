@@ -296,10 +296,11 @@ class Scheduler:
             return
         self.table.nodes[node.id] = node
         self.van.disconnect(node.id)
-        self._welcome([node], self.rounds.policy, rejoined=True)
+        # its server learns where it is before it can ask (RESUME): the answer goes there
         server = self.table.server_of(node.dc)
         self.van.send(server.id, wire.Message(wire.Kind.NODE_MOVED,
                                               meta={"node": node.to_json()}))
+        self._welcome([node], self.rounds.policy, rejoined=True)
         log.info("%s rejoined at %s (pid %s on %s)", node.describe(), node.address,
                  msg.meta.get("pid"), node.host)
 
