@@ -189,6 +189,8 @@ class FaultLoop:
 
     def _run(self) -> None:
         self._begun.wait()
+        if self.began_at is None:       # stopped before the run's first step
+            return
         timeline = sorted([(f.at_s, 0, f) for f in self.faults]
                           + [(f.at_s + f.length_s, 1, f) for f in self.faults if f.length_s],
                           key=lambda e: (e[0], e[1]))
