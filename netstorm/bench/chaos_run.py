@@ -35,10 +35,12 @@ __all__ = ["CHAOS_SYSTEMS", "LoopbackWan", "StepWatcher", "add_chaos_arguments",
            "check_chaos_args", "run", "with_recovery"]
 
 # system -> (policy, sync setting, compression setting): the netstorm systems a chaos run
-# can start itself (it needs the launcher's process table, so not the observed one)
+# can start itself (it needs the launcher's process table, so not the observed one) and
+# whose replicas all end equal (not mixed, esync or streaming: their workers end apart)
+ENDS_APART = ("mixed", "esync", "streaming")
 CHAOS_SYSTEMS = {"netstorm-hips": ("star", "fsa", None), "netstorm-fapt": ("fapt", "fsa", None),
                  **{name: ("fapt", sync or "fsa", kind)
-                    for name, (sync, kind) in VARIANTS.items()}}
+                    for name, (sync, kind) in VARIANTS.items() if sync not in ENDS_APART}}
 STEP = re.compile(r"\] step (\d+) t=([0-9.]+)")
 EVAL = re.compile(r"\] iter (\d+)/\d+ \S+ (?:validation loss|test accuracy) ([0-9.]+)")
 
@@ -77,6 +79,12 @@ def check_chaos_args(p: argparse.ArgumentParser, args) -> None:
     if len(args.systems) != 1 or args.systems[0] not in CHAOS_SYSTEMS:
         p.error(f"--chaos runs one system, one of {', '.join(CHAOS_SYSTEMS)}; got "
                 f"--systems {','.join(args.systems)}")
+    period = steps_per_wan_round(args, args.systems[0])
+    iters = args.iters_for.get(args.systems[0], args.iters)
+    if period and iters % period:
+        p.error(f"--chaos: --iters {iters} must be a multiple of the {period} steps between "
+                f"{args.systems[0]}'s synchronizations, so that the final replicas are "
+                f"synchronized and can be compared")
     if args.checkpoint_every < 0:
         p.error(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if not args.chaos_timeout >= 5:

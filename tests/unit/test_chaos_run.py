@@ -28,6 +28,10 @@ TRAIN = ["--mode", "train", "--systems", "netstorm-fapt"]
      "--checkpoint-every must be >= 0"),
     ([*TRAIN, "--chaos", "worker", "--chaos-timeout", "1"], "--chaos-timeout must be >= 5"),
     ([*TRAIN, "--chaos", "link-cut", "--chaos-loopback"], "link-cut was the only fault kind"),
+    (["--mode", "train", "--systems", "netstorm-esync", "--chaos", "worker"],
+     "--chaos runs one system"),
+    (["--mode", "train", "--systems", "netstorm-diloco", "--h", "5", "--iters", "12",
+      "--chaos", "worker"], "--iters 12 must be a multiple of the 5 steps"),
 ])
 def test_chaos_flags_that_cannot_work_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
