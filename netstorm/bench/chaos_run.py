@@ -252,8 +252,10 @@ def _figures(run: dict, workers: int) -> dict:
 
 def _recoveries(run: dict) -> list:
     rounds = round_times(run["steps"], run["period"])
+    times = [e["t"] for e in run["injected"]] + [None]
     return [{**{k: e[k] for k in ("index", "kind", "target", "length_s", "t")},
-             **recovery_times(rounds, e["t"])} for e in run["injected"]]
+             **recovery_times(rounds, e["t"], until)}
+            for e, until in zip(run["injected"], times[1:])]
 
 
 def run(args) -> int:

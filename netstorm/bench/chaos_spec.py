@@ -136,7 +136,7 @@ def round_times(steps, period: int = 1) -> list:
     return [(step // period, t) for step, t in steps if step % period == 0]
 
 
-def recovery_times(rounds, injected_at: float) -> dict:
+def recovery_times(rounds, injected_at: float, until: float | None = None) -> dict:
     """Time to recover from a fault injected at ``injected_at`` (seconds, the clock of
     ``rounds``' ``t``), from ``[(round, t)]``:
 
@@ -146,12 +146,22 @@ def recovery_times(rounds, injected_at: float) -> dict:
       of the median round time over the :data:`BEFORE_ROUNDS` rounds before the fault
       (a round time: between consecutive rounds, r then r + 1).
 
+    Rounds that still completed after the fault and were then done again (the rounds go
+    back before ``until``, the next fault's injection: a restart from a checkpoint) count
+    as lost: recovery is then measured beyond the highest of them, after the restart.
     Either is None if it never happened (or, for ``steady_s``, if there was no round time
     before the fault to compare with). O(rounds)."""
     before = [(r, t) for r, t in rounds if t <= injected_at]
     after = [(r, t) for r, t in rounds if t > injected_at]
     intervals = [t1 - t0 for (r0, t0), (r1, t1) in zip(before, before[1:]) if r1 == r0 + 1]
     reached = max((r for r, _ in before), default=0)
+    for i in range(1, len(after)):
+        if until is not None and after[i][1] > until:
+            break
+        if after[i][0] <= after[i - 1][0]:      # a restart: rounds done again from here
+            reached = max(reached, max(r for r, _ in after[:i]))
+            after = after[i:]
+            break
     out = {"next_round_s": None, "steady_s": None,
            "median_before_s": round(statistics.median(intervals[-BEFORE_ROUNDS:]), 3)
            if intervals else None}

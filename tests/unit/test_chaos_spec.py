@@ -149,3 +149,14 @@ def test_lost_or_doubled_counts_each_source():
     bad = lost_or_doubled(audits, ["a", "b", "a"], [10, 7, 10], 10)
     assert bad == {"audit_mismatches": 2, "audit_records": 2, "replicas_differing": 1,
                    "steps_missing": 3, "total": 6}
+
+
+def test_rounds_done_after_a_fault_then_redone_by_a_restart_count_as_lost():
+    # rounds 1-6 at 1/s; the scheduler killed at 5.5, rounds 6, 7 still complete, then the
+    # cluster restarts from round 3's checkpoint: 4, 5, 6, 7 again, then 8, 9
+    rounds = [*_rounds([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), (7, 6.5), (4, 20.0), (5, 21.0),
+              (6, 22.0), (7, 23.0), (8, 24.0), (9, 25.0)]
+    assert recovery_times(rounds, 5.5)["next_round_s"] == 18.5
+    assert recovery_times(rounds, 5.5)["steady_s"] == 19.5
+    # a restart after the next fault (at 10) is that fault's, not this one's
+    assert recovery_times(rounds, 5.5, until=10.0)["next_round_s"] == 0.5
