@@ -16,7 +16,7 @@ from netstorm.bench.chaos_run import with_recovery
 from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
 from netstorm.geoserver.config.sync import SyncConfig
 
-ITERS = 400         # steps (>= 24 s, see --straggler): a fault at 8 s and one at 16 s
+ITERS = 500         # steps (>= 30 s, see --straggler): a fault at 12 s and one at 24 s
 TIMEOUT_S = 600         # generous: the machine is shared; a hang fails the test, named
 
 
@@ -36,9 +36,10 @@ def test_chaos_run_with_a_server_and_a_worker_killed_loses_nothing(no_leftovers)
     argv = [sys.executable, str(REPO / "scripts" / "bench.py"), "--mode", "train",
             "--systems", system, "--topology", "small", "--workload", "mlp-digits",
             "--hidden", "32", "--iters", str(ITERS), "--eval-every", "100", "--h", "5",
-            "--chaos", "server,worker", "--every", "8s", "--duration", "16s",
-            "--straggler", "dc0=0.06",     # every step >= 60 ms: 400 take >= 24 s
-            "--chaos-seed", "2", "--chaos-loopback", "--chaos-timeout", "120",
+            "--chaos", "server,worker", "--every", "12s", "--duration", "24s",
+            "--straggler", "dc0=0.06",     # every step >= 60 ms
+            "--chaos-seed", "5",          # dc2's server, then dc1/0 (see below)
+            "--chaos-loopback", "--chaos-timeout", "120",
             "--keep-logs", str(tmp / "logs"), "--json", str(tmp / "chaos.json")]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=dict(os.environ, TMPDIR=str(tmp)), start_new_session=True)
@@ -53,8 +54,11 @@ def test_chaos_run_with_a_server_and_a_worker_killed_loses_nothing(no_leftovers)
     text = out.decode("utf-8", "replace")
     assert proc.returncode == 0, text[-5000:]
     result = json.loads((tmp / "chaos.json").read_text())
-    assert [f["kind"] for f in result["schedule"]] in (["server", "worker"],
-                                                       ["worker", "server"])
+    # the server first, replaced in seconds, then a worker of another DC: one recovery at a
+    # time (a worker restarting while its DC's server is replaced is the chaos run's to
+    # measure, not this test's: docs/recovery-chaos.md)
+    assert [(f["kind"], f["target"]) for f in result["schedule"]] == [("server", "dc2"),
+                                                                      ("worker", "dc1/0")]
     assert sorted(f["kind"] for f in result["faults"]) == ["server", "worker"], text[-3000:]
     assert result["skipped"] == []
     assert set(result["by_kind"]) == {"server", "worker"}
