@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from netstorm import wan as wanlib
+from netstorm.datasets import DatasetError
 from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError
 from netstorm.geoserver.config.settings import MAX_RESTARTS
 from netstorm.launcher import interrupts_raise, run_cluster
@@ -269,7 +270,11 @@ def run(args) -> int:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     from .training import model_bytes as train_model_bytes  # noqa: PLC0415 (MXNet)
-    train_model_bytes(args)         # builds the lm corpus' cache the workers then read
+    try:
+        train_model_bytes(args)     # builds the lm corpus' cache the workers then read
+    except DatasetError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
     name = args.systems[0]
     logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
     logs.mkdir(parents=True, exist_ok=True)
