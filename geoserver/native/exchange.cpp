@@ -263,6 +263,7 @@ void Exchange::restart(uint32_t floor) {
 void Exchange::forget_after(const std::map<uint32_t, uint64_t> &rounds) {
     aggregated_.forget_after(rounds);
     delivered_.forget_after(rounds);
+    for (const auto &[key, rnd] : rounds) own_round_ = std::max(own_round_, rnd);  // replay
 }
 
 }  // namespace netstorm

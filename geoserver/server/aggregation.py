@@ -226,9 +226,11 @@ class TreeExchange:
 
     def forget_after(self, rounds: dict) -> None:
         """The rounds of each key beyond ``rounds[key]`` are summed again, under the replay
-        policy."""
+        policy. This DC is at those rounds from now on (a replacement starts at round 0):
+        the survivors' replayed chunks are within its window, not dropped as too far ahead."""
         self._aggregated.forget_after(rounds)
         self._delivered.forget_after(rounds)
+        self.own_round = max(self.own_round, max(rounds.values(), default=0))
 
     def _known(self, handler, source, cid, array, encoded) -> bool:
         if cid.version < self.floor:
