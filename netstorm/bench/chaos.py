@@ -6,8 +6,8 @@ what lasts (netstorm.bench.chaos_spec says which and when).
   restarted process replaces its entry, so the live one is always the one signalled).
 * ``dc-stop``: SIGSTOP the DC's server and every worker of it, SIGCONT after the length.
 * ``link-cut``: every packet leaving either end of the link's veth pair is dropped
-  (``tc filter ... matchall action drop`` on each end's root qdisc, inside the run's
-  namespaces), removed after the length.
+  (``iptables -I OUTPUT/FORWARD -o VETH -j DROP`` inside each end's namespace: sent or
+  routed through; tc's drop action is not in every kernel), removed after the length.
 
 Every fault's injection and undo are JSON lines (:class:`FaultLog`). :meth:`Injector.undo_all`
 undoes whatever still lasts (SIGCONT, filters removed); :class:`FaultLoop` calls it when it
@@ -24,14 +24,14 @@ import time
 
 from .chaos_spec import Fault
 
-__all__ = ["CUT_PRIORITY", "FaultLog", "FaultLoop", "Injector", "InjectionError"]
+__all__ = ["CUT_CHAINS", "FaultLog", "FaultLoop", "Injector", "InjectionError"]
 
-CUT_PRIORITY = 1        # the tc filter priority of a cut (the emulator adds no filters)
-TC_TIMEOUT_S = 10.0
+CUT_CHAINS = ("OUTPUT", "FORWARD")      # what a DC sends, what it routes to another
+COMMAND_TIMEOUT_S = 10.0
 
 
 class InjectionError(RuntimeError):
-    """A fault could not be injected (its target is gone, a tc command failed); the
+    """A fault could not be injected (its target is gone, iptables failed); the
     message names the fault."""
 
 
@@ -105,9 +105,14 @@ class Injector:
         if fault.kind == "link-cut":
             devices = self._link_devices(fault.target)
             self._cuts[fault.index] = []
-            for namespace, device in devices:
-                _tc(namespace, "add", device, "matchall", "action", "drop")
-                self._cuts[fault.index].append((namespace, device))
+            try:
+                for namespace, device in devices:
+                    for chain in CUT_CHAINS:
+                        _iptables(namespace, "-I", chain, device)
+                        self._cuts[fault.index].append((namespace, chain, device))
+            except InjectionError:
+                self.undo(fault)        # the rules already in: a half cut is no cut
+                raise
             return self.log.write("inject", **fault.record(),
                                   devices=[f"{n}:{d}" for n, d in devices])
         raise InjectionError(f"unknown fault kind {fault.kind!r}")
@@ -133,8 +138,8 @@ class Injector:
                 os.kill(pid, signal.SIGCONT)
             except ProcessLookupError:
                 pass
-        for namespace, device in cuts or ():
-            _tc(namespace, "del", device, check=False)
+        for namespace, chain, device in cuts or ():
+            _iptables(namespace, "-D", chain, device, check=False)
         return self.log.write("undo", index=fault.index, kind=fault.kind, target=fault.target)
 
     def undo_all(self, faults) -> None:
@@ -143,10 +148,17 @@ class Injector:
             self.undo(fault)
 
 
-def _tc(namespace: str, verb: str, device: str, *rest, check: bool = True) -> None:
-    argv = ["tc", "-n", namespace, "filter", verb, "dev", device, "parent", "1:",
-            "prio", str(CUT_PRIORITY), *(("protocol", "all", *rest) if rest else ())]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=TC_TIMEOUT_S)
+def _iptables(namespace: str, verb: str, chain: str, device: str, check: bool = True) -> None:
+    """Insert (``-I``) or delete (``-D``) the rule dropping what leaves ``device`` in
+    ``chain``, inside ``namespace``."""
+    argv = ["ip", "netns", "exec", namespace, "iptables", verb, chain, "-o", device, "-j",
+            "DROP"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        if check:
+            raise InjectionError(f"{' '.join(argv)} failed: {exc}") from exc
+        return
     if check and done.returncode != 0:
         raise InjectionError(f"{' '.join(argv)} failed: {(done.stderr or done.stdout).strip()}")
 

@@ -41,8 +41,8 @@ class FakeWan:
 def calls(monkeypatch):
     seen = []
     monkeypatch.setattr(chaos.os, "kill", lambda pid, sig: seen.append(("kill", pid, sig)))
-    monkeypatch.setattr(chaos, "_tc", lambda ns, verb, dev, *rest, check=True:
-                        seen.append(("tc", ns, verb, dev, *rest)))
+    monkeypatch.setattr(chaos, "_iptables", lambda ns, verb, chain, dev, check=True:
+                        seen.append(("iptables", ns, verb, chain, dev)))
     return seen
 
 
@@ -95,29 +95,34 @@ def test_link_cut_drops_on_both_ends_and_undo_removes_both(calls):
     injector, _ = _injector(wan=FakeWan())
     fault = Fault(0, 1.0, "link-cut", "dc1-dc0", 20)
     injector.inject(fault)
-    assert calls == [("tc", "ns-dc1", "add", "nw-0b", "matchall", "action", "drop"),
-                     ("tc", "ns-dc0", "add", "nw-0a", "matchall", "action", "drop")]
+    assert calls == [("iptables", "ns-dc1", "-I", "OUTPUT", "nw-0b"),
+                     ("iptables", "ns-dc1", "-I", "FORWARD", "nw-0b"),
+                     ("iptables", "ns-dc0", "-I", "OUTPUT", "nw-0a"),
+                     ("iptables", "ns-dc0", "-I", "FORWARD", "nw-0a")]
     calls.clear()
     injector.undo(fault)
-    assert calls == [("tc", "ns-dc1", "del", "nw-0b"), ("tc", "ns-dc0", "del", "nw-0a")]
+    assert calls == [("iptables", "ns-dc1", "-D", "OUTPUT", "nw-0b"),
+                     ("iptables", "ns-dc1", "-D", "FORWARD", "nw-0b"),
+                     ("iptables", "ns-dc0", "-D", "OUTPUT", "nw-0a"),
+                     ("iptables", "ns-dc0", "-D", "FORWARD", "nw-0a")]
     with pytest.raises(InjectionError, match="no such link"):
         injector.inject(Fault(1, 1.0, "link-cut", "dc0-dc7", 20))
 
 
-def test_the_tc_command_lines(monkeypatch):
+def test_the_iptables_command_lines(monkeypatch):
     seen = []
 
     class Done:
-        returncode, stderr, stdout = 2, "RTNETLINK answers: no such device", ""
+        returncode, stderr, stdout = 2, "iptables: No chain/target/match by that name.", ""
 
     monkeypatch.setattr(chaos.subprocess, "run", lambda argv, **kw: seen.append(argv) or Done)
-    with pytest.raises(InjectionError, match="no such device"):
-        chaos._tc("ns", "add", "veth", "matchall", "action", "drop")
-    chaos._tc("ns", "del", "veth", check=False)
-    assert seen == [["tc", "-n", "ns", "filter", "add", "dev", "veth", "parent", "1:", "prio",
-                     "1", "protocol", "all", "matchall", "action", "drop"],
-                    ["tc", "-n", "ns", "filter", "del", "dev", "veth", "parent", "1:", "prio",
-                     "1"]]
+    with pytest.raises(InjectionError, match="No chain/target/match"):
+        chaos._iptables("ns", "-I", "OUTPUT", "veth")
+    chaos._iptables("ns", "-D", "FORWARD", "veth", check=False)
+    assert seen == [["ip", "netns", "exec", "ns", "iptables", "-I", "OUTPUT", "-o", "veth",
+                     "-j", "DROP"],
+                    ["ip", "netns", "exec", "ns", "iptables", "-D", "FORWARD", "-o", "veth",
+                     "-j", "DROP"]]
 
 
 def test_the_loop_injects_in_order_undoes_after_the_length_and_logs(calls, tmp_path):
@@ -165,3 +170,18 @@ def test_a_loop_never_begun_injects_nothing(calls):
     with FaultLoop(_injector()[0], [Fault(0, 0.0, "scheduler", "scheduler")]):
         pass
     assert calls == [] and time.monotonic() - started < 30
+
+
+def test_a_half_made_cut_is_undone_at_once(monkeypatch):
+    seen = []
+
+    def iptables(ns, verb, chain, dev, check=True):
+        if verb == "-I" and len(seen) == 2:
+            raise InjectionError("no more rules")
+        seen.append((ns, verb, chain))
+    monkeypatch.setattr(chaos, "_iptables", iptables)
+    injector, _ = _injector(wan=FakeWan())
+    with pytest.raises(InjectionError, match="no more rules"):
+        injector.inject(Fault(0, 1.0, "link-cut", "dc0-dc1", 20))
+    assert seen == [("ns-dc0", "-I", "OUTPUT"), ("ns-dc0", "-I", "FORWARD"),
+                    ("ns-dc0", "-D", "OUTPUT"), ("ns-dc0", "-D", "FORWARD")]
