@@ -56,7 +56,7 @@ def table(result: dict) -> str:
 
 def plot(result: dict, path: str) -> str:
     """Quality against seconds since the first step, both runs, the faults as vertical
-    lines (labelled by kind); returns ``path``."""
+    lines (labelled by kind, shaded while a stop or a cut lasts); returns ``path``."""
     import matplotlib    # noqa: PLC0415 (only for --plot)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt     # noqa: PLC0415
@@ -72,6 +72,9 @@ def plot(result: dict, path: str) -> str:
     for fault in result["faults"]:
         at = fault["t"] - first if first else fault.get("at_s", 0)
         ax.axvline(at, color=colours.get(fault["kind"], "grey"), alpha=0.6, linestyle="--")
+        if fault.get("length_s"):       # a stopped DC, a cut link: while it lasted
+            ax.axvspan(at, at + fault["length_s"], color=colours.get(fault["kind"], "grey"),
+                       alpha=0.1)
         ax.text(at, ax.get_ylim()[1], fault["kind"], rotation=90, va="top", fontsize=7)
     ax.set_xlabel("seconds since the first step")
     ax.set_ylabel(result["chaos"].get("metric") or "quality")

@@ -121,3 +121,15 @@ def test_the_table_says_every_figure():
 def test_the_table_says_a_failed_run():
     text = chaos_report.table(_result(exit_code=3))
     assert "the chaos run FAILED (exit 3)" in text and "bit-identical" in text
+
+
+def test_the_plot_draws_both_curves_and_the_faults(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = _result(first_step_t=1000.0)
+    result["curves"] = {"fault_free": [[1.0, 10, 4.5], [2.0, 20, 4.2]],
+                        "chaos": [[1.5, 10, 4.5], [3.0, 20, 4.25]]}
+    result["faults"] = [{"kind": "dc-stop", "t": 1001.0, "length_s": 0.5},
+                        {"kind": "server", "t": 1002.0, "length_s": 0.0}]
+    path = chaos_report.plot(result, str(tmp_path / "chaos.png"))
+    assert (tmp_path / "chaos.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and \
+        path.endswith("chaos.png")
