@@ -55,8 +55,7 @@ def test_chaos_run_with_a_server_and_a_worker_killed_loses_nothing(no_leftovers)
     assert proc.returncode == 0, text[-5000:]
     result = json.loads((tmp / "chaos.json").read_text())
     # the server first, replaced in seconds, then a worker of another DC: one recovery at a
-    # time (a worker restarting while its DC's server is replaced is the chaos run's to
-    # measure, not this test's: docs/recovery-chaos.md)
+    # time (overlapping recoveries are the chaos run's to measure: docs/recovery-chaos.md)
     assert [(f["kind"], f["target"]) for f in result["schedule"]] == [("server", "dc2"),
                                                                       ("worker", "dc1/0")]
     assert sorted(f["kind"] for f in result["faults"]) == ["server", "worker"], text[-3000:]
