@@ -157,10 +157,11 @@ void Exchange::contribute(const ChunkRef &cid, uint8_t dtype, BufRef data) {
     add(cid, own_, dtype, std::move(data), true);
 }
 
-bool Exchange::admit(const char *what, int source, const ChunkRef &cid, int64_t c) {
+bool Exchange::admit(const char *what, int source, const ChunkRef &cid, int64_t c,
+                     bool window) {
     std::string why;
     int64_t held = held_.count(source) ? held_[source] : 0;
-    if (cid.rnd > own_round_ + (uint64_t)rounds_ahead_)
+    if (window && cid.rnd > own_round_ + (uint64_t)rounds_ahead_)
         why = "round " + std::to_string(cid.rnd) + " is more than " +
               std::to_string(rounds_ahead_) + " rounds ahead of this DC's round " +
               std::to_string(own_round_);
@@ -185,7 +186,9 @@ bool Exchange::known(uint8_t kind, int source, const ChunkRef &cid, uint8_t dtyp
         return false;
     }
     if (versions_.count(cid.version)) return true;
-    if (!admit("a chunk of an unknown policy", source, cid, cost(data))) return false;
+    // no round window for a policy not yet announced (the held bytes bound it): a new
+    // server learns its rounds with the replay policy, after the survivors' first chunks
+    if (!admit("a chunk of an unknown policy", source, cid, cost(data), false)) return false;
     sink_->note(source, 1, names_[own_] + ": chunk " + ident_text(cid) + " of policy " +
                                std::to_string(cid.version) +
                                ", not yet announced here: held until it is");
@@ -195,7 +198,7 @@ bool Exchange::known(uint8_t kind, int source, const ChunkRef &cid, uint8_t dtyp
 }
 
 void Exchange::on_up(int source, const ChunkRef &cid, uint8_t dtype, BufRef data) {
-    if (!admit("CHUNK_UP", source, cid, cost(data)) ||
+    if (!admit("CHUNK_UP", source, cid, cost(data), versions_.count(cid.version) > 0) ||
         !known(KIND_CHUNK_UP, source, cid, dtype, data))
         return;
     const TreeView *t = tree(cid, source, KIND_CHUNK_UP);
@@ -212,7 +215,7 @@ void Exchange::on_up(int source, const ChunkRef &cid, uint8_t dtype, BufRef data
 }
 
 void Exchange::on_down(int source, const ChunkRef &cid, uint8_t dtype, BufRef data) {
-    if (cid.rnd > own_round_ + (uint64_t)rounds_ahead_) {
+    if (cid.rnd > own_round_ + (uint64_t)rounds_ahead_ && versions_.count(cid.version)) {
         admit("CHUNK_DOWN", source, cid, cost(data));       // logs the drop
         return;
     }
@@ -263,6 +266,7 @@ void Exchange::restart(uint32_t floor) {
 void Exchange::forget_after(const std::map<uint32_t, uint64_t> &rounds) {
     aggregated_.forget_after(rounds);
     delivered_.forget_after(rounds);
+    for (const auto &[key, rnd] : rounds) own_round_ = std::max(own_round_, rnd);  // replay
 }
 
 }  // namespace netstorm

@@ -106,7 +106,8 @@ private:
         BufRef data;
     };
     const TreeView *tree(const ChunkRef &cid, int source, uint8_t kind);
-    bool admit(const char *what, int source, const ChunkRef &cid, int64_t cost);
+    bool admit(const char *what, int source, const ChunkRef &cid, int64_t cost,
+               bool window = true);
     bool known(uint8_t kind, int source, const ChunkRef &cid, uint8_t dtype, const BufRef &data);
     void on_up(int source, const ChunkRef &cid, uint8_t dtype, BufRef data);
     void on_down(int source, const ChunkRef &cid, uint8_t dtype, BufRef data);

@@ -197,10 +197,10 @@ class TreeExchange:
             if not self.held[source]:
                 del self.held[source]
 
-    def _admit(self, kind: str, source: str, cid: ChunkId, array) -> bool:
-        """Whether a neighbour's chunk is within the bounds (the round window, and the bytes
-        kept for ``source`` if it is kept); logged when not."""
-        if cid.rnd > self.own_round + self.rounds_ahead:
+    def _admit(self, kind: str, source: str, cid: ChunkId, array, window: bool = True) -> bool:
+        """Whether a neighbour's chunk is within the bounds (the round window, unless not
+        ``window``, and the bytes kept for ``source`` if it is kept); logged when not."""
+        if window and cid.rnd > self.own_round + self.rounds_ahead:
             why = (f"round {cid.rnd} is more than {self.rounds_ahead} rounds ahead of this "
                    f"DC's round {self.own_round}")
         elif self.held.get(source, 0) + _cost(array) > self.held_bytes:
@@ -226,9 +226,11 @@ class TreeExchange:
 
     def forget_after(self, rounds: dict) -> None:
         """The rounds of each key beyond ``rounds[key]`` are summed again, under the replay
-        policy."""
+        policy. This DC is at those rounds from now on (a replacement starts at round 0):
+        the survivors' replayed chunks are within its window, not dropped as too far ahead."""
         self._aggregated.forget_after(rounds)
         self._delivered.forget_after(rounds)
+        self.own_round = max(self.own_round, max(rounds.values(), default=0))
 
     def _known(self, handler, source, cid, array, encoded) -> bool:
         if cid.version < self.floor:
@@ -238,7 +240,9 @@ class TreeExchange:
             return False
         if cid.version in self.policies:
             return True
-        if not self._admit("a chunk of an unknown policy", source, cid, array):
+        # no round window for a policy not yet announced (the held bytes bound it): a new
+        # server learns its rounds with the replay policy, after the survivors' first chunks
+        if not self._admit("a chunk of an unknown policy", source, cid, array, window=False):
             return False
         self._holds.log(source, "%s: chunk %s of policy %d, not yet announced here: held "
                         "until it is", self.dc, cid[:3], cid.version)
@@ -247,8 +251,8 @@ class TreeExchange:
         return False
 
     def on_up(self, source: str, cid: ChunkId, array, encoded: bool = False) -> None:
-        if not self._admit("CHUNK_UP", source, cid, array) or \
-                not self._known(self.on_up, source, cid, array, encoded):
+        if not self._admit("CHUNK_UP", source, cid, array, cid.version in self.policies) \
+                or not self._known(self.on_up, source, cid, array, encoded):
             return
         tree = self._tree(cid)
         if tree.parent.get(source) != self.dc:
@@ -260,7 +264,7 @@ class TreeExchange:
                                                  self._where.get(cid[:3])))
 
     def on_down(self, source: str, cid: ChunkId, array, encoded: bool = False) -> None:
-        if cid.rnd > self.own_round + self.rounds_ahead:
+        if cid.rnd > self.own_round + self.rounds_ahead and cid.version in self.policies:
             self._admit("CHUNK_DOWN", source, cid, array)       # logs the drop
             return
         if not self._known(self.on_down, source, cid, array, encoded):

@@ -43,7 +43,7 @@ from netstorm.scheduler.topology import TopologyError
 from netstorm.datasets import DatasetError
 from netstorm.geoserver.config.sync import SyncError
 
-from . import awareness, perf_profile, quality_report, torch_systems
+from . import awareness, chaos_run, perf_profile, quality_report, torch_systems
 from .accuracy import apply_target, comparisons, wan_bytes
 from .cpu import RoleCpu, cpu_by_role, measured_window
 from .dataplane import dataplane_record
@@ -107,6 +107,7 @@ def parse_args(argv=None):
     p.add_argument("--chunk-bytes", type=int, default=DEFAULT_CHUNK_BYTES,
                    help="netstorm's WAN chunk size (pipelining granularity)")
     add_train_arguments(p)
+    chaos_run.add_chaos_arguments(p)
     args = p.parse_args(argv)
     why = perf_profile.unavailable() if args.perf else ""
     if why:
@@ -124,6 +125,7 @@ def parse_args(argv=None):
         args.model = args.model or "resnet18_v1"
         args.iters = 5 if args.iters is None else args.iters
         args.iters_for = {}
+    chaos_run.check_chaos_args(p, args)
     stock = [s for s in args.systems if s.startswith("mxnet-")]
     if args.latency and stock:
         p.error(f"--latency delays messages in netstorm's own transport (this machine has no "
@@ -233,6 +235,8 @@ def main(argv=None) -> int:
 
 def run(args) -> int:
     """One benchmark run of the parsed ``args``; the exit code."""
+    if getattr(args, "chaos", None):
+        return chaos_run.run(args)
     try:
         topology = wanlib.load_topology(args.topology).scaled(args.bandwidth_scale)
         if not args.latency:

@@ -28,8 +28,8 @@ from mxnet import autograd, gluon
 from .tasks import prepare
 from .workloads import METRICS, WORKLOADS
 
-__all__ = ["OPTIMIZERS", "gradient_bytes", "model_bytes", "optimizer_params",
-           "push_then_pull", "train"]
+__all__ = ["OPTIMIZERS", "chaos_step", "gradient_bytes", "model_bytes", "optimizer_params",
+           "push_then_pull", "resume", "train"]
 
 OPTIMIZERS = ("sgd", "adam", "dcasgd")
 
@@ -85,7 +85,10 @@ def train(kv, args) -> tuple:
     times, compute, curve, pauses, starts = [], [], [], [], []
     clock, evaluating = time.perf_counter(), 0.0
     window = [None, None]
+    skip = resume(kv, trainer, net, task, args)     # a restarted worker (bench --chaos)
     for it in range(1, args.iters + 1):
+        if it <= skip:
+            continue
         if it == 2:
             window[0] = time.monotonic()        # the measured iterations start
         data, label = task.batch(it)
@@ -110,6 +113,7 @@ def train(kv, args) -> tuple:
         window[1] = time.monotonic()
         times.append(ended - start)
         compute.append(computed - start + stepping)
+        chaos_step(kv, args, it)
         if kv.rank == 0 and (it % args.eval_every == 0 or it == args.iters):
             paused, paused_at = time.perf_counter(), time.monotonic()
             value = task.evaluate()
@@ -126,7 +130,37 @@ def train(kv, args) -> tuple:
                    "model_bytes": gradient_bytes(net), "metric": metric.name, "curve": curve,
                    "batch_size": args.batch_size,
                    "window_monotonic": window if window[0] is not None else None,
-                   "eval_monotonic": pauses, "iter_start_monotonic": starts, **task.info}
+                   "eval_monotonic": pauses, "iter_start_monotonic": starts,
+                   "resumed_after": skip, "last_step": args.iters, **task.info}
+
+
+def resume(kv, trainer, net, task, args) -> int:
+    """The steps a worker restarted into its rank (or a cluster restarted from a
+    checkpoint) skips, ``kv.resumed_round`` (0 otherwise); for a restarted one, first the
+    cluster's current weights (MXNet 1.9.1's Trainer would pull them only inside its first
+    step, after computing a gradient on its own), as examples/train_gluon.py does."""
+    skip = int(getattr(kv, "resumed_round", 0) or 0)
+    if skip:
+        net(task.batch(skip + 1)[0])            # finish deferred initialization
+        trainer._optimizer.rescale_grad = 1.0 / args.batch_size
+        trainer._init_kvstore()
+        trainer._init_params()
+        print(f"rank {kv.rank} resumes after step {skip}", flush=True)
+    return skip
+
+
+def chaos_step(kv, args, it: int) -> None:
+    """bench --chaos: rank 0 says when each step ended (``step N t=UNIX``, read by
+    netstorm.bench.chaos_run) and writes the cluster's checkpoint every
+    ``args.checkpoint_every`` steps (``[recovery] checkpoint``: a lost scheduler or server
+    restarts the cluster from it). Nothing without those flags."""
+    if kv.rank != 0:
+        return
+    if getattr(args, "step_lines", False):
+        print(f"step {it} t={time.time():.3f}", flush=True)
+    every = getattr(args, "checkpoint_every", 0)
+    if every and it % every == 0 and it < args.iters:
+        kv.save_checkpoint()
 
 
 def gradient_bytes(net) -> int:

@@ -62,6 +62,11 @@ def parse_args(argv=None):
     t.add_argument("--eval-every", type=int, default=None)
     t.add_argument("--compression", type=json.loads, default=None,
                    help="MXNet compression_params as JSON, given to gluon.Trainer")
+    t.add_argument("--step-lines", action="store_true",
+                   help="bench --chaos: rank 0 prints 'step N t=UNIX' as each step ends")
+    t.add_argument("--checkpoint-every", type=int, default=0,
+                   help="bench --chaos: rank 0 writes the cluster's [recovery] checkpoint "
+                        "every N steps (0: never)")
     args = p.parse_args(argv)
     if args.mode == "train":
         resolve(args)

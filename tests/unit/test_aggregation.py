@@ -190,6 +190,32 @@ def test_chunks_of_rounds_too_far_ahead_are_dropped_not_kept(caplog):
     assert ex.in_flight == 3
 
 
+def test_a_replacement_at_round_0_keeps_the_replayed_rounds_of_the_survivors(caplog):
+    """A new server replays from the planned rounds (REPLAY: forget_after); the survivors'
+    chunks of the round after them come before it has copied its state (bench --chaos: a
+    server replaced after round 100 stalled the run, every chunk dropped as too far ahead)."""
+    ex, _ = bounded_exchange(rounds_ahead=64)
+    ex.forget_after({0: 100, 1: 99})
+    ex.on_up("b", ChunkId(0, 0, 101, 1, 0), np.ones(2))
+    assert ex.in_flight == 1 and "ahead" not in caplog.text
+    ex.on_up("b", ChunkId(0, 0, 166, 1, 0), np.ones(2))          # beyond 100 + 64: dropped
+    assert ex.in_flight == 1 and "round 166 is more than 64 rounds ahead" in caplog.text
+
+
+def test_a_replacement_holds_replayed_chunks_that_come_before_its_replay_policy(caplog):
+    """The survivors got their REPLAY first and sent round 105 under the replay policy
+    (version 2) before the new server (at round 0) got its own: held, not dropped as too
+    far ahead; summed once the REPLAY (restart, forget_after, the policy) is in."""
+    ex, _ = bounded_exchange(rounds_ahead=64)
+    ex.on_up("b", ChunkId(0, 0, 105, 2, 0), np.ones(2))
+    assert ex.held.get("b") and ex.in_flight == 0 and "dropped" not in caplog.text
+    ex.restart(2)
+    ex.forget_after({0: 104})
+    ex.policies.add(star_policy(["a", "b", "c"], "a", version=2, start_round=105))
+    ex.policy_added()
+    assert ex.in_flight == 1 and "dropped" not in caplog.text
+
+
 def test_bytes_kept_per_neighbour_are_bounded_and_released_when_a_sum_completes(caplog):
     one = np.ones(100, np.float32).nbytes + ENTRY_BYTES
     ex, sent = bounded_exchange(held_bytes=2 * one)
