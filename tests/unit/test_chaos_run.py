@@ -68,8 +68,10 @@ def test_recovery_options_on_where_the_cluster_file_takes_them(tmp_path):
 def test_refused_recovery_options_are_named_with_why(tmp_path):
     compressed = _config(compression=CompressionConfig.from_params({"type": "fp16"}))
     config, refused = with_recovery(compressed, 2, tmp_path / "c.npz")
-    assert config.server_restarts == 0 and "[compression]" in refused["server_restarts"]
-    assert config.worker_restarts == 2
+    assert config.server_restarts == 2 and config.worker_restarts == 2 and not refused
+    mixed = _config(sync=SyncConfig.from_params({"mode": "mixed"}, where="test"))
+    config, refused = with_recovery(mixed, 2, tmp_path / "c.npz")
+    assert config.server_restarts == 0 and "mixed" in refused["server_restarts"]
     diloco = _config(sync=SyncConfig.from_params({"mode": "diloco", "h": 5}, where="test"))
     config, refused = with_recovery(diloco, 2, tmp_path / "c.npz")
     for option in ("worker_restarts", "server_restarts", "cluster_restarts"):
