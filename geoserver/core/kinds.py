@@ -20,7 +20,7 @@ from .nodes import SCHEDULER, SERVER, WORKER
 from .schema import (CHUNK_META, DATA, DIGEST, EMPTY, I64, KEY_DTYPES, KEY_STATE,
                      MAX_BATCH_MESSAGES, MAX_DIMS, MAX_WAITS, NODE, OPTIMIZER_SPEC, POLICY,
                      PUSHED, PUSHES,
-                     REASON, RELAY_META, STATES, U16, U32, AnyObj, Bool, Decoded, DictOf, Int,
+                     REASON, RELAY_META, STATES, U16, U32, U64, AnyObj, Bool, Decoded, DictOf, Int,
                      ListOf, MessageSchema, Nullable, Num, Obj, Row, Str, check, check_batch,
                      check_init, check_link_key, check_replica, check_states, not_shared_and_encoded)
 from .shared_memory import MAX_FD as MAX_SHM_FD
@@ -259,9 +259,10 @@ _ROWS += [  # quorum rounds (hfa, diloco; docs/sync-quorum.md)
 FUSIBLE = frozenset(spec.kind for spec in _ROWS if spec.fusible)    # what a BATCH may carry
 _ROWS.append(_spec(
     # [kind, key, seq, request, flags, dtype code, frames, meta] per message carried; each
-    # is then checked against its own kind's schema (batch.unpack)
+    # is then checked against its own kind's schema (batch.unpack). Key, seq, request and
+    # flags take what a header's take: a reply echoes any request id a header carried
     Kind.BATCH, MessageSchema(Obj({"items": ListOf(Row(
-        Int(choices={int(k) for k in FUSIBLE}), Int(0, U32), Int(0, I64), Int(0, I64),
+        Int(choices={int(k) for k in FUSIBLE}), Int(0, U32), Int(0, U64), Int(0, U64),
         Int(0, U16), Int(choices=set(DTYPES)), Int(0, 1), AnyObj()),
         max_len=MAX_BATCH_MESSAGES)}, required=("items",)),
         frames=(0, MAX_BATCH_MESSAGES), dtype="required", check=check_batch),

@@ -25,10 +25,11 @@ __all__ = ["AnyObj", "Bool", "CHUNK_META", "DATA", "DIGEST", "Decoded", "DictOf"
            "Int", "KEY_DTYPES", "KEY_STATE", "ListOf", "MAX_BATCH_MESSAGES", "MAX_DIMS",
            "MAX_WAITS", "MessageSchema", "NODE", "Nullable", "Num", "OPTIMIZER_SPEC", "Obj",
            "POLICY", "PUSHED", "PUSHES", "Plain", "REASON", "RELAY_META", "Row",
-           "SMALL_META_BYTES", "STATES", "SchemaError", "Spec", "Str", "U16", "U32", "check",
+           "SMALL_META_BYTES", "STATES", "SchemaError", "Spec", "Str", "U16", "U32", "U64", "check",
            "check_batch", "check_init", "check_replica", "check_states", "not_shared_and_encoded"]
 
 U16, U32, I64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 63) - 1
+U64 = (1 << 64) - 1             # a header's seq and request (wire.HEADER)
 MAX_DIMS = 32                   # numpy's own limit on array dimensions
 SMALL_META_BYTES = 16 << 10     # kinds whose meta is a few fixed fields
 KEY_DTYPES = {dt.str for dt in DTYPE_CODES} | {dt.name for dt in DTYPE_CODES}

@@ -174,3 +174,17 @@ def test_the_largest_rows_a_node_builds_fit_the_batch_meta_limit():
     for msg in (chunk, value):
         meta = wire.encode(batch.pack([msg] * batch.MAX_MESSAGES))[1]
         assert len(meta) <= kinds.META_LIMITS[Kind.BATCH], len(meta)
+
+
+def test_a_row_takes_every_key_seq_and_request_a_header_takes():
+    """What travels alone travels fused: a server's reply echoes any request id a header
+    carried (up to 2**64 - 1), and a BATCH refused for one row loses every reply in it."""
+    largest = [Message(Kind.PULL, key=(1 << 32) - 1, seq=(1 << 64) - 1,
+                       request=(1 << 64) - 1, flags=Flag.REPLY_SHARED),
+               Message(Kind.VALUE, key=(1 << 32) - 1, seq=(1 << 64) - 1,
+                       request=(1 << 64) - 1, dtype=F4.dtype, frames=[F4])]
+    for msg in largest:
+        roundtrip(msg)                          # valid alone
+    out = batch.unpack(roundtrip(batch.pack(largest)))
+    assert [(m.key, m.seq, m.request) for m in out] == \
+        [(m.key, m.seq, m.request) for m in largest]

@@ -4,6 +4,7 @@ worker's local steps on a VALUE."""
 
 import numpy as np
 
+from netstorm.geoserver.core import batch, kinds, wire
 from netstorm.geoserver.core.wire import Kind, Message
 from netstorm.geoserver.server.replies import Replies
 
@@ -62,3 +63,19 @@ def test_under_esync_a_value_carries_the_workers_local_steps():
     msg.seq = 5
     Replies(po, 0, balancer, {"fused": 0}).send(7, msg)
     assert po.sent[0][1].meta == {"steps": 3} and balancer.replied == (7, 5)
+
+
+def test_a_reply_to_any_request_id_a_header_carries_still_goes_fused():
+    """The fuzz test's lost pull (seed 11, python data path): a forged PULL claiming the
+    worker, with request id 2**64 - 1 (a header's largest), was answered in the same drain
+    as the worker's own pull; the two VALUEs went fused, and the worker refused the whole
+    BATCH since its rows took request ids up to 2**63 - 1 only: the real VALUE was lost."""
+    po = Po()
+    replies = Replies(po, 1024, None, {"fused": 0})
+    for request in ((1 << 64) - 1, 5):         # the forged pull's answer, the worker's own
+        replies.send(7, Message(Kind.VALUE, key=0, seq=3, request=request,
+                                dtype=np.float32, frames=[np.zeros(4, np.float32)]))
+    replies.flush()
+    (_, sent), = po.sent
+    received = kinds.validate(wire.decode([bytes(f) for f in wire.encode(sent)]))
+    assert [m.request for m in batch.unpack(received)] == [(1 << 64) - 1, 5]
