@@ -177,6 +177,29 @@ def test_the_small_values_one_drain_makes_go_to_each_worker_in_one_batch(fuse_by
     assert server.stats["fused"] == (2 * keys if fuse_bytes else 0)
 
 
+def test_a_forged_pull_answered_in_the_same_drain_does_not_lose_the_workers_value():
+    """The fuzz test's lost pull (seed 11): a PULL claiming the worker, with request id
+    2**64 - 1, and the worker's own pushpull in one drain; both VALUEs go in one BATCH,
+    which the worker's Van (decode, schema, unpack) must take whole."""
+    from netstorm.geoserver.core import batch, kinds, wire
+    forged = Message(Kind.PULL, sender=EU_WORKER, key=0, seq=0, request=(1 << 64) - 1)
+    burst = [init_message(EU_WORKER, 0, np.zeros(4, np.float32)), forged,
+             push_message(EU_WORKER, 0, 1, np.ones(4, np.float32), request=7),
+             Message(Kind.SHUTDOWN, sender=0)]
+    table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
+                       NodeInfo(EU_SERVER, "server", "eu", "tcp://127.0.0.1:2"),
+                       NodeInfo(EU_WORKER, "worker", "eu", "tcp://127.0.0.1:4", 0, 0)])
+    po = _Inbox(table, EU_SERVER, RuntimeSettings(timeout_s=10.0), star_policy(["eu"], "eu"),
+                messages=burst)
+    GeoServer(po).serve()
+    received = []
+    for _, msg in po.sent:      # as the worker's Van takes them
+        msg = kinds.validate(wire.decode([bytes(f) for f in wire.encode(msg)]))
+        received += batch.unpack(msg) if msg.kind == Kind.BATCH else [msg]
+    assert [(m.kind, m.request) for m in received if m.kind == Kind.VALUE] == \
+        [(Kind.VALUE, (1 << 64) - 1), (Kind.VALUE, 7)]
+
+
 class _Socket(_Inbox):
     """An :class:`_Inbox` the test fills from its own thread while ``serve`` runs on
     another: ``wait`` blocks until a message comes or its timeout passes; :meth:`until`
