@@ -161,6 +161,10 @@ class FakePostoffice:
     def take_early(self) -> list:
         return []
 
+    def scheduler_verdict(self, now) -> str:
+        """The scheduler is alive (its judgment is the Postoffice's: test_postoffice.py)."""
+        return ""
+
 
 def samples_of(text: str) -> dict:
     """Prometheus text as prometheus_client's own parser reads it: ``{(name, sorted

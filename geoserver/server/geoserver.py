@@ -371,12 +371,9 @@ class GeoServer:
                 overdue = self.gate.overdue(now)
                 if overdue:
                     raise AbortError(f"{self.dc}: {overdue}")
-                silent = now - self._scheduler_seen
-                if self._silence.dead("scheduler", silent, now, self.po.van.pending()):
-                    raise AbortError(f"{self.dc}: the scheduler at "
-                                     f"{self.table.scheduler().address} sent nothing for "
-                                     f"{silent:.1f}s (dead_after_s="
-                                     f"{self.settings.dead_after_s:g}); it is presumed dead")
+                gone = self.po.scheduler_verdict(now)   # closed, or silent (postoffice)
+                if gone:
+                    raise AbortError(f"{self.dc}: {gone}")
                 self._send_heartbeat()
                 next_beat = now + self.settings.heartbeat_s
             self.replies.flush()            # nothing waits while the server does

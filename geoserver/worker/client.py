@@ -25,7 +25,7 @@ import numpy as np
 from ..config.exit_reasons import write_reason
 from ..compression.feedback import ErrorFeedback
 from ..core.kinds import handlers_for
-from ..core.nodes import WORKER, NodeInfo, SilenceJudge
+from ..core.nodes import WORKER, NodeInfo
 from .pending import Pending
 from ..core.ratelog import RateLimitedLog
 from .shared_slots import WorkerShares
@@ -128,9 +128,6 @@ class WorkerClient:
         for msg in self.po.take_early():
             self._dispatch_safely(msg)
         next_beat = 0.0
-        scheduler, scheduler_seen = self.po.table.scheduler(), time.monotonic()
-        dead_after_s = self.po.settings.dead_after_s
-        silence = SilenceJudge(dead_after_s)
         while not self._closed.is_set():
             now = time.monotonic()
             if now >= next_beat:
@@ -138,19 +135,14 @@ class WorkerClient:
                 self.po.send_scheduler(Message(Kind.HEARTBEAT, meta=meta))   # its data path
                 next_beat = now + self.heartbeat_s
                 self.requests.expire(now)
-                if not self.requests.aborted and silence.dead(
-                        "scheduler", now - scheduler_seen, now, self.po.van.pending()):
-                    self._fail_all(f"the scheduler at {scheduler.address} sent nothing for "
-                                   f"{now - scheduler_seen:.1f}s (dead_after_s="
-                                   f"{dead_after_s:g}); it is presumed dead",
-                                   caused_by_other=False)   # the cause is not in this launcher
+                gone = "" if self.requests.aborted else self.po.scheduler_verdict(now)
+                if gone:                # closed, or silent (core/postoffice.py)
+                    self._fail_all(gone, caused_by_other=False)  # not in this launcher
             due = self.link.send_due(now) if self.outbox.messages else None
             self.link.end_unsent()
             msg = self.po.recv(max(0.0, (next_beat if due is None else min(due, next_beat))
                                    - now))
             if msg is not None:
-                if msg.sender == scheduler.id:      # admitted: the scheduler's key
-                    scheduler_seen = time.monotonic()
                 self._dispatch_safely(msg)
 
     def _dispatch_safely(self, msg: Message) -> None:
