@@ -8,7 +8,8 @@ silence (:mod:`netstorm.geoserver.core.failure_detector`).
 
 :class:`ConnectionWatch` follows the DEALERs a :class:`~netstorm.geoserver.core.van.Van`
 opens towards the peers it ``wants``: one monitor thread per socket (blocked on its monitor
-socket, ended when the socket closes), each event recorded under a lock and the Van woken.
+socket, ended when the socket closes; shared with the handshake's refusal watch, since ZeroMQ
+allows one monitor per socket), each event recorded under a lock and the Van woken.
 A connection counts as closed only once it had been up (its handshake succeeded): a peer
 not listening yet is not dead. ZeroMQ reconnects by itself, so a closed connection that comes
 back (a live process whose connection broke) clears it. The loop reads :meth:`closed_for`:
@@ -23,7 +24,7 @@ import time
 
 import zmq
 
-from .security import watch_events
+from .security import watch_all
 
 __all__ = ["CLOSED_GRACE_S", "ConnectionWatch", "closed_grace", "closed_verdict"]
 
@@ -59,17 +60,24 @@ class ConnectionWatch:
         self._count = 0
 
     def watch(self, sock: zmq.Socket, peer) -> None:
-        """Follow ``sock`` (a DEALER not connected yet) towards ``peer``, if wanted; an
-        earlier socket towards ``peer`` is forgotten."""
+        """Follow ``sock`` (a DEALER not connected yet) towards ``peer``, if wanted."""
+        handler = self.handler(peer)
+        if handler is not None:
+            watch_all(sock, [handler])
+
+    def handler(self, peer):
+        """``(events, handle)`` for the one monitor of a new socket towards ``peer``
+        (:func:`~netstorm.geoserver.core.security.watch_all`), or None if ``peer`` is not
+        wanted; an earlier socket towards ``peer`` is forgotten."""
         if not self._wants(peer):
-            return
+            return None
         with self._lock:
             self._count += 1
             generation = self._generation[peer] = self._count
             self._up.discard(peer)
             self._closed.pop(peer, None)
-        watch_events(sock, zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED,
-                     lambda event, _value, _endpoint: self._event(peer, generation, event))
+        return (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED,
+                lambda event, _value, _endpoint: self._event(peer, generation, event))
 
     def forget(self, peer) -> None:
         """``peer``'s socket was closed by this node: its events no longer count."""

@@ -173,6 +173,12 @@ class Postoffice:
         closed and stayed closed past the grace (its process ended), or it has been silent
         past its deadline (learnt from its beats; ``dead_after_s`` at most). A message
         waiting to be read is read first. O(1)."""
+        why = self._judge_scheduler(now)
+        if why:     # timed, on the clock every process shares (scripts/detection_time.py)
+            log.warning("verdict at %.3f: %s", time.monotonic(), why)
+        return why
+
+    def _judge_scheduler(self, now: float) -> str:
         if self._scheduler_silence is None:
             return ""
         waiting = self.van.pending()

@@ -207,10 +207,13 @@ class Van:
                 # CURVE copies every message into its box anyway: a zero-copy send would
                 # only add pyzmq's garbage-collector thread (a wake-up per large frame)
                 sock.copy_threshold = 1 << 30
-            if watch and address.startswith("tcp://"):
-                security.watch_refusal(sock, lambda why: self._refused(peer, why))
+            # one monitor per socket: the handshake's refusal, the connection's closing
+            monitors = [security.refusal_handler(lambda why: self._refused(peer, why))] \
+                if watch and address.startswith("tcp://") else []
             if self.connection_watch is not None:
-                self.connection_watch.watch(sock, peer)
+                monitors += [h for h in [self.connection_watch.handler(peer)] if h]
+            if monitors:
+                security.watch_all(sock, monitors)
             sock.connect(address)
             self._peers[peer] = sock
 
