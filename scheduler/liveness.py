@@ -85,7 +85,7 @@ class Liveness:
         """When :meth:`check` may next give a verdict (a closed connection's grace ends, a
         node's silence reaches its deadline): the loop wakes by then. O(nodes x 64)."""
         due = float("inf")
-        for node_id, closed_s in self.connections.closed(time.monotonic()).items():
+        for node_id, closed_s in self._closed(time.monotonic()).items():
             if node_id in self.last_seen and node_id not in self.finished:
                 due = min(due, time.monotonic() - closed_s + closed_grace(
                     self._silence.detector.rtt(node_id)))
@@ -125,11 +125,12 @@ class Liveness:
         ``waiting``: a message waits to be read (it may be a silent node's beat, queued while
         the loop was busy: :class:`~netstorm.geoserver.core.nodes.SilenceJudge`)."""
         now = time.monotonic()
-        for node_id, closed_s in self.connections.closed(now).items():
+        for node_id, closed_s in self._closed(now).items():
             if node_id in self.last_seen and node_id not in self.finished and \
                     closed_verdict(closed_s, self._silence.detector.rtt(node_id), waiting):
                 self._presume_dead(node_id, f"closed its connection {closed_s:.2f}s ago and "
-                                            f"did not reconnect: its process ended",
+                                            f"did not reconnect: its process ended; it is presumed "
+                                            f"dead",
                                    replacement)
         for node_id, seen in list(self.last_seen.items()):
             if node_id in self.finished:
@@ -152,6 +153,11 @@ class Liveness:
                 now >= self._next_judgement:
             self._next_judgement = now + self.config.heartbeat_s
             self.judge_stalls(now)
+
+    def _closed(self, now: float) -> dict:
+        """The nodes' closed connections, acted on unless ``detect_floor_s = 0`` (the old
+        rule: silence for ``dead_after_s`` only)."""
+        return self.connections.closed(now) if self.config.detect_floor_s > 0 else {}
 
     def _presume_dead(self, node_id: int, why: str, replacement) -> None:
         """The verdict on ``node_id``: awaited back, or :class:`ClusterAborted` naming it."""
