@@ -120,11 +120,16 @@ class Postoffice:
         self.welcome_policy = msg.meta.get("policy")
         self.rejoined = bool(msg.meta.get("rejoined", False))
         self.van.node_id = self.me.id
+        self.judge_scheduler()
+        return self.me
+
+    def judge_scheduler(self) -> None:
+        """From now on (the WELCOME came: the settings are known) the scheduler's silence
+        is judged (:meth:`scheduler_verdict`)."""
         self.scheduler_seen = time.monotonic()
         self._scheduler_silence = SilenceJudge(
             self.settings.dead_after_s, self.settings.heartbeat_s,
             SCHEDULER_FLOOR_FACTOR * self.settings.detect_floor_s)
-        return self.me
 
     def _keep_early(self, msg: wire.Message) -> None:
         size = sum(len(f) for f in msg.frames)
