@@ -18,7 +18,8 @@ all processes of a machine share). Prints one line per run and the median per ca
 (:class:`~netstorm.geoserver.core.failure_detector.FailureDetector`) fed beats every
 ``--heartbeat`` s with ``--jitter`` s of uniform jitter and each ``--rtt-ms`` round trip, as
 the scheduler sees them on a link of that length: the deadline, and the silence after the
-last beat before a SIGSTOP is noticed (checked every 10 ms). The emulated WAN's user-space
+last beat before a SIGSTOP is noticed (checked every 10 ms), and after a SIGKILL (the
+closed connection's news takes one one-way delay, then its grace). The emulated WAN's user-space
 delay needs one source address per DC (namespaces: docs/wan.md); on loopback every
 connection comes from 127.0.0.1, so a long link is modelled here rather than run.
 """
@@ -139,6 +140,7 @@ def run_case(case: str, args) -> tuple:
 def model(args) -> None:
     """The deadline on links of each ``--rtt-ms`` (see the module's docstring)."""
     sys.path.insert(0, str(REPO))
+    from netstorm.geoserver.core.connection_watch import closed_grace
     from netstorm.geoserver.core.failure_detector import FailureDetector
     rng = random.Random(1)
     print(f"heartbeat {args.heartbeat}s, jitter up to {args.jitter}s, floor {args.floor}s, "
@@ -154,9 +156,11 @@ def model(args) -> None:
         # stopped right after its last beat: noticed once its silence passes the deadline,
         # at the scheduler's next look (every 10 ms here)
         noticed = 0.01 * (int(deadline / 0.01) + 1)
+        # killed: its connection's end arrives a one-way delay later, then the grace
+        killed = rtt_ms / 2e3 + closed_grace(rtt_ms / 1e3)
         print(f"rtt {rtt_ms:6.0f} ms: deadline {deadline:5.2f} s; a SIGSTOP right after "
               f"a beat noticed {noticed:5.2f} s later ({noticed / args.heartbeat:.1f} "
-              f"heartbeats)")
+              f"heartbeats); a SIGKILL {killed:5.2f} s later")
 
 
 def main() -> int:
