@@ -1,9 +1,9 @@
 """Which nodes are alive, lost (awaited back) or finished, for the scheduler's loop
 (:class:`~netstorm.scheduler.service.Scheduler`): its heartbeats to every node, a node
 presumed dead (:meth:`Liveness.check`: at once when its connection closes, its process
-gone; after a silence deadline learnt from its heartbeats and round trip, ``dead_after_s`` at
-most, when it stops answering: docs/recovery-detect.md), a new process superseding one still taken
-for alive, a worker's stop note (BYE), which the workers still running hear of, and
+gone; when it stops answering, after a silence deadline learnt from its heartbeats and round
+trip, ``dead_after_s`` at most: docs/recovery-detect.md), a new process superseding one still
+taken for alive, a worker's stop note (BYE), which the workers still running hear of, and
 stalls: a worker silent on the data path while others wait on it or have finished
 (:mod:`netstorm.scheduler.stalls`), warned of and, past ``max_idle_s``, fatal.
 
@@ -83,7 +83,7 @@ class Liveness:
 
     def due_at(self) -> float:
         """When :meth:`check` may next give a verdict (a closed connection's grace ends, a
-        node's silence reaches its deadline): the loop wakes by then. O(nodes x 64)."""
+        node's silence reaches its deadline): the loop wakes by then. O(nodes)."""
         due = float("inf")
         for node_id, closed_s in self._closed(time.monotonic()).items():
             if node_id in self.last_seen and node_id not in self.finished:
@@ -129,9 +129,8 @@ class Liveness:
             if node_id in self.last_seen and node_id not in self.finished and \
                     closed_verdict(closed_s, self._silence.detector.rtt(node_id), waiting):
                 self._presume_dead(node_id, f"closed its connection {closed_s:.2f}s ago and "
-                                            f"did not reconnect: its process ended; it is presumed "
-                                            f"dead",
-                                   replacement)
+                                            f"did not reconnect: its process ended; it is "
+                                            f"presumed dead", replacement)
         for node_id, seen in list(self.last_seen.items()):
             if node_id in self.finished:
                 continue

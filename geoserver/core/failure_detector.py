@@ -16,8 +16,8 @@ importing MXNet on two cores starve one another), it is presumed dead after::
     capped at dead_after_s                   # the configured bound still holds
 
 Before that, or with ``floor_s = 0`` (the adaptive deadline off), the deadline is
-``dead_after_s``, the old fixed rule. Every update is O(1); a deadline is O(WINDOW) (the
-longest gap), i.e. O(1) in the number of arrivals.
+``dead_after_s``, the old fixed rule. Every update is O(1); a deadline is O(1) amortized
+(O(WINDOW) to find the longest gap again, once each time the longest left the window).
 """
 from __future__ import annotations
 
@@ -37,14 +37,16 @@ RTT_WEIGHT = 0.25       # the weight of a new round-trip sample in the running e
 
 class ArrivalHistory:
     """The last :data:`WINDOW` gaps between one node's arrivals: their mean, standard
-    deviation and longest. O(1) per arrival (running sums), O(WINDOW) for the longest."""
+    deviation and longest. O(1) per arrival (running sums; the longest found again only
+    once it left the window)."""
 
-    __slots__ = ("last", "gaps", "_sum", "_sumsq")
+    __slots__ = ("last", "gaps", "_sum", "_sumsq", "_longest")
 
     def __init__(self, now: float):
         self.last = now
         self.gaps: collections.deque = collections.deque(maxlen=WINDOW)
         self._sum = self._sumsq = 0.0
+        self._longest = 0.0             # None: to be found again (the longest left)
 
     def add(self, now: float) -> None:
         """An arrival at ``now`` (a clock going backwards adds a gap of 0)."""
@@ -54,9 +56,13 @@ class ArrivalHistory:
             old = self.gaps[0]
             self._sum -= old
             self._sumsq -= old * old
+            if old == self._longest:
+                self._longest = None
         self.gaps.append(gap)
         self._sum += gap
         self._sumsq += gap * gap
+        if self._longest is not None and gap > self._longest:
+            self._longest = gap
 
     @property
     def mean(self) -> float:
@@ -71,7 +77,10 @@ class ArrivalHistory:
 
     @property
     def longest(self) -> float:
-        return max(self.gaps, default=0.0)
+        """O(1), or O(WINDOW) once after the longest gap left the window."""
+        if self._longest is None:
+            self._longest = max(self.gaps, default=0.0)
+        return self._longest
 
 
 class FailureDetector:
@@ -119,7 +128,7 @@ class FailureDetector:
         return history is not None and len(history.gaps) >= MIN_REGULAR
 
     def deadline(self, node) -> float:
-        """The silence after which ``node`` is presumed dead. O(WINDOW)."""
+        """The silence after which ``node`` is presumed dead. O(1) amortized."""
         if not self.adaptive or not self.regular(node):
             return self.dead_after_s
         history = self._history[node]

@@ -26,7 +26,7 @@ class SilenceJudge:
     its beat, queued while the loop that judges was busy (a long handler, the machine
     under load): it is read first, so a verdict is given only while nothing waits, i.e.
     the node is still silent when it is acted on. A flood of messages defers the judgment
-    by ``dead_after_s`` at most. O(1) per judgment (O(64) with the adaptive deadline);
+    by ``dead_after_s`` at most. O(1) per judgment (amortized);
     one entry per node deferred."""
 
     def __init__(self, dead_after_s: float, heartbeat_s: float = 0.0, floor_s: float = 0.0):

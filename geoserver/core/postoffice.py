@@ -189,7 +189,8 @@ class Postoffice:
         waiting = self.van.pending()
         closed_s = self.connections.closed_for(SCHEDULER, now)
         where = f"the scheduler at {self.scheduler_address}"
-        if closed_s and self.settings.detect_floor_s > 0 and closed_verdict(closed_s, self.scheduler_rtt, waiting):
+        if closed_s and self.settings.detect_floor_s > 0 and \
+                closed_verdict(closed_s, self.scheduler_rtt, waiting):
             return (f"{where} closed its connection {closed_s:.2f}s ago and did not "
                     f"reconnect: its process ended; it is presumed dead")
         silent = now - self.scheduler_seen

@@ -33,7 +33,7 @@ from .mixed_sync import MixedExchange
 from .probing import Probing
 from .recovery import ServerRecovery
 from .replies import Replies
-from ..core.nodes import SERVER, NodeInfo, SilenceJudge
+from ..core.nodes import SERVER, NodeInfo
 from ..core.postoffice import AbortedByScheduler, AbortError, Postoffice
 from ..core.ratelog import RateLimitedLog
 from .round_gate import RoundGate
@@ -125,8 +125,6 @@ class GeoServer:
         # for the round is an early heartbeat, so a re-planned policy starts at the next round
         self.gate = RoundGate(settings.round_gate, settings.timeout_s)
         self.scheduler_id = self.table.scheduler().id
-        self._scheduler_seen = time.monotonic()     # the WELCOME just came
-        self._silence = SilenceJudge(settings.dead_after_s)
         self._drops = RateLimitedLog(log)
         self.inits = InitSpread(self.dc, self.store, self.policies, self.wan, settings.links,
                                 self._drops)
@@ -311,8 +309,6 @@ class GeoServer:
         """:meth:`handle`, the small replies kept for :meth:`Replies.flush`. Handlers return
         None, or False when the server should stop."""
         self.stats["messages"] += 1
-        if msg.sender == self.scheduler_id:       # admitted: it is the scheduler's key
-            self._scheduler_seen = time.monotonic()
         handler = self._handlers.get(msg.kind)
         if handler is None:
             self.stats["dropped"] += 1

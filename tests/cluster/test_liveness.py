@@ -15,7 +15,8 @@ VERDICT = re.compile(r"verdict at ([0-9.]+): (.*)")
 
 @pytest.mark.parametrize("sig, why", [(signal.SIGKILL, "closed its connection"),
                                       (signal.SIGSTOP, "sent nothing for")])
-def test_a_killed_or_stopped_server_is_named_well_within_dead_after_s(manual, sig, why):  # noqa: F811
+def test_a_killed_or_stopped_server_is_named_well_within_dead_after_s(
+        manual, sig, why):  # noqa: F811 - the fixture imported above
     cluster = manual(dead_after_s=20.0, heartbeat_s=0.25, timeout_s=60.0)
     cluster.start_all()
     cluster.wait_ready()
