@@ -67,17 +67,20 @@ class Liveness:
         self.stalls.heard(node_id, meta, time.monotonic())
 
     def seen(self, node_id: int) -> None:
-        now = self.last_seen[node_id] = time.monotonic()
-        self._silence.heard(node_id, now)
+        self.last_seen[node_id] = time.monotonic()
 
-    def echoed(self, node_id: int, meta: dict) -> None:
-        """A node's heartbeat echoes the scheduler's last one (``echo``: its ``t`` and how
-        long the node held it): the round trip, which bounds the node's deadline below. An
-        echo from the future, or longer than ``dead_after_s``, is ignored."""
+    def heartbeat(self, node_id: int, meta: dict) -> None:
+        """A node's heartbeat: its gap since the last one teaches its deadline (any message
+        says it is alive, but beats are what keep coming when it has nothing else to say);
+        it echoes the scheduler's last one (``echo``: its ``t`` and how long the node held
+        it): the round trip, which bounds the deadline below. An echo from the future, or
+        longer than ``dead_after_s``, is ignored."""
+        now = time.monotonic()
+        self._silence.heard(node_id, now)
         echo = meta.get("echo")
         if echo is None:
             return
-        rtt = time.monotonic() - float(echo[0]) - float(echo[1])
+        rtt = now - float(echo[0]) - float(echo[1])
         if 0.0 <= rtt <= self.config.dead_after_s:
             self._silence.detector.note_rtt(node_id, rtt)
 

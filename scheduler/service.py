@@ -336,7 +336,7 @@ class Scheduler:
                         self.table.describe(msg.sender))
 
     def _on_heartbeat(self, msg: wire.Message) -> None:
-        self.liveness.echoed(msg.sender, msg.meta)      # its round trip (liveness.py)
+        self.liveness.heartbeat(msg.sender, msg.meta)   # its gap, round trip (liveness.py)
         if "round" in msg.meta:
             self._on_round_report(msg)
         else:                               # a worker's: its data path (scheduler/stalls.py)

@@ -3,8 +3,8 @@
 *Pure*: fed arrival times and round-trip times, it answers with a deadline; it owns no
 clock, no socket, no thread (docs/recovery-detect.md).
 
-A node's deadline is learnt from what was heard of it: the gaps between its messages
-(heartbeats, and anything else it sends), kept over the last :data:`WINDOW` gaps, and its
+A node's deadline is learnt from what was heard of it: the gaps between its heartbeats
+(what keeps coming when it has nothing else to say), kept over the last :data:`WINDOW` gaps, and its
 round-trip time as the scheduler measured it (a heartbeat's echoed timestamp). Once a node
 was heard regularly (:data:`MIN_REGULAR` gaps: never during start-up, when 19 processes
 importing MXNet on two cores starve one another), it is presumed dead after::

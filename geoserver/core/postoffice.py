@@ -162,10 +162,11 @@ class Postoffice:
         return not refusal
 
     def _heard_scheduler(self, msg: wire.Message) -> None:
-        """Something of the scheduler arrived (admitted: its key): it is alive; its beat
-        carries its clock (echoed on this node's next beat) and the round trip it measured."""
+        """Something of the scheduler arrived (admitted: its key): it is alive; its beats'
+        gaps teach its deadline, and each carries its clock (echoed on this node's next
+        beat) and the round trip it measured."""
         now = self.scheduler_seen = time.monotonic()
-        if self._scheduler_silence is not None:
+        if msg.kind == wire.Kind.HEARTBEAT and self._scheduler_silence is not None:
             self._scheduler_silence.heard(SCHEDULER, now)
         if msg.kind == wire.Kind.HEARTBEAT and "t" in msg.meta:
             self._scheduler_beat = (float(msg.meta["t"]), now)

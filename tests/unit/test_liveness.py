@@ -148,6 +148,7 @@ def _beat_for(liveness, clock, seconds, every=0.5, nodes=(1, 2, 3, 4)):
         clock.t += every
         for node in nodes:
             liveness.seen(node)
+            liveness.heartbeat(node, {})
 
 
 def test_a_closed_connection_is_a_verdict_after_its_grace_naming_the_node(monkeypatch):
@@ -208,9 +209,9 @@ def test_a_heartbeat_echo_measures_the_round_trip_which_the_next_beats_carry(mon
     liveness.beat()
     sent_at = liveness.van.beats[0]["t"]
     clock.t += 0.3                                              # 0.1 s held by the node
-    liveness.echoed(1, {"echo": [sent_at, 0.1]})
-    liveness.echoed(2, {"echo": [clock.t + 5, 0.0]})            # from the future: ignored
-    liveness.echoed(3, {})
+    liveness.heartbeat(1, {"echo": [sent_at, 0.1]})
+    liveness.heartbeat(2, {"echo": [clock.t + 5, 0.0]})            # from the future: ignored
+    liveness.heartbeat(3, {})
     assert liveness._silence.detector.rtt(1) == pytest.approx(0.2)
     assert liveness._silence.detector.rtt(2) == 0.0
     clock.t += 1.0

@@ -33,7 +33,7 @@ def test_a_worker_s_heartbeat_tells_liveness_its_data_path():
     scheduler = Scheduler.__new__(Scheduler)        # no sockets: only what the handler uses
     heard = []
     scheduler.liveness = SimpleNamespace(heard=lambda node, meta: heard.append((node, meta)),
-                                         echoed=lambda node, meta: None)
+                                         heartbeat=lambda node, meta: None)
     scheduler._on_heartbeat(wire.Message(wire.Kind.HEARTBEAT, sender=3,
                                          meta={"quiet_s": 2.0, "waits": [[0, 1, 1.5]]}))
     assert heard == [(3, {"quiet_s": 2.0, "waits": [[0, 1, 1.5]]})]
