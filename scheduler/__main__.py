@@ -63,7 +63,8 @@ def run(args) -> int:
                                 config.scheduler_host, ClusterFileError)
         return config, Van("scheduler", config.scheduler_host, config.scheduler_port,
                            max_frame_bytes=wire.MAX_META_BYTES, credentials=credentials,
-                           advertise=config.scheduler_advertise, delays=delays)
+                           advertise=config.scheduler_advertise, delays=delays,
+                           wakeable=True)   # a node's closed connection wakes the loop
     built, stop = start_node(build, log, args.reason_file)
     if built is None:
         return 2

@@ -1,7 +1,9 @@
 """Which nodes are alive, lost (awaited back) or finished, for the scheduler's loop
 (:class:`~netstorm.scheduler.service.Scheduler`): its heartbeats to every node, a node
-presumed dead after ``dead_after_s`` of silence, a new process superseding one still taken
-for alive, a worker's stop note (BYE), which the workers still running hear of, and
+presumed dead (:meth:`Liveness.check`: at once when its connection closes, its process
+gone; when it stops answering, after a silence deadline learnt from its heartbeats and round
+trip, ``dead_after_s`` at most: docs/recovery-detect.md), a new process superseding one still
+taken for alive, a worker's stop note (BYE), which the workers still running hear of, and
 stalls: a worker silent on the data path while others wait on it or have finished
 (:mod:`netstorm.scheduler.stalls`), warned of and, past ``max_idle_s``, fatal.
 
@@ -15,6 +17,8 @@ import logging
 import time
 
 from netstorm.geoserver.core import wire
+from netstorm.geoserver.core.connection_watch import ConnectionWatch, closed_grace, \
+    closed_verdict
 from netstorm.geoserver.core.nodes import SCHEDULER, SERVER, SilenceJudge
 
 from .rejoin import LostNodes
@@ -38,7 +42,12 @@ class Liveness:
         self._on_stall = on_stall or (lambda text: None)     # each stall warned of
         self.table = None
         self.last_seen: dict = {}       # node id -> when it was last heard of
-        self._silence = SilenceJudge(config.dead_after_s)
+        self._silence = SilenceJudge(config.dead_after_s, config.heartbeat_s,
+                                     config.detect_floor_s)
+        # the nodes' connections, closed when their process ends (the Van's DEALERs)
+        self.connections = ConnectionWatch(getattr(van, "wake", lambda: None),
+                                           wants=lambda peer: isinstance(peer, int))
+        van.connection_watch = self.connections
         self.finished: set = set()      # workers that said BYE
         self.departures: dict = {}      # esync: worker id -> the WORKER_LEFT meta servers got
         self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
@@ -64,6 +73,38 @@ class Liveness:
     def seen(self, node_id: int) -> None:
         self.last_seen[node_id] = time.monotonic()
 
+    def heartbeat(self, node_id: int, meta: dict) -> None:
+        """A node's heartbeat: its gap since the last one teaches its deadline (any message
+        says it is alive, but beats are what keep coming when it has nothing else to say);
+        it echoes the scheduler's last one (``echo``: its ``t`` and how long the node held
+        it): the round trip, which bounds the deadline below. An echo from the future, or
+        longer than ``dead_after_s``, is ignored."""
+        now = time.monotonic()
+        self._silence.heard(node_id, now)
+        echo = meta.get("echo")
+        if echo is None:
+            return
+        rtt = now - float(echo[0]) - float(echo[1])
+        if 0.0 <= rtt <= self.config.dead_after_s:
+            self._silence.detector.note_rtt(node_id, rtt)
+
+    def due_at(self) -> float:
+        """When :meth:`check` may next give a verdict (a closed connection's grace ends, a
+        node's silence reaches its deadline): the loop wakes by then. O(nodes)."""
+        due = float("inf")
+        for node_id, closed_s in self._closed(time.monotonic()).items():
+            if node_id in self.last_seen and node_id not in self.finished:
+                due = min(due, time.monotonic() - closed_s + closed_grace(
+                    self._silence.detector.rtt(node_id)))
+        for node_id, seen in self.last_seen.items():
+            if node_id not in self.finished:
+                due = min(due, seen + self._silence.deadline(node_id))
+        return due
+
+    def deadline(self, node_id: int) -> float:
+        """The silence after which ``node_id`` is presumed dead now."""
+        return self._silence.deadline(node_id)
+
     def beat(self) -> None:
         """Every ``heartbeat_s``, a HEARTBEAT to every node still running: a node that hears
         nothing from the scheduler for ``dead_after_s`` stops, naming it."""
@@ -74,14 +115,16 @@ class Liveness:
         self.next_beat = now + self.config.heartbeat_s
         # esync: every server hears the cluster's slowest seconds per local step
         meta = {"step_s": max(self.step_s.values())} if self.step_s else {}
+        rtt = self._silence.detector.rtt      # t: echoed back, to measure round trips
         # a waiting worker hears who has not pushed its rounds (scheduler/stalls.py)
         verdicts = self.stalls.verdicts(self.finished) if self.stalls is not None else {}
         for node in self.table.nodes.values():
             if node.role != SCHEDULER and node.id not in self.finished and \
                     node.id not in self.lost and self.van.is_connected(node.id):
                 self.van.send(node.id, wire.Message(
-                    wire.Kind.HEARTBEAT, meta=meta if node.role == SERVER else
-                    verdicts.get(node.id, {})))
+                    wire.Kind.HEARTBEAT, meta={**(meta if node.role == SERVER else
+                                                  verdicts.get(node.id, {})),
+                                               "t": now, "rtt": rtt(node.id)}))
 
     def check(self, replacement, waiting: bool = False) -> None:
         """Raise :class:`ClusterAborted` for a silent node that cannot be awaited, a lost one
@@ -89,15 +132,22 @@ class Liveness:
         ``waiting``: a message waits to be read (it may be a silent node's beat, queued while
         the loop was busy: :class:`~netstorm.geoserver.core.nodes.SilenceJudge`)."""
         now = time.monotonic()
+        for node_id, closed_s in self._closed(now).items():
+            if node_id in self.last_seen and node_id not in self.finished and \
+                    closed_verdict(closed_s, self._silence.detector.rtt(node_id), waiting):
+                self._presume_dead(node_id, f"closed its connection {closed_s:.2f}s ago and "
+                                            f"did not reconnect: its process ended; it is "
+                                            f"presumed dead", replacement)
         for node_id, seen in list(self.last_seen.items()):
             if node_id in self.finished:
                 continue
             if self._silence.dead(node_id, now - seen, now, waiting):
-                why = (f"sent nothing for {now - seen:.1f}s (dead_after_s="
-                       f"{self.config.dead_after_s:g}); it is presumed dead")
-                if not self.lose(node_id, why, replacement is not None) and \
-                        not self.depart(node_id, why):
-                    raise ClusterAborted(f"{self.table.describe(node_id)} {why}")
+                deadline = self._silence.deadline(node_id)
+                learnt = "" if deadline >= self.config.dead_after_s else \
+                    f"its deadline {deadline:.2f}s, learnt from its heartbeats; "
+                self._presume_dead(node_id, f"sent nothing for {now - seen:.1f}s ({learnt}"
+                                            f"dead_after_s={self.config.dead_after_s:g}); it "
+                                            f"is presumed dead", replacement)
         for lost in self.lost.overdue(now):
             raise ClusterAborted(f"{lost.node.describe()} {lost.why}, and did not rejoin "
                                  f"within timeout_s = {self.config.timeout_s:g}s")
@@ -109,6 +159,23 @@ class Liveness:
                 now >= self._next_judgement:
             self._next_judgement = now + self.config.heartbeat_s
             self.judge_stalls(now)
+
+    def _closed(self, now: float) -> dict:
+        """The nodes' closed connections, acted on unless ``detect_floor_s = 0`` (the old
+        rule: silence for ``dead_after_s`` only)."""
+        return self.connections.closed(now) if self.config.detect_floor_s > 0 else {}
+
+    def _presume_dead(self, node_id: int, why: str, replacement) -> None:
+        """The verdict on ``node_id``: awaited back, or :class:`ClusterAborted` naming it."""
+        self._log_verdict(node_id, why)
+        if not self.lose(node_id, why, replacement is not None) and \
+                not self.depart(node_id, why):          # elastic: its DC leaves the run
+            raise ClusterAborted(f"{self.table.describe(node_id)} {why}")
+
+    def _log_verdict(self, node_id: int, why: str) -> None:
+        """Every verdict is logged once, timed (scripts/detection_time.py reads it)."""
+        log.warning("verdict at %.3f: %s %s", time.monotonic(), self.table.describe(node_id),
+                    why)
 
     def judge_stalls(self, now: float) -> None:
         """Warn of every stall (again each time its silence doubled); raise
@@ -137,6 +204,7 @@ class Liveness:
         if not self.lost.lose(node, time.monotonic(), why):
             return False
         self.last_seen.pop(node_id, None)
+        self._silence.forget(node_id)
         log.warning("%s %s; waiting up to %gs for it to rejoin (%d restart(s) left)",
                     node.describe(), why, self.config.timeout_s,
                     self.lost.remaining(node_id, node.role))

@@ -259,9 +259,10 @@ class Scheduler:
         while True:
             self._beat()
             now = time.monotonic()
-            msg = self.van.recv(max(0.0, min(deadline, self._next_beat) - now))
+            due = self.liveness.due_at()        # a verdict due (scheduler/liveness.py)
+            msg = self.van.recv(max(0.0, min(deadline, self._next_beat, due) - now))
             if msg is None:
-                if time.monotonic() < deadline:
+                if time.monotonic() < min(deadline, due):
                     continue
                 return None
             if KINDS[msg.kind].before_table:     # a REGISTER: checked by _on_register
@@ -427,6 +428,7 @@ class Scheduler:
                         self.table.describe(msg.sender))
 
     def _on_heartbeat(self, msg: wire.Message) -> None:
+        self.liveness.heartbeat(msg.sender, msg.meta)   # its gap, round trip (liveness.py)
         if "round" in msg.meta:
             self._on_round_report(msg)
         else:                               # a worker's: its data path (scheduler/stalls.py)

@@ -161,6 +161,14 @@ class FakePostoffice:
     def take_early(self) -> list:
         return []
 
+    def scheduler_verdict(self, now) -> str:
+        """The scheduler is alive (its judgment is the Postoffice's: test_postoffice.py)."""
+        return ""
+
+    def judge_scheduler(self) -> None:
+        """A new scheduler's silence is judged from now on (the Postoffice's)."""
+        self.judged = getattr(self, "judged", 0) + 1
+
 
 def samples_of(text: str) -> dict:
     """Prometheus text as prometheus_client's own parser reads it: ``{(name, sorted

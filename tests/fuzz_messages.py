@@ -54,6 +54,7 @@ FIELD_TYPES = {
     "mode": dict,
     "audit": list, "repair": bool,          # replica audit (docs/recovery.md)
     "change": str,                          # elastic: a DC joins or leaves
+    "t": float, "rtt": float, "echo": float,    # heartbeats: clock, round trip (detect)
     "report": dict, "rebuilt": bool,
     "through": int, "weights": dict,
 }

@@ -24,6 +24,9 @@ Example (``docs/cluster.example.toml`` has the commented version)::
     heartbeat_s = 0.25      # how often every node tells the scheduler it is alive
     dead_after_s = 5        # a node silent this long is declared dead: the run aborts
                             # (also the scheduler: every node then stops, naming it)
+    detect_floor_s = 1.0    # sooner: a node heard regularly is presumed dead after a
+                            # deadline learnt from its beats, at least this (a killed
+                            # one at once); dead_after_s bounds it; 0: off
     stall_s = 2             # a WAN link that moves nothing this long while data waits
                             # is reported stalled (treated as failed; see adapt)
     fuse_bytes = 65536      # a worker's requests of smaller keys travel together (0: never)

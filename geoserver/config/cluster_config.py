@@ -19,6 +19,7 @@ from .status import StatusConfig
 from .settings import DEFAULT_AUDIT_EVERY
 from .settings import DEFAULT_CHUNK_BYTES, DEFAULT_DEAD_AFTER_S, DEFAULT_FUSE_BYTES, \
     DEFAULT_FUSE_LINGER_S, DEFAULT_HEARTBEAT_S, DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
+from .settings import DEFAULT_DETECT_FLOOR_S
 
 __all__ = ["ClusterConfig", "ClusterFileError", "DataCenter"]
 
@@ -80,6 +81,7 @@ class ClusterConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     dead_after_s: float = DEFAULT_DEAD_AFTER_S
+    detect_floor_s: float = DEFAULT_DETECT_FLOOR_S  # the adaptive deadline's floor (0: off)
     stall_s: float = DEFAULT_STALL_S
     max_idle_s: float = 0.0     # a worker silent this long while others wait on it fails
                                 # the run (0: never; scheduler/stalls.py)

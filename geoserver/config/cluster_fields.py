@@ -29,7 +29,7 @@ FIELDS = {     # what each table of a cluster file may hold; anything else is a 
     "dc": ("name", "host", "advertise", "server_port", "workers", "worker_hosts",
            "worker_ports", "worker_advertise", "bulk_port"),
     "transport": ("chunk_bytes", "timeout_s", "heartbeat_s", "dead_after_s", "stall_s",
-                  "fuse_bytes", "fuse_linger_s", "dataplane", "max_idle_s"),
+                  "fuse_bytes", "fuse_linger_s", "dataplane", "max_idle_s", "detect_floor_s"),
     "wan": ("policy", "hub", "adapt", "multipath", "replan_threshold", "min_dwell_s",
             "trees"),
     "link": ("a", "b", "mbps", "mbps_ab", "mbps_ba", "latency_ms"),

@@ -99,7 +99,8 @@ def parse_timeouts(transport: dict, where: str) -> dict:
     """``[transport]``'s durations (``where`` names it): the fields it sets, each within
     ``limits.BOUNDS`` (a millisecond to a day)."""
     return {key: bounded(transport, key, where)
-            for key in ("timeout_s", "heartbeat_s", "dead_after_s", "stall_s", "max_idle_s")
+            for key in ("timeout_s", "heartbeat_s", "dead_after_s", "stall_s", "max_idle_s",
+                        "detect_floor_s")
             if key in transport}
 
 

@@ -47,6 +47,7 @@ def cluster_tables(config: ClusterConfig) -> dict:
         "chunk_bytes": config.chunk_bytes, "timeout_s": float(config.timeout_s),
         "heartbeat_s": float(config.heartbeat_s), "dead_after_s": float(config.dead_after_s),
         "stall_s": float(config.stall_s), "fuse_bytes": config.fuse_bytes,
+        "detect_floor_s": float(config.detect_floor_s),
         "fuse_linger_s": float(config.fuse_linger_s), "dataplane": config.dataplane}
     if config.max_idle_s:       # 0 (never, the default) is left out
         data["transport"]["max_idle_s"] = float(config.max_idle_s)

@@ -83,6 +83,8 @@ BOUNDS = {          # a cluster file's number fields, by name (the launcher's fl
     "timeout_s": _SECONDS, "heartbeat_s": _SECONDS, "dead_after_s": _SECONDS,
     "stall_s": _SECONDS,
     "max_idle_s": Bound(float, 0.0, MAX_DURATION_S, " s", note=" (0: never)"),
+    "detect_floor_s": Bound(float, 0.0, MAX_DURATION_S, " s",
+                            note=" (0: a silent node is presumed dead after dead_after_s)"),
     "fuse_linger_s": Bound(float, 0.0, MAX_FUSE_LINGER_S, " s"),
     "replan_threshold": Bound(float, 0.0, MAX_REPLAN_THRESHOLD),
     "min_dwell_s": Bound(float, 0.0, MAX_DURATION_S, " s"),

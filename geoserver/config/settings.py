@@ -44,6 +44,9 @@ DEFAULT_HEARTBEAT_S = 0.5       # how often every node tells the scheduler it is
 DEFAULT_DEAD_AFTER_S = 10.0     # a node (or the scheduler) silent this long is presumed dead
 DEFAULT_AUDIT_EVERY = 10       # [recovery] audit_every: rounds between replica digests (0: off;
                                 # docs/recovery-audit.md)
+DEFAULT_DETECT_FLOOR_S = 1.0    # a node heard regularly is presumed dead after this much
+                                # silence at least (learnt from its gaps and round trip,
+                                # dead_after_s at most; 0: after dead_after_s; core/failure_detector.py)
 DEFAULT_STALL_S = 3.0           # a WAN link moving nothing this long while data waits stalls
 IDLE_PROBE_S = 5.0              # adapt: a link not timed this long gets a probe burst
 PROBE_BYTES = 2 << 20           # start-up measurement, per directed pair: enough to leave
@@ -207,6 +210,8 @@ class RuntimeSettings(_Wire):
                                   maximum=MAX_DURATION_S)
     dead_after_s: float = _setting(DEFAULT_DEAD_AFTER_S, float, positive=True,
                                    maximum=MAX_DURATION_S)
+    detect_floor_s: float = _setting(DEFAULT_DETECT_FLOOR_S, float, minimum=0.0,
+                                     maximum=MAX_DURATION_S)
     stall_s: float = _setting(DEFAULT_STALL_S, float, positive=True,
                               maximum=MAX_DURATION_S)
     probe_idle_s: float = _setting(0.0, float, minimum=0.0)   # 0: never probe idle links
@@ -235,6 +240,7 @@ class RuntimeSettings(_Wire):
                    fuse_linger_s=float(config.fuse_linger_s), dataplane=config.dataplane,
                    heartbeat_s=float(config.heartbeat_s),
                    dead_after_s=float(config.dead_after_s), stall_s=float(config.stall_s),
+                   detect_floor_s=float(config.detect_floor_s),
                    probe_idle_s=IDLE_PROBE_S if config.adapt else 0.0,
                    round_gate=config.adapt and config.policy == "fapt" and len(config.dcs) > 1,
                    compression=config.compression, sync=config.sync,

@@ -135,6 +135,9 @@ _ROWS = [
                         max_len=AUDIT_ROWS),
         # a worker's data path, the scheduler's answer (worker/progress.py, scheduler/stalls.py)
         "quiet_s": Num(0.0), "round_s": Num(0.0, 1e6), "pushed": PUSHED,
+        # round trips (core/failure_detector.py): the scheduler's clock and its estimate of
+        # the node's round trip; the node's echo of that clock and how long it held it
+        "t": Num(0.0), "rtt": Num(0.0, 1e6), "echo": Row(Num(0.0), Num(0.0, 1e6)),
         "waits": ListOf(Row(Int(-1, I64), Int(0, U32), Num(0.0)), max_len=MAX_WAITS),
         "missing": ListOf(Row(Int(-1, I64), Int(0, U32), ListOf(Str(256), max_len=U16)),
                           max_len=MAX_WAITS)}), max_meta_bytes=MAX_META_BYTES),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .failure_detector import FailureDetector
+
 __all__ = ["NodeInfo", "NodeTable", "ROLES", "SCHEDULER", "SERVER", "SilenceJudge", "WORKER"]
 
 SCHEDULER = "scheduler"
@@ -17,19 +19,36 @@ ROLES = (SCHEDULER, SERVER, WORKER)
 
 
 class SilenceJudge:
-    """When a node silent for longer than ``dead_after_s`` is presumed dead. A message that
-    waits to be read may be its beat, queued while the loop that judges was busy (a long
-    handler, the machine under load): it is read first. A flood of messages defers the
-    judgment by ``dead_after_s`` at most. O(1) per judgment; one entry per node deferred."""
+    """When a silent node is presumed dead: silent for longer than its deadline
+    (:class:`~netstorm.geoserver.core.failure_detector.FailureDetector`: learnt from what
+    was heard of it, ``dead_after_s`` at most; exactly ``dead_after_s`` with ``floor_s =
+    0`` or while it was not heard regularly yet). A message that waits to be read may be
+    its beat, queued while the loop that judges was busy (a long handler, the machine
+    under load): it is read first, so a verdict is given only while nothing waits, i.e.
+    the node is still silent when it is acted on. A flood of messages defers the judgment
+    by ``dead_after_s`` at most. O(1) per judgment (amortized);
+    one entry per node deferred."""
 
-    def __init__(self, dead_after_s: float):
+    def __init__(self, dead_after_s: float, heartbeat_s: float = 0.0, floor_s: float = 0.0):
         self.dead_after_s = dead_after_s
+        self.detector = FailureDetector(dead_after_s, heartbeat_s, floor_s)
         self._deferred: dict = {}       # node -> when its judgment was first deferred
+
+    def heard(self, node, now: float) -> None:
+        """Something of ``node`` arrived at ``now`` (it teaches the deadline)."""
+        self.detector.heard(node, now)
+
+    def deadline(self, node) -> float:
+        return self.detector.deadline(node)
+
+    def forget(self, node) -> None:
+        self.detector.forget(node)
+        self._deferred.pop(node, None)
 
     def dead(self, node, silent_s: float, now: float, waiting: bool) -> bool:
         """Whether ``node``, silent for ``silent_s``, is presumed dead at ``now``;
         ``waiting``: a message waits to be read."""
-        if silent_s <= self.dead_after_s:
+        if silent_s <= self.detector.deadline(node):
             self._deferred.pop(node, None)
             return False
         if not waiting:

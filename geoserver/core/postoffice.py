@@ -11,15 +11,20 @@ import socket
 import time
 
 from . import roles, wire
-from .nodes import SCHEDULER, NodeInfo, NodeTable
+from .connection_watch import ConnectionWatch, closed_verdict
+from .nodes import SCHEDULER, NodeInfo, NodeTable, SilenceJudge
 from .ratelog import RateLimitedLog
 from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER, RuntimeSettings, \
     SettingsError
 from .van import TransportError, Van
 
-__all__ = ["AbortError", "AbortedByScheduler", "Postoffice", "RendezvousError"]
+__all__ = ["AbortError", "AbortedByScheduler", "Postoffice", "RendezvousError",
+           "SCHEDULER_FLOOR_FACTOR"]
 
 log = logging.getLogger(__name__)
+
+SCHEDULER_FLOOR_FACTOR = 3.0    # the scheduler's silence deadline has this many times the
+                                # floor: its one loop also plans policies, which may hold it
 
 
 class RendezvousError(RuntimeError):
@@ -53,6 +58,16 @@ class Postoffice:
         self.early: list = []
         self._early_bytes = 0
         self._drops = RateLimitedLog(log)
+        # the scheduler's liveness (docs/recovery-detect.md): its connection, when it was
+        # last heard, its silence deadline (once the settings came), the round trip it
+        # measured and the last beat's clock, echoed on this node's next beat
+        self.connections = ConnectionWatch(getattr(van, "wake", lambda: None),
+                                           wants=lambda peer: peer == SCHEDULER)
+        van.connection_watch = self.connections
+        self.scheduler_seen = time.monotonic()
+        self._scheduler_silence: SilenceJudge | None = None
+        self.scheduler_rtt = 0.0
+        self._scheduler_beat = None     # (its clock "t", when it arrived here)
         van.connect(SCHEDULER, scheduler_address, watch=True)
 
     def register(self, timeout_s: float, local_index: int = -1) -> NodeInfo:
@@ -105,6 +120,7 @@ class Postoffice:
         self.welcome_policy = msg.meta.get("policy")
         self.rejoined = bool(msg.meta.get("rejoined", False))
         self.van.node_id = self.me.id
+        self.judge_scheduler()
         return self.me
 
     def reregister(self, report: dict) -> None:
@@ -115,6 +131,14 @@ class Postoffice:
                 "local_index": max(self.me.local_rank, -1),
                 "local_address": self.van.local_address, "report": report}
         self.van.send(SCHEDULER, wire.Message(wire.Kind.REGISTER, meta=meta))
+
+    def judge_scheduler(self) -> None:
+        """From now on (the WELCOME came: the settings are known) the scheduler's silence
+        is judged (:meth:`scheduler_verdict`)."""
+        self.scheduler_seen = time.monotonic()
+        self._scheduler_silence = SilenceJudge(
+            self.settings.dead_after_s, self.settings.heartbeat_s,
+            SCHEDULER_FLOOR_FACTOR * self.settings.detect_floor_s)
 
     def _keep_early(self, msg: wire.Message) -> None:
         size = sum(len(f) for f in msg.frames)
@@ -142,7 +166,51 @@ class Postoffice:
         if refusal:
             self._drops.log((msg.origin, msg.sender), "%s: dropped: %s",
                             self.me.describe(), refusal)
+        elif self.table[msg.sender].role == SCHEDULER:
+            self._heard_scheduler(msg)
         return not refusal
+
+    def _heard_scheduler(self, msg: wire.Message) -> None:
+        """Something of the scheduler arrived (admitted: its key): it is alive; its beats'
+        gaps teach its deadline, and each carries its clock (echoed on this node's next
+        beat) and the round trip it measured."""
+        now = self.scheduler_seen = time.monotonic()
+        if msg.kind == wire.Kind.HEARTBEAT and self._scheduler_silence is not None:
+            self._scheduler_silence.heard(SCHEDULER, now)
+        if msg.kind == wire.Kind.HEARTBEAT and "t" in msg.meta:
+            self._scheduler_beat = (float(msg.meta["t"]), now)
+            self.scheduler_rtt = float(msg.meta.get("rtt", 0.0))
+            if self._scheduler_silence is not None:
+                self._scheduler_silence.detector.note_rtt(SCHEDULER, self.scheduler_rtt)
+
+    def scheduler_verdict(self, now: float) -> str:
+        """Why the scheduler is presumed dead at ``now`` ("" if it is not): its connection
+        closed and stayed closed past the grace (its process ended), or it has been silent
+        past its deadline (learnt from its beats; ``dead_after_s`` at most). A message
+        waiting to be read is read first. O(1)."""
+        why = self._judge_scheduler(now)
+        if why:     # timed, on the clock every process shares (scripts/detection_time.py)
+            log.warning("verdict at %.3f: %s", time.monotonic(), why)
+        return why
+
+    def _judge_scheduler(self, now: float) -> str:
+        if self._scheduler_silence is None:
+            return ""
+        waiting = self.van.pending()
+        closed_s = self.connections.closed_for(SCHEDULER, now)
+        where = f"the scheduler at {self.scheduler_address}"
+        if closed_s and self.settings.detect_floor_s > 0 and \
+                closed_verdict(closed_s, self.scheduler_rtt, waiting):
+            return (f"{where} closed its connection {closed_s:.2f}s ago and did not "
+                    f"reconnect: its process ended; it is presumed dead")
+        silent = now - self.scheduler_seen
+        if not self._scheduler_silence.dead(SCHEDULER, silent, now, waiting):
+            return ""
+        deadline = self._scheduler_silence.deadline(SCHEDULER)
+        learnt = "" if deadline >= self.settings.dead_after_s else \
+            f"its deadline {deadline:.2f}s, learnt from its heartbeats; "
+        return (f"{where} sent nothing for {silent:.1f}s ({learnt}dead_after_s="
+                f"{self.settings.dead_after_s:g}); it is presumed dead")
 
     def connect(self, node_id: int, send_hwm: int = 0) -> None:
         """Connect to a node of the table unless already connected (see :meth:`Van.connect`)."""
@@ -166,6 +234,11 @@ class Postoffice:
         self.van.send(node_id, msg)
 
     def send_scheduler(self, msg: wire.Message) -> None:
+        """A heartbeat echoes the scheduler's last beat: its clock and how long it was
+        held here (the scheduler's round trip)."""
+        if msg.kind == wire.Kind.HEARTBEAT and self._scheduler_beat is not None:
+            t, arrived = self._scheduler_beat
+            msg.meta["echo"] = [t, max(0.0, time.monotonic() - arrived)]
         self.van.send(SCHEDULER, msg)
 
     def wait(self, timeout_s: float, writable=()) -> tuple:

@@ -1,9 +1,9 @@
 """A node's watch on the scheduler, and how it takes a new one (``[recovery]
 scheduler_restarts``, docs/recovery.md).
 
-Without scheduler restarts a scheduler silent for ``dead_after_s`` is presumed dead and the
-node stops naming it, as before. With them the node keeps its data path running and is
-*awaiting* a new scheduler: every beat it re-registers (a REGISTER carrying a report of
+Without scheduler restarts a scheduler presumed dead (the Postoffice's verdict: its
+connection closed, or silent past its learnt deadline) ends the node, naming it. With them
+the node keeps its data path running and is *awaiting* a new scheduler: every beat it re-registers (a REGISTER carrying a report of
 itself: :func:`report_meta`), for up to ``timeout_s``; the new scheduler rebuilds the
 cluster from the reports (:mod:`netstorm.scheduler.rebuild`) and answers with a WELCOME
 marked ``rebuilt``, which :func:`welcome_refusal` checks against the table this node
@@ -13,20 +13,21 @@ cluster). Pure: the clock is passed in. O(1) per check, O(nodes) per WELCOME che
 from __future__ import annotations
 
 from ..policy.tree import PolicyError
-from .nodes import NodeTable, SilenceJudge
+from .nodes import NodeTable
 
 __all__ = ["SchedulerWatch", "identity", "policies_in_use", "report_meta", "welcome_refusal"]
 
 
 class SchedulerWatch:
     """Whether the scheduler is alive, awaited back, or lost for good (see the module doc).
-    ``restarts``: ``scheduler_restarts`` (0: a silent scheduler ends the node)."""
+    ``restarts``: ``scheduler_restarts`` (0: a silent scheduler ends the node). Whether it
+    is presumed dead is the Postoffice's judgment (its closed connection, or a silence past
+    the deadline learnt from its beats: :meth:`Postoffice.scheduler_verdict`), passed in."""
 
     def __init__(self, scheduler_address: str, dead_after_s: float, timeout_s: float,
                  restarts: int, now: float):
         self.address = scheduler_address
         self.dead_after_s, self.timeout_s, self.restarts = dead_after_s, timeout_s, restarts
-        self._silence = SilenceJudge(dead_after_s)
         self.seen = now                 # when the scheduler was last heard of
         self.lost_since: float | None = None    # since when a new one is awaited
         self.takeovers = 0              # new schedulers taken
@@ -42,25 +43,20 @@ class SchedulerWatch:
         if self.lost_since is None:
             self.seen = now
 
-    def check(self, now: float, waiting: bool) -> str:
+    def check(self, now: float, verdict: str) -> str:
         """Once a beat: "" while the scheduler is alive or a new one is still awaited, else
-        why this node must stop (naming the scheduler). ``waiting``: a message waits to be
-        read (:class:`SilenceJudge`). The first silence past ``dead_after_s`` starts the wait
-        when restarts are allowed."""
-        silent = now - self.seen
+        why this node must stop (naming the scheduler). ``verdict``: why the scheduler is
+        presumed dead ("" if it is not; asked only while none is awaited). The first
+        verdict starts the wait when restarts are allowed."""
         if self.lost_since is None:
-            if not self._silence.dead("scheduler", silent, now, waiting):
-                return ""
-            if not self.restarts:
-                return (f"the scheduler at {self.address} sent nothing for {silent:.1f}s "
-                        f"(dead_after_s={self.dead_after_s:g}); it is presumed dead")
+            if not verdict or not self.restarts:
+                return verdict
             self.lost_since = now
             return ""
         if now - self.lost_since > self.timeout_s:
-            return (f"the scheduler at {self.address} sent nothing for {silent:.1f}s "
-                    f"(dead_after_s={self.dead_after_s:g}) and no new scheduler took the "
-                    f"cluster over within timeout_s = {self.timeout_s:g}s "
-                    f"([recovery] scheduler_restarts = {self.restarts})")
+            return (f"the scheduler at {self.address} sent nothing for {now - self.seen:.1f}s "
+                    f"and no new scheduler took the cluster over within timeout_s = "
+                    f"{self.timeout_s:g}s ([recovery] scheduler_restarts = {self.restarts})")
         return ""
 
     def back(self, now: float) -> None:

@@ -197,11 +197,33 @@ HANDSHAKE_TRIES = 3     # handshakes in a row that the peer ended without a word
 
 def watch_refusal(sock: zmq.Socket, refused) -> None:
     """Call ``refused(why)`` (from another thread) once the peer that ``sock`` connects to
-    refused the handshake: keys that are not the cluster's, or CURVE at one end only. A
-    protocol or ZAP failure is final (ZeroMQ gives the connection up); a peer that closes
-    the connection mid-handshake (it refused our key or our lack of CURVE) must do so
-    :data:`HANDSHAKE_TRIES` times in a row. The watch ends at the first handshake that
-    succeeds. Call before ``sock`` connects."""
+    refused the handshake (:func:`refusal_handler`). Call before ``sock`` connects."""
+    watch_all(sock, [refusal_handler(refused)])
+
+
+def watch_all(sock: zmq.Socket, handlers) -> None:
+    """:func:`watch_events` for several ``(events, handle)`` pairs on one socket (ZeroMQ
+    allows one monitor per socket): each handle gets its events until it returns True; the
+    watch ends once every one did."""
+    live = list(handlers)
+    events = 0
+    for wanted, _handle in live:
+        events |= wanted
+
+    def handle(event, value, endpoint):
+        for pair in list(live):
+            if pair[0] & event and pair[1](event, value, endpoint):
+                live.remove(pair)
+        return not live
+    watch_events(sock, events, handle)
+
+
+def refusal_handler(refused) -> tuple:
+    """``(events, handle)`` calling ``refused(why)`` once the peer refused the handshake:
+    keys that are not the cluster's, or CURVE at one end only. A protocol or ZAP failure is
+    final (ZeroMQ gives the connection up); a peer that closes the connection mid-handshake
+    (it refused our key or our lack of CURVE) must do so :data:`HANDSHAKE_TRIES` times in a
+    row. It is done at the first handshake that succeeds."""
     closed: list = []
 
     def handle(event, value, _endpoint):
@@ -212,7 +234,7 @@ def watch_refusal(sock: zmq.Socket, refused) -> None:
             return False
         refused(closed[-1])
         return True
-    watch_events(sock, zmq.EVENT_HANDSHAKE_SUCCEEDED | _FAILED, handle)
+    return zmq.EVENT_HANDSHAKE_SUCCEEDED | _FAILED, handle
 
 
 class ZapHandler:

@@ -169,6 +169,7 @@ class Van:
             self._poller.register(self.bulk.socket, zmq.POLLIN)
             self._in_poller.register(self.bulk.socket, zmq.POLLIN)
         self._watched: dict = {}        # DEALER socket -> peer, polled for POLLOUT
+        self.connection_watch = None    # a ConnectionWatch: peers' closed connections
         self.dropped = 0
         self._bad = RateLimitedLog(log)
         self._heap = HeapReleaser()
@@ -206,8 +207,13 @@ class Van:
                 # CURVE copies every message into its box anyway: a zero-copy send would
                 # only add pyzmq's garbage-collector thread (a wake-up per large frame)
                 sock.copy_threshold = 1 << 30
-            if watch and address.startswith("tcp://"):
-                security.watch_refusal(sock, lambda why: self._refused(peer, why))
+            # one monitor per socket: the handshake's refusal, the connection's closing
+            monitors = [security.refusal_handler(lambda why: self._refused(peer, why))] \
+                if watch and address.startswith("tcp://") else []
+            if self.connection_watch is not None:
+                monitors += [h for h in [self.connection_watch.handler(peer)] if h]
+            if monitors:
+                security.watch_all(sock, monitors)
             sock.connect(address)
             self._peers[peer] = sock
 
@@ -223,6 +229,8 @@ class Van:
             sock = self._peers.pop(peer, None)
             if sock is None:
                 return
+            if self.connection_watch is not None:
+                self.connection_watch.forget(peer)
             if self._watched.pop(sock, None) is not None:
                 self._poller.unregister(sock)
         sock.close(linger=max(0, int(linger_s * 1000)))

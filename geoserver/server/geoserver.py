@@ -137,7 +137,6 @@ class GeoServer:
         # for the round is an early heartbeat, so a re-planned policy starts at the next round
         self.gate = RoundGate(settings.round_gate, settings.timeout_s)
         self.scheduler_id = self.table.scheduler().id
-        self._scheduler_seen = time.monotonic()     # the WELCOME just came
         # a silent scheduler: stop, or with scheduler_restarts await a new one (rebuild)
         self.scheduler_watch = SchedulerWatch(
             self.table.scheduler().address, settings.dead_after_s, settings.timeout_s,
@@ -236,6 +235,7 @@ class GeoServer:
         self.scheduler_watch.back(time.monotonic())
         if not lost:        # a duplicate (it re-registered more than once): taken once
             return
+        self.po.judge_scheduler()           # its deadline is learnt afresh
         log.warning("%s: a new scheduler took the cluster over; round %d", self.dc,
                     self.store.max_round)
         self._send_heartbeat()
@@ -380,8 +380,7 @@ class GeoServer:
         None, or False when the server should stop."""
         self.stats["messages"] += 1
         if msg.sender == self.scheduler_id:       # admitted: it is the scheduler's key
-            self._scheduler_seen = time.monotonic()
-            self.scheduler_watch.heard(self._scheduler_seen)
+            self.scheduler_watch.heard(time.monotonic())
         handler = self._handlers.get(msg.kind)
         if handler is None:
             self.stats["dropped"] += 1
@@ -450,10 +449,11 @@ class GeoServer:
                 overdue = self.gate.overdue(now)
                 if overdue:
                     raise AbortError(f"{self.dc}: {overdue}")
-                gone = self.scheduler_watch.check(now, self.po.van.pending())
+                watch = self.scheduler_watch    # closed, or silent (core/postoffice.py)
+                gone = watch.check(now, "" if watch.lost else self.po.scheduler_verdict(now))
                 if gone:
                     raise AbortError(f"{self.dc}: {gone}")
-                if self.scheduler_watch.lost:       # the data path goes on meanwhile
+                if watch.lost:                  # the data path goes on meanwhile
                     self.po.reregister(self._rebuild_report())
                 self._send_heartbeat()
                 next_beat = now + self.settings.heartbeat_s

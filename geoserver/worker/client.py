@@ -141,8 +141,8 @@ class WorkerClient:
                 next_beat = now + self.heartbeat_s
                 self.requests.expire(now)
                 gone = "" if self.requests.aborted else \
-                    takeover.beat(now, self.po.van.pending())   # pushes and pulls go on
-                if gone:
+                    takeover.beat(now)          # pushes and pulls go on meanwhile
+                if gone:                # closed, or silent (core/postoffice.py)
                     self._fail_all(gone, caused_by_other=False)  # not in this launcher
             due = self.link.send_due(now) if self.outbox.messages else None
             self.link.end_unsent()

@@ -39,10 +39,11 @@ class SchedulerTakeover:
         self._bye: dict | None = None   # the BYE's meta once this worker leaves
         self.bye_acked = threading.Event()
 
-    def beat(self, now: float, waiting: bool) -> str:
+    def beat(self, now: float) -> str:
         """Once a beat (I/O thread): why the worker must fail ("" if it goes on); while a
-        new scheduler is awaited, re-register with it. ``waiting``: a message waits."""
-        gone = self.watch.check(now, waiting)
+        new scheduler is awaited, re-register with it. Whether the scheduler is presumed
+        dead is the Postoffice's verdict (its closed connection or learnt deadline)."""
+        gone = self.watch.check(now, "" if self.watch.lost else self.po.scheduler_verdict(now))
         if not gone and self.watch.lost:
             finished = self.left_ranks | ({self.me.rank} if self._bye is not None else set())
             self.po.reregister(report_meta(self.me, finished=sorted(finished)))
@@ -59,6 +60,7 @@ class SchedulerTakeover:
             self.watch.back(time.monotonic())
             return
         self.watch.back(time.monotonic())
+        self.po.judge_scheduler()           # its deadline is learnt afresh
         barriers = self._pending_barriers()
         for seq in barriers:
             self.po.send_scheduler(Message(Kind.BARRIER, seq=seq))

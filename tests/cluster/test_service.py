@@ -146,7 +146,8 @@ def test_round_gate_without_scheduler_aborts_clearly(manual, tmp_path):
     links = (Link("dc0", "dc1", 100.0, 100.0),)
     stats = tmp_path / "stats.jsonl"
     cluster = manual(heartbeat_s=0.2, timeout_s=10.0, dead_after_s=60.0, adapt=True,
-                     policy="fapt", links=links, stats=str(stats))
+                     policy="fapt", links=links, stats=str(stats),
+                     detect_floor_s=0.0)    # not the scheduler's closed connection first
     cluster.start_all()
     deadline = time.monotonic() + 60
     while '"round":3,' not in (stats.read_text() if stats.exists() else ""):

@@ -51,3 +51,12 @@ def test_max_idle_is_a_duration_or_zero_for_never():
     with pytest.raises(ClusterFileError, match=r"t: max_idle_s must be a finite number in "
                                                r"\[0, 86400\] s, got -1.0 \(0: never\)"):
         parse_timeouts({"max_idle_s": -1}, "t")
+
+
+def test_detect_floor_is_a_duration_or_zero_for_the_old_rule():
+    assert parse_timeouts({"detect_floor_s": 0}, "t") == {"detect_floor_s": 0.0}
+    assert parse_timeouts({"detect_floor_s": 0.5}, "t") == {"detect_floor_s": 0.5}
+    with pytest.raises(ClusterFileError, match=r"t: detect_floor_s must be a finite number in "
+                                               r"\[0, 86400\] s, got -1.0 \(0: a silent node "
+                                               r"is presumed dead after dead_after_s\)"):
+        parse_timeouts({"detect_floor_s": -1}, "t")

@@ -334,7 +334,7 @@ def test_a_server_reports_itself_to_a_new_scheduler_and_takes_its_welcome():
     assert report["policies"] == [policy.to_json()]
     assert (report["round"], report["opened"], report["requested"]) == (0, 0, 0)
     assert report["workers"] == [table[EU_WORKER].to_json()] and report["keys"] == []
-    assert server.scheduler_watch.check(time.monotonic() + 2.0, waiting=False) == ""
+    assert server.scheduler_watch.check(time.monotonic() + 2.0, "presumed dead") == ""
     assert server.scheduler_watch.lost
     other = NodeTable(list(table.nodes.values())[:3])
     server.handle(Message(Kind.WELCOME, sender=0, meta={

@@ -3,6 +3,7 @@ node lost or fatal, a new process superseding one, and a worker's stop note."""
 import time
 
 import pytest
+import zmq
 
 from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.geoserver.core import wire
@@ -19,7 +20,12 @@ class Van:
         return True
 
     def send(self, node_id, msg):
-        self.sent.append((node_id, msg.kind, msg.meta))
+        """The round-trip fields every HEARTBEAT carries are left out (tested below)."""
+        meta = {k: v for k, v in msg.meta.items() if k not in ("t", "rtt")} \
+            if msg.kind == wire.Kind.HEARTBEAT else msg.meta
+        self.sent.append((node_id, msg.kind, meta))
+        self.beats = getattr(self, "beats", []) + [msg.meta] \
+            if msg.kind == wire.Kind.HEARTBEAT else getattr(self, "beats", [])
 
 
 TABLE = [NodeInfo(0, "scheduler", "", "tcp://s:1"),
@@ -121,3 +127,97 @@ def test_no_stall_is_judged_while_a_lost_worker_is_awaited():
     liveness.heard(4, {"quiet_s": 30.0})
     liveness.lose(4, "sent nothing", replacing=False)
     liveness.check(None)            # it is awaited back, not hung
+
+
+# ---------------------------------------------------------------- fast detection
+# (docs/recovery-detect.md): a closed connection at once, a silence past the learnt deadline
+
+def _clocked(monkeypatch, **settings):
+    """A Liveness on a clock the test moves, every node welcomed at its start."""
+    import types
+
+    from fakes import Clock
+    from netstorm.geoserver.core.connection_watch import ConnectionWatch
+    from netstorm.scheduler import liveness as module
+    clock = Clock(1000.0)
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=clock))
+    liveness = _liveness(**settings)
+    liveness.connections = ConnectionWatch(clock=clock)
+    liveness.last_seen = dict.fromkeys((1, 2, 3, 4), clock.t)
+    return liveness, clock
+
+
+def _beat_for(liveness, clock, seconds, every=0.5, nodes=(1, 2, 3, 4)):
+    for _ in range(int(seconds / every)):
+        clock.t += every
+        for node in nodes:
+            liveness.seen(node)
+            liveness.heartbeat(node, {})
+
+
+def test_a_closed_connection_is_a_verdict_after_its_grace_naming_the_node(monkeypatch):
+    liveness, clock = _clocked(monkeypatch)
+    handles = {n: liveness.connections.handler(n)[1] for n in (1, 2, 3, 4)}
+    for handle in handles.values():
+        handle(zmq.EVENT_HANDSHAKE_SUCCEEDED, 0, b"")
+    handles[2](zmq.EVENT_DISCONNECTED, 0, b"")                # dc1's server was killed
+    assert liveness.due_at() == pytest.approx(clock.t + 0.25)
+    clock.t += 0.1
+    liveness.check(None)                                        # within its grace
+    clock.t += 0.2
+    liveness.check(None, waiting=True)                          # its last words read first
+    with pytest.raises(ClusterAborted, match=r"^server of dc1 \(node 2\) closed its "
+                                             r"connection 0\.30s ago .* presumed dead$"):
+        liveness.check(None)
+
+
+def test_a_closed_connection_of_a_finished_worker_or_with_the_floor_off_is_no_verdict(
+        monkeypatch):
+    liveness, clock = _clocked(monkeypatch)
+    handle = liveness.connections.handler(3)[1]
+    handle(zmq.EVENT_HANDSHAKE_SUCCEEDED, 0, b"")
+    handle(zmq.EVENT_DISCONNECTED, 0, b"")
+    liveness.finished.add(3)                                    # it said BYE and ended
+    clock.t += 1.0
+    liveness.check(None)
+    assert liveness.due_at() > clock.t
+    old, clock = _clocked(monkeypatch, detect_floor_s=0.0)     # the old rule: silence only
+    handle = old.connections.handler(4)[1]
+    handle(zmq.EVENT_HANDSHAKE_SUCCEEDED, 0, b"")
+    handle(zmq.EVENT_DISCONNECTED, 0, b"")
+    clock.t += 5.0
+    old.check(None)
+
+
+def test_a_node_heard_regularly_and_then_silent_is_lost_within_about_a_second(monkeypatch):
+    liveness, clock = _clocked(monkeypatch, worker_restarts=1)
+    _beat_for(liveness, clock, 10.0)
+    _beat_for(liveness, clock, 1.0, nodes=(1, 2, 3))            # worker 4 stopped (SIGSTOP)
+    liveness.check(None)                                        # 1.0 s of silence
+    assert 4 not in liveness.lost
+    clock.t += 0.2                                              # 1.2 s
+    liveness.check(None)
+    assert 4 in liveness.lost and "its deadline 1.00s" in liveness.lost.lost[4].why
+
+
+def test_during_start_up_a_silent_node_has_dead_after_s(monkeypatch):
+    liveness, clock = _clocked(monkeypatch)                     # dead_after_s = 10
+    _beat_for(liveness, clock, 1.5, nodes=(1, 2, 3))            # a few beats only
+    clock.t += 5.0                                              # worker 4 importing MXNet
+    liveness.check(None)
+    assert liveness.deadline(4) == liveness.config.dead_after_s
+
+
+def test_a_heartbeat_echo_measures_the_round_trip_which_the_next_beats_carry(monkeypatch):
+    liveness, clock = _clocked(monkeypatch)
+    liveness.beat()
+    sent_at = liveness.van.beats[0]["t"]
+    clock.t += 0.3                                              # 0.1 s held by the node
+    liveness.heartbeat(1, {"echo": [sent_at, 0.1]})
+    liveness.heartbeat(2, {"echo": [clock.t + 5, 0.0]})            # from the future: ignored
+    liveness.heartbeat(3, {})
+    assert liveness._silence.detector.rtt(1) == pytest.approx(0.2)
+    assert liveness._silence.detector.rtt(2) == 0.0
+    clock.t += 1.0
+    liveness.beat()
+    assert [b["rtt"] for b in liveness.van.beats[-4:]] == [pytest.approx(0.2), 0.0, 0.0, 0.0]

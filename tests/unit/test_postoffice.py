@@ -94,3 +94,78 @@ def test_only_nodes_of_this_dc_on_this_host_are_reached_over_ipc():
     assert po.address_of(node("dc0", here, local="")) == "tcp://127.0.0.1:9"
     po.van.local_address = ""                                        # this node has none
     assert po.address_of(node("dc0", here)) == "tcp://127.0.0.1:9"
+
+
+def _judging(monkeypatch, **settings):
+    """A worker of dc0 past its WELCOME, on a clock the test moves; its Van's queue is
+    ``po.van.queued`` (messages waiting to be read)."""
+    import types
+
+    from fakes import Clock
+    from netstorm.geoserver.core import postoffice
+    clock = Clock(500.0)
+    monkeypatch.setattr(postoffice, "time", types.SimpleNamespace(monotonic=clock))
+    van = _StubVan()
+    van.queued = False
+    van.pending = lambda: van.queued
+    po = Postoffice(van, "tcp://127.0.0.1:2", "worker", "dc0")
+    po.table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:2"),
+                          NodeInfo(1, "server", "dc0", "tcp://127.0.0.1:1"),
+                          NodeInfo(3, "worker", "dc0", "tcp://127.0.0.1:3", 0, 0)])
+    po.me, po.settings = po.table[3], RuntimeSettings(heartbeat_s=0.5, dead_after_s=10.0,
+                                                      **settings)
+    po.judge_scheduler()
+    return po, clock
+
+
+def _scheduler_beats(po, clock, seconds, rtt=0.0):
+    for _ in range(int(seconds / 0.5)):
+        clock.t += 0.5
+        assert po.admit(wire.Message(wire.Kind.HEARTBEAT, sender=0,
+                                     meta={"t": clock.t - 0.01, "rtt": rtt}))
+
+
+def test_a_silent_scheduler_is_presumed_dead_after_its_learnt_deadline_not_dead_after_s(
+        monkeypatch):
+    """Its deadline is three floors (its one loop also plans); beats queued while this
+    node was busy are read first; each beat's clock goes back on this node's next beat."""
+    po, clock = _judging(monkeypatch)                   # detect_floor_s = 1: 3 s
+    _scheduler_beats(po, clock, 10.0)
+    clock.t += 3.0
+    assert po.scheduler_verdict(clock.t) == ""
+    clock.t += 0.1
+    po.van.queued = True                                # a beat waits to be read
+    assert po.scheduler_verdict(clock.t) == ""
+    po.van.queued = False
+    assert po.scheduler_verdict(clock.t).startswith(
+        "the scheduler at tcp://127.0.0.1:2 sent nothing for 3.1s (its deadline 3.00s")
+    beat = wire.Message(wire.Kind.HEARTBEAT, meta={})
+    sent = []
+    po.van.send = lambda peer, msg: sent.append(msg)
+    po.send_scheduler(beat)
+    assert sent[0].meta["echo"] == [pytest.approx(clock.t - 3.1 - 0.01),
+                                    pytest.approx(3.1)]
+
+
+def test_the_scheduler_s_closed_connection_is_a_verdict_after_a_few_round_trips(monkeypatch):
+    import zmq
+    po, clock = _judging(monkeypatch)
+    po.connections._clock = clock
+    _scheduler_beats(po, clock, 5.0, rtt=0.2)           # a long link: 0.4 s of grace
+    handle = po.connections.handler("scheduler")[1]
+    handle(zmq.EVENT_HANDSHAKE_SUCCEEDED, 0, b"")
+    handle(zmq.EVENT_DISCONNECTED, 0, b"")
+    clock.t += 0.3
+    assert po.scheduler_verdict(clock.t) == ""
+    clock.t += 0.1
+    assert "closed its connection 0.40s ago and did not reconnect" in \
+        po.scheduler_verdict(clock.t)
+    off, clock = _judging(monkeypatch, detect_floor_s=0.0)     # the old rule
+    off.connections._clock = clock
+    handle = off.connections.handler("scheduler")[1]
+    handle(zmq.EVENT_HANDSHAKE_SUCCEEDED, 0, b"")
+    handle(zmq.EVENT_DISCONNECTED, 0, b"")
+    clock.t += 9.0
+    assert off.scheduler_verdict(clock.t) == ""
+    clock.t += 1.5
+    assert "sent nothing for 10.5s (dead_after_s=10)" in off.scheduler_verdict(clock.t)

@@ -32,7 +32,8 @@ def test_a_worker_s_heartbeat_tells_liveness_its_data_path():
     from netstorm.geoserver.core import wire
     scheduler = Scheduler.__new__(Scheduler)        # no sockets: only what the handler uses
     heard = []
-    scheduler.liveness = SimpleNamespace(heard=lambda node, meta: heard.append((node, meta)))
+    scheduler.liveness = SimpleNamespace(heard=lambda node, meta: heard.append((node, meta)),
+                                         heartbeat=lambda node, meta: None)
     scheduler._on_heartbeat(wire.Message(wire.Kind.HEARTBEAT, sender=3,
                                          meta={"quiet_s": 2.0, "waits": [[0, 1, 1.5]]}))
     assert heard == [(3, {"quiet_s": 2.0, "waits": [[0, 1, 1.5]]})]
@@ -46,7 +47,7 @@ def test_a_server_s_audit_rows_go_to_the_replica_audit_and_a_worker_s_do_not():
     nodes = {1: SimpleNamespace(id=1, role=SERVER, dc="dc0"),
              3: SimpleNamespace(id=3, role="worker", dc="dc0")}
     scheduler.table = type("Table", (), {"__getitem__": lambda self, i: nodes[i]})()
-    scheduler.liveness = SimpleNamespace(step_s={})
+    scheduler.liveness = SimpleNamespace(step_s={}, heartbeat=lambda *args: None)
     scheduler.policies = SimpleNamespace(report=lambda *args: None)
     scheduler.status = None
     scheduler.auditing = SimpleNamespace(on_heartbeat=lambda dc, rows: audited.append((dc,

@@ -17,39 +17,32 @@ def watch(restarts=1):
                           restarts=restarts, now=100.0)
 
 
-def test_without_restarts_a_silent_scheduler_is_presumed_dead_as_before():
+DEAD = f"the scheduler at {ADDRESS} sent nothing for 2.5s; it is presumed dead"
+
+
+def test_without_restarts_the_verdict_ends_the_node():
     w = watch(restarts=0)
-    assert w.check(101.9, waiting=False) == ""
-    assert w.check(102.5, waiting=False) == (
-        f"the scheduler at {ADDRESS} sent nothing for 2.5s (dead_after_s=2); it is "
-        f"presumed dead")
+    assert w.check(101.9, "") == ""
+    assert w.check(102.5, DEAD) == DEAD
 
 
 def test_with_restarts_a_new_scheduler_is_awaited_for_timeout_s_then_named():
     w = watch()
-    assert w.check(102.5, waiting=False) == "" and w.lost
+    assert w.check(102.5, DEAD) == "" and w.lost
     w.heard(103.0)                      # an old scheduler's queued beat: still lost
-    assert w.lost and w.check(112.4, waiting=False) == ""
-    assert w.check(112.6, waiting=False) == (
-        f"the scheduler at {ADDRESS} sent nothing for 12.6s (dead_after_s=2) and no new "
-        f"scheduler took the cluster over within timeout_s = 10s ([recovery] "
-        f"scheduler_restarts = 1)")
+    assert w.lost and w.check(112.4, "") == ""
+    assert w.check(112.6, "") == (
+        f"the scheduler at {ADDRESS} sent nothing for 12.6s and no new scheduler took the "
+        f"cluster over within timeout_s = 10s ([recovery] scheduler_restarts = 1)")
 
 
 def test_a_new_schedulers_welcome_ends_the_wait():
     w = watch()
-    w.check(102.5, waiting=False)
+    w.check(102.5, DEAD)
     w.back(105.0)
     assert not w.lost and w.takeovers == 1
-    assert w.check(106.9, waiting=False) == ""
-    assert w.check(107.1, waiting=False) == "" and w.lost        # lost again: awaited again
-
-
-def test_a_queued_message_defers_the_judgment():
-    w = watch(restarts=0)
-    assert w.check(103.0, waiting=True) == ""           # its beat may wait to be read
-    w.heard(103.1)
-    assert w.check(104.0, waiting=False) == ""
+    assert w.check(106.9, "") == ""
+    assert w.check(107.1, DEAD) == "" and w.lost        # lost again: awaited again
 
 
 def welcome(**meta):

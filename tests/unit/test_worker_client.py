@@ -72,12 +72,19 @@ def test_beats_queued_while_the_io_thread_was_busy_are_read_before_judging_the_s
         if not inbox:
             client._closed.set()
         return inbox.pop(0) if inbox else None
-    client.po = types.SimpleNamespace(
-        take_early=list, recv=recv, send_scheduler=lambda msg: None,
-        van=types.SimpleNamespace(pending=lambda: bool(inbox)),
-        settings=types.SimpleNamespace(dead_after_s=2.0, timeout_s=10.0,
-                                       scheduler_restarts=0),
-        table=NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1")]))
+    # the real Postoffice judges the scheduler (its messages pass admit), on a stub Van
+    from netstorm.geoserver.config.settings import RuntimeSettings
+    from netstorm.geoserver.core import postoffice
+    monkeypatch.setattr(postoffice, "time", types.SimpleNamespace(monotonic=clock))
+    van = types.SimpleNamespace(pending=lambda: bool(inbox), recv=recv,
+                                connect=lambda *args, **kw: None, send=lambda *args: None)
+    client.po = postoffice.Postoffice(van, "tcp://127.0.0.1:1", "worker", "eu")
+    client.po.table = NodeTable([NodeInfo(0, "scheduler", "", "tcp://127.0.0.1:1"),
+                                 NodeInfo(1, "server", "eu", "tcp://127.0.0.1:2"),
+                                 client.me])
+    client.po.me = client.me
+    client.po.settings = RuntimeSettings(heartbeat_s=0.25, dead_after_s=2.0)
+    client.po.judge_scheduler()
     client.heartbeat_s, client.outbox = 0.25, types.SimpleNamespace(messages=[])
     client._fail_all = lambda reason, caused_by_other=True: failed.append(reason)
     client.takeover = SchedulerTakeover(client.po, client.me, list, client._drops, clock.t)
