@@ -49,6 +49,7 @@ class Liveness:
                                            wants=lambda peer: isinstance(peer, int))
         van.connection_watch = self.connections
         self.finished: set = set()      # workers that said BYE
+        self._silent: set = set()       # lost for their silence alone (they may revive)
         self.departures: dict = {}      # esync: worker id -> the WORKER_LEFT meta servers got
         self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
         self.step_s: dict = {}          # esync: dc -> its slowest seconds per local step
@@ -147,7 +148,7 @@ class Liveness:
                     f"its deadline {deadline:.2f}s, learnt from its heartbeats; "
                 self._presume_dead(node_id, f"sent nothing for {now - seen:.1f}s ({learnt}"
                                             f"dead_after_s={self.config.dead_after_s:g}); it "
-                                            f"is presumed dead", replacement)
+                                            f"is presumed dead", replacement, silent=True)
         for lost in self.lost.overdue(now):
             raise ClusterAborted(f"{lost.node.describe()} {lost.why}, and did not rejoin "
                                  f"within timeout_s = {self.config.timeout_s:g}s")
@@ -165,12 +166,33 @@ class Liveness:
         rule: silence for ``dead_after_s`` only)."""
         return self.connections.closed(now) if self.config.detect_floor_s > 0 else {}
 
-    def _presume_dead(self, node_id: int, why: str, replacement) -> None:
-        """The verdict on ``node_id``: awaited back, or :class:`ClusterAborted` naming it."""
+    def _presume_dead(self, node_id: int, why: str, replacement, silent=False) -> None:
+        """The verdict on ``node_id``: awaited back, or :class:`ClusterAborted` naming it.
+        ``silent``: for its silence alone (it may speak again: :meth:`revive`)."""
         self._log_verdict(node_id, why)
-        if not self.lose(node_id, why, replacement is not None) and \
-                not self.depart(node_id, why):          # elastic: its DC leaves the run
+        if self.lose(node_id, why, replacement is not None):
+            if silent:
+                self._silent.add(node_id)
+            return
+        if not self.depart(node_id, why):               # elastic: its DC leaves the run
             raise ClusterAborted(f"{self.table.describe(node_id)} {why}")
+
+    def revive(self, node_id: int) -> bool:
+        """A message from a lost node: True if it is taken back. Only a node presumed dead
+        for its silence alone (stopped, or cut off by its link: its connections never
+        closed) and whose place nothing took yet (no new process registered in it): it
+        was paused, not lost, and holds all its state; its restart is given back. A
+        message from a node whose process ended cannot come (its queue was read before
+        the verdict). O(1)."""
+        if node_id not in self._silent or node_id not in self.lost:
+            return False
+        self._silent.discard(node_id)
+        lost = self.lost.revive(node_id)
+        self.last_seen[node_id] = time.monotonic()
+        log.warning("%s spoke again %.1fs after it was presumed dead: taken back (it was "
+                    "silent, not gone)", lost.node.describe(),
+                    time.monotonic() - (lost.deadline - self.config.timeout_s))
+        return True
 
     def _log_verdict(self, node_id: int, why: str) -> None:
         """Every verdict is logged once, timed (scripts/detection_time.py reads it)."""

@@ -183,7 +183,8 @@ class SchedulerRebuilding:
             "" if known is not None and known == node and msg.meta.get("dc") == node.dc
             else f"it claims to be {node.describe()} at {node.address}, which the table "
                  f"does not hold")
-        if not problem and (node.id in s.lost or node.id in s.finished):
+        if not problem and (node.id in s.lost and not s.liveness.revive(node.id) or
+                            node.id in s.finished):
             problem = f"{node.describe()} is lost or finished"
         if problem:
             s._drops.log(msg.origin, "dropped a re-registration: %s", problem)

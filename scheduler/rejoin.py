@@ -45,6 +45,11 @@ class LostNodes:
         self.lost[node.id] = Lost(node, now + self.timeout_s, why)
         return True
 
+    def revive(self, node_id: int) -> Lost:
+        """``node_id`` spoke again: no longer awaited, and its restart given back. O(1)."""
+        self.used[node_id] -= 1
+        return self.lost.pop(node_id)
+
     def overdue(self, now: float) -> list:
         """The awaited workers whose time is up. O(lost)."""
         return [lost for lost in self.lost.values() if now > lost.deadline]

@@ -409,13 +409,14 @@ class Scheduler:
 
     def _dispatch(self, msg: wire.Message) -> None:
         """Hand a message to its kind's handler (core/kinds.py); one from a node already
-        lost is dropped, any other says its sender is alive (a REGISTER's has no id yet)."""
+        lost is dropped unless it was only silent (it is taken back: Liveness.revive), any
+        other says its sender is alive (a REGISTER's has no id yet)."""
         if KINDS[msg.kind].before_table:
             self._handlers[msg.kind](msg)
         elif msg.sender in self._outside:     # elastic: its DC left or has not joined
             self._drops.log(msg.sender, "dropped %s from %s: its DC is not in the run",
                             msg.kind.name, self.table.describe(msg.sender))
-        elif msg.sender not in self.lost:
+        elif msg.sender not in self.lost or self.liveness.revive(msg.sender):
             self._node_alive(msg.sender)
             handler = self._handlers.get(msg.kind)
             if handler is not None:

@@ -221,3 +221,24 @@ def test_a_heartbeat_echo_measures_the_round_trip_which_the_next_beats_carry(mon
     clock.t += 1.0
     liveness.beat()
     assert [b["rtt"] for b in liveness.van.beats[-4:]] == [pytest.approx(0.2), 0.0, 0.0, 0.0]
+
+
+def test_a_node_lost_for_its_silence_is_taken_back_when_it_speaks_again(monkeypatch):
+    """dc-stop / a cut link: the node was paused, not gone; one whose connection closed
+    (its process ended) is not revived, and neither is one a new process replaced."""
+    liveness, clock = _clocked(monkeypatch, worker_restarts=1, server_restarts=1)
+    _beat_for(liveness, clock, 10.0)
+    _beat_for(liveness, clock, 2.0, nodes=(1, 3))             # server 2 and worker 4 stopped
+    liveness.check(None)
+    assert 2 in liveness.lost and 4 in liveness.lost
+    assert liveness.revive(4) and 4 not in liveness.lost      # SIGCONT: its beat came
+    assert liveness.lost.remaining(4) == 1                    # its restart given back
+    assert not liveness.revive(4)                             # taken back once
+    worker, _ = liveness.lost.rejoin({"role": "server", "dc": "dc1", "address": "tcp://x:1"})
+    assert worker is not None and not liveness.revive(2)      # a new process took its place
+    handle = liveness.connections.handler(3)[1]
+    handle(zmq.EVENT_HANDSHAKE_SUCCEEDED, 0, b"")
+    handle(zmq.EVENT_DISCONNECTED, 0, b"")                    # worker 3's process ended
+    clock.t += 0.5
+    liveness.check(None)
+    assert 3 in liveness.lost and not liveness.revive(3)      # awaited: a new process
