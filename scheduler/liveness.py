@@ -2,7 +2,7 @@
 (:class:`~netstorm.scheduler.service.Scheduler`): its heartbeats to every node, a node
 presumed dead (:meth:`Liveness.check`: at once when its connection closes, its process
 gone; when it stops answering, after a silence deadline learnt from its heartbeats and round
-trip, ``dead_after_s`` at most: docs/recovery-detect.md), a new process superseding one still
+trip, ``dead_after_s`` at most: docs/recovery-detection.md), a new process superseding one still
 taken for alive, a worker's stop note (BYE), which the workers still running hear of, and
 stalls: a worker silent on the data path while others wait on it or have finished
 (:mod:`netstorm.scheduler.stalls`), warned of and, past ``max_idle_s``, fatal.

@@ -1,4 +1,4 @@
-"""Quorum rounds at the scheduler (``[sync] quorum``, hfa and diloco; docs/sync-quorum.md):
+"""Quorum rounds at the scheduler (``[sync] quorum``, hfa and diloco; docs/sync.md#quorum-rounds-not-waiting-for-a-late-dc-hfa-diloco):
 which DCs a WAN round completes with, and the weight each one's contribution carries.
 
 Pure logic, no sockets, time passed in. A DC's server offers its workers' DC rounds up to

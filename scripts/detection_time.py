@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How fast a dead or silent node is noticed (docs/recovery-detect.md).
+"""How fast a dead or silent node is noticed (docs/recovery-detection.md).
 
     python scripts/detection_time.py                      # every case, once, on loopback
     python scripts/detection_time.py --cases server:KILL,server:STOP --repeat 3

@@ -49,7 +49,7 @@ PARAMS = {              # what each mode takes besides 'mode'
     "diloco": ("h", "outer_lr", "outer_momentum", "fragments", "delay", "mix", "quorum",
                "grace_s"),
 }
-QUORUM_PARAMS = ("quorum", "grace_s")   # quorum rounds (docs/sync-quorum.md): named in the
+QUORUM_PARAMS = ("quorum", "grace_s")   # quorum rounds (docs/sync.md#quorum-rounds-not-waiting-for-a-late-dc-hfa-diloco): named in the
                                         # table form only when set
 MAX_GRACE_S = 3600.0
 DEFAULT_K1 = 1

@@ -1,7 +1,7 @@
 """When a node that stopped being heard is presumed dead: an adaptive silence deadline.
 
 *Pure*: fed arrival times and round-trip times, it answers with a deadline; it owns no
-clock, no socket, no thread (docs/recovery-detect.md).
+clock, no socket, no thread (docs/recovery-detection.md).
 
 A node's deadline is learnt from what was heard of it: the gaps between its heartbeats
 (what keeps coming when it has nothing else to say), kept over the last :data:`WINDOW` gaps, and its

@@ -252,7 +252,7 @@ _ROWS = [
                                             flags=Flag.QUEUED),
           *_PEER, handler="_on_link_key_done"),
 ]
-_ROWS += [  # quorum rounds (hfa, diloco; docs/sync-quorum.md)
+_ROWS += [  # quorum rounds (hfa, diloco; docs/sync.md#quorum-rounds-not-waiting-for-a-late-dc-hfa-diloco)
     _spec(Kind.QUORUM_READY, MessageSchema(Obj({"through": Int(1, U32)}, required=("through",))),
           *_SERVER_TO_SCHED, handler="_on_quorum_ready"),
     _spec(Kind.QUORUM, MessageSchema(Obj({"weights": DictOf(Int(1, U32))},

@@ -58,7 +58,7 @@ class Postoffice:
         self.early: list = []
         self._early_bytes = 0
         self._drops = RateLimitedLog(log)
-        # the scheduler's liveness (docs/recovery-detect.md): its connection, when it was
+        # the scheduler's liveness (docs/recovery-detection.md): its connection, when it was
         # last heard, its silence deadline (once the settings came), the round trip it
         # measured and the last beat's clock, echoed on this node's next beat
         self.connections = ConnectionWatch(getattr(van, "wake", lambda: None),

@@ -1,5 +1,5 @@
 """Quorum rounds on a DC's server (``[sync] quorum``, diloco and hfa with ``k2 = 1``;
-docs/sync-quorum.md): a WAN round completes with the DCs the scheduler named, and a DC that
+docs/sync.md#quorum-rounds-not-waiting-for-a-late-dc-hfa-diloco): a WAN round completes with the DCs the scheduler named, and a DC that
 was late merges its workers' deltas, once, into a later WAN round.
 
 Pure logic, used by :class:`~netstorm.geoserver.server.sync_modes.HfaMode` (and so

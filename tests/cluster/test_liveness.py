@@ -1,4 +1,4 @@
-"""Fast detection live (scheduler/liveness.py, docs/recovery-detect.md): a DC server that is
+"""Fast detection live (scheduler/liveness.py, docs/recovery-detection.md): a DC server that is
 SIGKILLed (its connections close) or SIGSTOPped (silent, connections up) is named by the
 scheduler well within the old fixed dead_after_s, and the run stops naming it."""
 import re

@@ -426,7 +426,7 @@ def test_the_writer_refuses_a_config_the_children_would_refuse():
 
 
 def test_a_sync_quorum_round_trips_and_is_at_most_the_cluster_s_dcs(tmp_path):
-    """[sync] quorum (docs/sync-quorum.md): written back and read as it was; more DCs than
+    """[sync] quorum (docs/sync.md#quorum-rounds-not-waiting-for-a-late-dc-hfa-diloco): written back and read as it was; more DCs than
     the cluster has is refused naming both."""
     dcs = parse_cluster(tomllib.loads(GOOD), source="c.toml").dcs
     path = tmp_path / "c.toml"

@@ -130,7 +130,7 @@ def test_no_stall_is_judged_while_a_lost_worker_is_awaited():
 
 
 # ---------------------------------------------------------------- fast detection
-# (docs/recovery-detect.md): a closed connection at once, a silence past the learnt deadline
+# (docs/recovery-detection.md): a closed connection at once, a silence past the learnt deadline
 
 def _clocked(monkeypatch, **settings):
     """A Liveness on a clock the test moves, every node welcomed at its start."""

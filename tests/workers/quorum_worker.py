@@ -9,7 +9,7 @@ on rank ``r`` is ``r + 1 + s`` everywhere, so each synchronization's delta is kn
 test. Prints ``rank R dc D`` at the start and ``rank R final V DIGEST`` at the end (the
 weights after the last synchronization, as a list, and the SHA-256 of their bytes) and the
 seconds its steps took. ``--slow-every K``: the slow DC sleeps before every step ``s`` with
-``s % K == S`` instead of once (a DC that stalls now and then; docs/sync-quorum.md);
+``s % K == S`` instead of once (a DC that stalls now and then; docs/sync.md#quorum-rounds-not-waiting-for-a-late-dc-hfa-diloco);
 ``--step-s``: every step sleeps that long first (compute, emulated).
 """
 import argparse
