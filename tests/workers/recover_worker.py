@@ -43,7 +43,7 @@ R = kv.rank
 for key, shape in SHAPES.items():
     kv.init(key, mx.nd.ones(shape))
 kv.set_optimizer(mx.optimizer.create("sgd", **OPTIMIZER))
-start = kv.resumed_round
+start = kv.resumed_step     # rounds under fsa; under diloco / hfa, steps (rounds x h / k1)
 print(f"rank {R} starts after round {start}", flush=True)
 if args.started_mark:
     open(f"{args.started_mark}.{R}", "w").close()
