@@ -103,8 +103,9 @@ class NetStorm(KVStore):
     @property
     def resumed_round(self) -> int:
         """0, or for a worker restarted into its rank (``[recovery] worker_restarts``), the
-        rounds (steps) its lost process had completed: skip that many batches to go on
-        exactly where it stopped (docs/recovery.md)."""
+        rounds its lost process had completed: under fsa its steps, the batches to skip to
+        go on exactly where it stopped (docs/recovery.md); in every mode see
+        :attr:`resumed_step`."""
         return self._client.resumed_round
 
     @property
