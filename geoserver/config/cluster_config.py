@@ -9,11 +9,11 @@ from dataclasses import dataclass, field, replace
 
 from .compression import CompressionConfig
 from .elastic import elastic_problem
-from .local_restart import worker_restart_problem
 from .emulation import EmulationConfig
 from .hosts import SshConfig
 from .keys import SecurityConfig
 from .limits import node_count_problem
+from .local_restart import worker_restart_problem
 from .metrics import MetricsConfig, crowded_host
 from .sync import SyncConfig
 from .status import StatusConfig
