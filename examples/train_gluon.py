@@ -114,7 +114,8 @@ def main(argv=None):
 
     # a worker restarted into its rank (launch.py --worker-restarts) goes on where its lost
     # process stopped: the cluster's current weights first, then skip the steps it had done
-    skip = getattr(kv, "resumed_round", 0)
+    # (under diloco / hfa: up to its rank's last synchronization, x h / k1 steps per round)
+    skip = getattr(kv, "resumed_step", getattr(kv, "resumed_round", 0))
     if skip:    # pull the weights now: MXNet 1.9.1's Trainer would at its first step only,
         net(mx.nd.array(x_sh[:1]))  # after the gradient (on the local weights); first the
         trainer._optimizer.rescale_grad = 1.0 / args.batch_size     # shapes and the scale

@@ -26,11 +26,26 @@ from dataclasses import dataclass
 
 import mxnet as mx
 
-__all__ = ["LocalSteps", "LocalStepsError", "fragments_of"]
+from netstorm.geoserver.config.local_restart import steps_per_round
+
+__all__ = ["LocalSteps", "LocalStepsError", "fragments_of", "resumed_steps"]
 
 
 class LocalStepsError(RuntimeError):
     """The script uses the store in a way a local-steps mode cannot serve."""
+
+
+def resumed_steps(sync, rounds: int) -> int:
+    """The local steps behind ``rounds`` synchronizations of one worker (``h`` per round
+    under diloco, ``k1`` under hfa); raises :class:`LocalStepsError` under a mode whose
+    steps per round vary (esync), unless ``rounds`` is 0."""
+    if not rounds:
+        return 0
+    per_round = steps_per_round(sync)
+    if per_round is None or sync.streaming:
+        raise LocalStepsError(f"sync mode {sync.mode!r}: a worker restarted after {rounds} "
+                              f"round(s) cannot tell how many local steps they were")
+    return rounds * per_round
 
 
 @dataclass
@@ -72,9 +87,15 @@ class LocalSteps:
     def set_optimizer(self, optimizer) -> None:
         self.updater = mx.optimizer.get_updater(optimizer)
 
-    def start(self, key_id: int, value) -> None:
-        """The key's value after init (the servers' copy, rank 0's value)."""
-        self.keys[key_id] = _Local(weights=value.copy(), base=value)
+    def start(self, key_id: int, value, rounds: int = 0) -> None:
+        """The key's value after init (the servers' copy, rank 0's value). ``rounds``: for
+        a worker restarted into its rank (docs/recovery-localrestart.md), the rounds of the
+        key its rank had synchronized; ``value`` is then the DC's model after them, taken
+        as weights and base, and the local step counter starts at ``rounds`` x the steps
+        per round (the inner optimizer's state starts fresh)."""
+        steps = resumed_steps(self.sync, rounds)
+        self.keys[key_id] = _Local(weights=value.copy(), base=value, steps=steps,
+                                   synced_at=steps, rounds=rounds)
         self._offsets = None
 
     def _offset(self, key_id: int) -> int:

@@ -34,7 +34,7 @@ from . import engine_ops
 from .arguments import ArgumentChecks, check_arrays, dense, group, sparse_outs
 from .key_ids import MAX_KEY, KeyIds, UninitializedKey
 from .key_ops import key_operations
-from .local_steps import LocalSteps
+from .local_steps import LocalSteps, resumed_steps
 from .row_sparse import row_sparse_pull
 from .server_states import load_optimizer_states, save_checkpoint, save_optimizer_states
 from .sigterm import stop_on_sigterm
@@ -103,9 +103,19 @@ class NetStorm(KVStore):
     @property
     def resumed_round(self) -> int:
         """0, or for a worker restarted into its rank (``[recovery] worker_restarts``), the
-        rounds (steps) its lost process had completed: skip that many batches to go on
-        exactly where it stopped (docs/recovery.md)."""
+        rounds its lost process had completed: under fsa its steps, the batches to skip to
+        go on exactly where it stopped (docs/recovery.md); in every mode see
+        :attr:`resumed_step`."""
         return self._client.resumed_round
+
+    @property
+    def resumed_step(self) -> int:
+        """0, or for a worker restarted into its rank, the optimizer steps (batches) to
+        skip: :attr:`resumed_round` under fsa (a step is a round); under diloco and hfa
+        that many synchronizations x ``h`` / ``k1`` steps each: the restarted worker goes
+        on from its rank's last synchronization (docs/recovery-localrestart.md)."""
+        return resumed_steps(self._client.sync, self._client.resumed_round) \
+            if self._local is not None else self._client.resumed_round
 
     @property
     def sync_mode(self) -> str:
@@ -136,7 +146,8 @@ class NetStorm(KVStore):
                 start = np.empty(vals[0].size, dtype=vals[0].dtype)
                 self._client.finish_into(kid, self._client.start_pull(kid), start)
                 self._local.start(kid, mx.nd.array(start.reshape(vals[0].shape),
-                                                   dtype=vals[0].dtype))
+                                                   dtype=vals[0].dtype),
+                                  rounds=self._client.keys[kid].pushes)
 
     def _push_value(self, kid: int, delta):
         """Push ``delta`` as the key's next round; an NDArray that gets the value after it."""

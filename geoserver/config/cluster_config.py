@@ -13,6 +13,7 @@ from .emulation import EmulationConfig
 from .hosts import SshConfig
 from .keys import SecurityConfig
 from .limits import node_count_problem
+from .local_restart import worker_restart_problem
 from .metrics import MetricsConfig, crowded_host
 from .sync import SyncConfig
 from .status import StatusConfig
@@ -148,8 +149,11 @@ class ClusterConfig:
                 f"(got {self.sync.k2}): the DC rounds since the last WAN round are only on "
                 f"the lost server, and its workers no longer hold their deltas "
                 f"(docs/recovery.md)")
-        for name, on in (("worker_restarts", self.worker_restarts), ("resume", self.resume),
-                         ("checkpoint", self.checkpoint)):
+        restart_problem = worker_restart_problem(self.sync) if self.worker_restarts else ""
+        if restart_problem:
+            raise ClusterFileError(f"{self.source}: [recovery] worker_restarts "
+                                   f"{restart_problem} (docs/recovery.md)")
+        for name, on in (("resume", self.resume), ("checkpoint", self.checkpoint)):
             if on and self.sync.mode != "fsa":
                 raise ClusterFileError(
                     f"{self.source}: [recovery] {name} needs [sync] mode 'fsa': under "

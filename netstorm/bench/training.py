@@ -136,10 +136,11 @@ def train(kv, args) -> tuple:
 
 def resume(kv, trainer, net, task, args) -> int:
     """The steps a worker restarted into its rank (or a cluster restarted from a
-    checkpoint) skips, ``kv.resumed_round`` (0 otherwise); for a restarted one, first the
-    cluster's current weights (MXNet 1.9.1's Trainer would pull them only inside its first
-    step, after computing a gradient on its own), as examples/train_gluon.py does."""
-    skip = int(getattr(kv, "resumed_round", 0) or 0)
+    checkpoint) skips, ``kv.resumed_step`` (its rank's rounds x the steps per round under
+    diloco and hfa; 0 otherwise); for a restarted one, first the cluster's current weights
+    (MXNet 1.9.1's Trainer would pull them only inside its first step, after computing a
+    gradient on its own), as examples/train_gluon.py does."""
+    skip = int(getattr(kv, "resumed_step", getattr(kv, "resumed_round", 0)) or 0)
     if skip:
         net(task.batch(skip + 1)[0])            # finish deferred initialization
         trainer._optimizer.rescale_grad = 1.0 / args.batch_size

@@ -314,3 +314,43 @@ def test_recover_two_servers_killed_at_once_exactly(no_leftovers):
         got = np.load(out / f"rank{rank}.npz")
         for key in SHAPES:
             np.testing.assert_array_equal(got[str(key)], want[key], err_msg=f"rank {rank}")
+
+
+@pytest.mark.slow
+def test_recover_a_killed_worker_under_diloco(no_leftovers):
+    """diloco h = 2, 2 DCs x 2 workers: rank 3 SIGKILLs itself at inner step 12 (its
+    6th synchronization), after key 0's delta left and before key 1's. The launcher
+    restarts it; it resumes at its rank's last synchronization (its step counter at rounds x
+    h, the DC's model as weights and base, a fresh inner optimizer), the round in flight
+    takes exactly one push from its rank per key, and the run completes. Every worker ends
+    with the same weights (not those of an uninterrupted run: the lost local steps are
+    recomputed from another start), and the replica audit finds every DC's replica
+    identical with every update counted once."""
+    import json
+    steps, out, stats = 40, no_leftovers / "out", no_leftovers / "stats.jsonl"
+    out.mkdir()
+    run = launch(["--dcs", 2, "--workers-per-dc", 2, "--worker-restarts", 1,
+                  "--sync", "diloco:h=2", "--audit-every", 2, "--stats", stats],
+                 worker_cmd("recover_worker.py", steps, out, "--kill", 3, 12,
+                            "--pause", 0.1),    # steps long enough for heartbeats' digests
+                 no_leftovers, timeout=240)
+    assert run.code == 0, run.output[-6000:]
+    assert "expected round" not in run.output      # no push of a round sent twice
+    assert "worker dc1/1 was killed by SIGKILL; restarting it into its rank (1 of 1)" \
+        in run.output
+    # its lost process had sent key 0's 6th delta: the new one resumes after the 5th
+    # synchronization (step 10) and sends only key 1's 6th
+    assert "worker rank 3 rejoined: its lost process had pushed key 0 6 round(s), key 1 5 " \
+        "round(s)" in run.output, run.output[-4000:]
+    assert "[worker dc1/1] rank 3 starts after round 10" in run.output
+    final = _final_weights(out)
+    for rank, weights in enumerate(final[1:], start=1):
+        for key in SHAPES:
+            np.testing.assert_array_equal(weights[str(key)], final[0][str(key)],
+                                          err_msg=f"rank {rank}")
+    audits = [json.loads(line) for line in stats.read_text().splitlines()
+              if '"replica_audit"' in line]
+    assert audits and max(a["round"] for a in audits) > 6, run.output[-4000:]
+    assert {a["round"] % 2 for a in audits} == {0}, audits
+    assert all(not a["mismatches"] and not a["count_errors"] for a in audits), audits
+    assert all(a["dcs"] == 2 for a in audits if a["keys"]), audits

@@ -106,3 +106,28 @@ def test_push_then_pull_gives_what_pushpull_gives():
         kv.pushpull(3, [mx.nd.ones((4,)), mx.nd.ones((4,)) * 2], out=out)
         results.append(out.asnumpy())
     assert np.array_equal(results[0], results[1]) and results[0][0] == 3
+
+
+def test_resume_skips_the_steps_a_restarted_worker_had_done_in_every_mode(capsys):
+    """bench resume (the chaos run's worker): the steps to skip are ``kv.resumed_step``
+    (diloco: rounds x h), not the rounds; a store without it (another system's) falls
+    back on ``resumed_round``; nothing to skip, nothing pulled."""
+    from types import SimpleNamespace
+
+    from netstorm.bench.training import resume
+    calls = []
+    trainer = SimpleNamespace(_optimizer=SimpleNamespace(rescale_grad=None),
+                              _init_kvstore=lambda: calls.append("kvstore"),
+                              _init_params=lambda: calls.append("params"))
+    task = SimpleNamespace(batch=lambda i: (f"batch {i}",))
+    args = SimpleNamespace(batch_size=4)
+    diloco = SimpleNamespace(rank=3, resumed_round=5, resumed_step=10)
+    assert resume(diloco, trainer, calls.append, task, args) == 10
+    assert calls == ["batch 11", "kvstore", "params"]
+    assert trainer._optimizer.rescale_grad == 0.25
+    assert "rank 3 resumes after step 10" in capsys.readouterr().out
+    assert resume(SimpleNamespace(rank=1, resumed_round=4), trainer, calls.append, task,
+                  args) == 4
+    calls.clear()
+    assert resume(SimpleNamespace(rank=0, resumed_round=0, resumed_step=0), trainer,
+                  calls.append, task, args) == 0 and calls == []

@@ -74,7 +74,8 @@ def test_refused_recovery_options_are_named_with_why(tmp_path):
     assert config.server_restarts == 0 and "mixed" in refused["server_restarts"]
     diloco = _config(sync=SyncConfig.from_params({"mode": "diloco", "h": 5}, where="test"))
     config, refused = with_recovery(diloco, 2, tmp_path / "c.npz")
-    for option in ("worker_restarts", "server_restarts", "cluster_restarts"):
+    assert "worker_restarts" not in refused and config.worker_restarts == 2   # localrestart
+    for option in ("server_restarts", "cluster_restarts"):
         if option in refused:           # until recovery under diloco is in (issue 39)
             assert "diloco" in refused[option] or "fsa" in refused[option]
         else:

@@ -310,8 +310,15 @@ def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
             (GOOD + "[recovery]\nworker_restarts = -1\n",
              "worker_restarts must be a whole number in 0..100, got -1"),
             (GOOD + "[recovery]\nworker_restart = 1\n", "did you mean 'worker_restarts'"),
-            (GOOD + '[recovery]\nworker_restarts = 1\n[sync]\nmode = "hfa"\n',
-             "worker_restarts needs [sync] mode 'fsa'"),
+            (GOOD + '[recovery]\nworker_restarts = 1\n[sync]\nmode = "esync"\n',
+             "worker_restarts needs [sync] mode 'fsa', 'diloco' or 'hfa': under 'esync'"),
+            (GOOD + '[recovery]\nworker_restarts = 1\n[sync]\nmode = "hfa"\nk2 = 2\n',
+             "worker_restarts needs [sync] k2 = 1 under 'hfa' (got 2)"),
+            (GOOD + '[recovery]\nworker_restarts = 1\n[sync]\nmode = "diloco"\nh = 4\n'
+                    'fragments = 2\n',
+             "worker_restarts needs [sync] fragments = 1 and delay = 0 under 'diloco'"),
+            (GOOD + '[recovery]\ncheckpoint = "c.npz"\n[sync]\nmode = "diloco"\n',
+             "checkpoint needs [sync] mode 'fsa'"),
             (GOOD + "[recovery]\ncluster_restarts = 1\n",
              "cluster_restarts needs 'checkpoint'"),
             (GOOD + '[recovery]\ncheckpoint = "c.npz"\ncluster_restarts = 101\n',
@@ -327,6 +334,9 @@ def test_recovery_table_parses_roundtrips_and_needs_fsa(tmp_path):
                   '[sync]\nmode = "hfa"\nk1 = 4\n'):   # recovery in these modes too
         text = GOOD + "[recovery]\nserver_restarts = 1\n" + extra
         assert parse_cluster(tomllib.loads(text), source="c.toml").server_restarts == 1
+    for extra in ('[sync]\nmode = "diloco"\nh = 5\n', '[sync]\nmode = "hfa"\nk1 = 4\n'):
+        text = GOOD + "[recovery]\nworker_restarts = 2\n" + extra   # docs/recovery-localrestart.md
+        assert parse_cluster(tomllib.loads(text), source="c.toml").worker_restarts == 2
 
 
 def test_audit_every_parses_roundtrips_travels_to_the_servers_and_defaults_on(tmp_path):

@@ -3,7 +3,7 @@ import mxnet as mx
 import pytest
 
 from netstorm.geoserver.config.sync import SyncConfig
-from netstorm.kvstore.local_steps import LocalSteps, LocalStepsError, fragments_of
+from netstorm.kvstore.local_steps import LocalSteps, LocalStepsError, fragments_of, resumed_steps
 
 
 class Server:
@@ -113,3 +113,35 @@ def test_wait_inner_steps_waits_for_the_optimizer_outputs_only_and_forgets_them(
     assert local._updated[0] is not local.keys[0].weights   # the synchronized copy is apart
     local.wait_inner_steps()
     assert local._updated == {}
+
+
+def test_a_restarted_worker_resumes_at_its_ranks_last_synchronization():
+    """docs/recovery-localrestart.md: a worker restarted after its rank's 2nd diloco round
+    (h = 3) takes the DC's model after it as weights and base, counts its steps from 6, and
+    synchronizes after 3 steps of a fresh inner optimizer (momentum from zero): the first
+    delta it pushes is the one a fresh process would push from that model."""
+    server = Server()
+    server.value[0] = mx.nd.array([4.0, 8.0])       # the DC's model after round 2
+    local = LocalSteps(SyncConfig(mode="diloco", h=3), server, server.push_value)
+    local.set_optimizer(mx.optimizer.SGD(learning_rate=0.5, momentum=0.5))
+    local.start(0, server.value[0].copy(), rounds=2)
+    state = local.keys[0]
+    assert (state.steps, state.synced_at, state.rounds) == (6, 6, 2)
+    for step in range(7, 10):
+        local.step(0, mx.nd.array([1.0, -1.0]))
+        assert len(server.pushed) == (step == 9)
+    # fresh momentum 0.5: steps of 0.5, 0.75, 0.875 (x -grad)
+    assert server.pushed[0].tolist() == [-2.125, 2.125]
+    assert (state.steps, state.rounds) == (9, 3)
+    assert state.base.asnumpy().tolist() == [1.875, 10.125]
+
+
+def test_resumed_steps_are_rounds_times_the_steps_per_round_where_those_are_fixed():
+    assert resumed_steps(SyncConfig(mode="diloco", h=5), 4) == 20
+    assert resumed_steps(SyncConfig(mode="hfa", k1=3), 4) == 12
+    assert resumed_steps(SyncConfig(mode="fsa"), 4) == 4
+    assert resumed_steps(SyncConfig(mode="esync"), 0) == 0
+    with pytest.raises(LocalStepsError, match="'esync': a worker restarted after 2"):
+        resumed_steps(SyncConfig(mode="esync"), 2)
+    with pytest.raises(LocalStepsError, match="'diloco': a worker restarted after 1"):
+        resumed_steps(SyncConfig(mode="diloco", h=4, fragments=2), 1)

@@ -1,5 +1,6 @@
 """Worker script for tests/cluster/test_recovery.py: rounds of known gradients on two keys under an
-SGD optimizer with momentum, restartable (it goes on after ``kv.resumed_round``).
+SGD optimizer with momentum, restartable (it goes on after ``kv.resumed_step``: rounds under
+fsa, inner steps under diloco and hfa, where a "round" below is one push, a local step).
 
     recover_worker.py ROUNDS OUT_DIR [--kill RANK ROUND] [--save-at ROUND PATH]
                       [--mark-at ROUND PATH ...] [--pause S] [--pushpull]
@@ -43,7 +44,7 @@ R = kv.rank
 for key, shape in SHAPES.items():
     kv.init(key, mx.nd.ones(shape))
 kv.set_optimizer(mx.optimizer.create("sgd", **OPTIMIZER))
-start = kv.resumed_round
+start = kv.resumed_step     # rounds under fsa; under diloco / hfa, steps (rounds x h / k1)
 print(f"rank {R} starts after round {start}", flush=True)
 if args.started_mark:
     open(f"{args.started_mark}.{R}", "w").close()
