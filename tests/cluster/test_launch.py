@@ -46,7 +46,7 @@ def test_compression_from_the_command_line_trains_the_example(no_leftovers):
     (["--compression", '{"type": "bsc", "ratio": 2}'],
      "--compression: ratio must be in (0, 1], got 2"),
     (["--compression", "{bad"], "--compression: not valid JSON"),
-    (["--sync", "hfa:k3=1"], "--sync: sync mode 'hfa' takes no 'k3' (it takes 'k1', 'k2')"),
+    (["--sync", "hfa:k3=1"], "--sync: sync mode 'hfa' takes no 'k3' (it takes 'k1', 'k2', 'quorum', 'grace_s')"),
     (["--sync", "esync:max_steps=0"], "--sync: max_steps must be a whole number in 1.."),
     (["--sync", "mixed", "--policy", "fapt", "--adapt"],
      "[sync] mode 'mixed' cannot run with [wan] adapt"),
