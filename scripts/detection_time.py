@@ -139,7 +139,6 @@ def run_case(case: str, args) -> tuple:
 
 def model(args) -> None:
     """The deadline on links of each ``--rtt-ms`` (see the module's docstring)."""
-    sys.path.insert(0, str(REPO))
     from netstorm.geoserver.core.connection_watch import closed_grace
     from netstorm.geoserver.core.failure_detector import FailureDetector
     rng = random.Random(1)

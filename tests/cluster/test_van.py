@@ -326,9 +326,9 @@ def test_the_largest_meta_crosses_curve_and_a_larger_one_is_refused_at_the_sende
         with pytest.raises(wire.WireError, match="ABORT: meta frame of 1048577 bytes exceeds "
                                                  "this kind's limit of 1048576 bytes"):
             server.send("scheduler", abort(wire.MAX_META_BYTES + 1))
-        with pytest.raises(wire.WireError, match="REGISTER: meta frame of 16385 bytes "
+        with pytest.raises(wire.WireError, match="RECOVERED: meta frame of 16385 bytes "
                                                  "exceeds this kind's limit of 16384 bytes"):
-            server.send("scheduler", wire.Message(wire.Kind.REGISTER, meta={
+            server.send("scheduler", wire.Message(wire.Kind.RECOVERED, meta={
                 "role": "x" * (16385 - len('{"role":""}'))}))
         huge = np.broadcast_to(np.uint8(0), (MAX_FRAME_BYTES + 1,))     # nothing allocated
         with pytest.raises(wire.WireError, match=f"PROBE: frame 2 of {MAX_FRAME_BYTES + 1} "
