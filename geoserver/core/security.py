@@ -148,7 +148,11 @@ def watch_events(sock: zmq.Socket, events: int, handle) -> None:
     context terminated: ZeroMQ's I/O thread sends each event blocking, so a monitor no one
     reads would stall every socket of the context at the next one (a reconnection's
     handshake, e.g. to a new scheduler). Call before ``sock`` connects."""
-    monitor = sock.get_monitor_socket(events | zmq.EVENT_MONITOR_STOPPED)
+    # a name of its own: pyzmq's default names it after the socket's file descriptor, which
+    # a socket made after this one is closed may reuse while this monitor still holds the
+    # name (a scheduler reconnecting to a replaced server: "Address already in use")
+    monitor = sock.get_monitor_socket(events | zmq.EVENT_MONITOR_STOPPED,
+                                      addr=f"inproc://netstorm-monitor-{os.urandom(8).hex()}")
 
     def serve():
         handled = False

@@ -221,3 +221,20 @@ def test_the_address_of_an_accepted_connection_is_read_while_it_is_open():
             assert security._peer_address(not_a_socket.fileno(), port) == ""
             assert len(os.listdir("/proc/self/fd")) == before                   # no leak
             assert client
+
+
+def test_a_socket_reusing_a_closed_ones_descriptor_gets_its_own_monitor():
+    """The chaos run's scheduler reconnected to a replaced server while the old
+    connection's monitor still held pyzmq's default monitor name (made of the socket's file
+    descriptor, which the new socket reused): "Address already in use", and the run ended."""
+    import zmq
+    from netstorm.geoserver.core.security import watch_events
+    ctx = zmq.Context()
+    sock, stale = ctx.socket(zmq.DEALER), ctx.socket(zmq.PAIR)
+    try:
+        stale.bind(f"inproc://monitor.s-{sock.FD}")     # an old monitor's default name
+        watch_events(sock, zmq.EVENT_CONNECTED, lambda *args: True)     # no EADDRINUSE
+    finally:
+        sock.close(linger=0)        # its monitor's thread stops and closes the monitor
+        stale.close(linger=0)
+        ctx.term()
