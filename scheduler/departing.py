@@ -93,16 +93,29 @@ class DcDeparting:
         policy over the members. False: no departure is under way (not ours)."""
         if self.current is None:
             return False
-        self.current.report(dc, meta["keys"])
-        if not self.current.reported:
-            return True
+        if self.reported_plan(self.current, dc, meta, "leaving the run") is not None:
+            self.replay_over_members(self.current)
+        return True
+
+    def reported_plan(self, change: ServerReplacement, dc: str, meta: dict, what: str):
+        """``dc``'s report (``meta``) to a membership ``change``; once all members did, the
+        plan (None before; :class:`ClusterAborted` naming the DC and ``what`` if there is
+        none). O(keys)."""
+        change.report(dc, meta["keys"])
+        if not change.reported:
+            return None
         try:
-            plan = self.current.make_plan()
+            return change.make_plan()
         except RecoveryError as exc:
-            raise ClusterAborted(f"{self.current.lost_dc} leaving the run: {exc}") from exc
-        rounds = self.policies.rounds
+            raise ClusterAborted(f"{change.lost_dc} {what}: {exc}") from exc
+
+    def replay_over_members(self, change: ServerReplacement) -> None:
+        """Every member's server gets the plan of ``change`` (a DC leaving, or one joining
+        once :meth:`Membership.join` took it in) and a replay policy over the members, a
+        new version from the first round replayed. O(members + keys)."""
+        plan, rounds = change.plan, self.policies.rounds
         policy = member_policy(self.config, self.membership.members,
-                               rounds.policy.version + 1, self.current.start_round,
+                               rounds.policy.version + 1, change.start_round,
                                self.policies.wan_topology)
         rounds.policy = policy
         rounds.announced.replay(policy)
@@ -113,7 +126,6 @@ class DcDeparting:
         self.policies.log("member-replay")
         log.info("replay policy %d over %s from round %d for %d keys", policy.version,
                  ", ".join(self.membership.members), policy.start_round, len(plan))
-        return True
 
     def on_recovered(self, dc: str) -> bool:
         """A member is back; once all are, the departure is over. False: not ours."""

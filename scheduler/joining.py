@@ -21,10 +21,9 @@ from dataclasses import replace
 from netstorm.geoserver.core import wire
 from netstorm.geoserver.core.nodes import SERVER
 
-from .liveness import ClusterAborted
 from .membership import member_policy
 from .policy import planning_topology
-from .replacement import RecoveryError, ServerReplacement
+from .replacement import ServerReplacement
 
 __all__ = ["DcJoining", "placeholder_address"]
 
@@ -154,27 +153,10 @@ class DcJoining:
         and the joining DC go to all of them. False: no join is under way."""
         if self.current is None:
             return False
-        self.current.report(dc, meta["keys"])
-        if not self.current.reported:
-            return True
-        try:
-            plan = self.current.make_plan()
-        except RecoveryError as exc:
-            raise ClusterAborted(f"{self.current.lost_dc} joining the run: {exc}") from exc
-        membership = self.departing.membership
-        membership.join(self.current.lost_dc)
-        rounds = self.policies.rounds
-        policy = member_policy(self.config, membership.members, rounds.policy.version + 1,
-                               self.current.start_round, self.policies.wan_topology)
-        rounds.policy = policy
-        rounds.announced.replay(policy)
-        meta = {"policy": policy.to_json(), "opened": rounds.opened,
-                "keys": [[k, r, list(h), d] for k, (r, h, d) in sorted(plan.items())]}
-        for server in self.departing.member_servers():
-            self.van.send(server.id, wire.Message(wire.Kind.REPLAY, meta=meta))
-        self.policies.log("member-replay")
-        log.info("replay policy %d over %s from round %d for %d keys", policy.version,
-                 ", ".join(membership.members), policy.start_round, len(plan))
+        departing = self.departing
+        if departing.reported_plan(self.current, dc, meta, "joining the run") is not None:
+            departing.membership.join(self.current.lost_dc)
+            departing.replay_over_members(self.current)
         return True
 
     def on_recovered(self, dc: str) -> bool:

@@ -1,6 +1,6 @@
 """Stand-ins shared by the socket-free tests (``from fakes import ...``; tests/ is on sys.path
 under pytest): a clock the test moves, a Van's sending side (alone, or on a network of FIFO
-links), random policies, one tree exchange per DC, the requests a worker sends, and what a
+links), the scheduler's Van recording what it sends, a 3-DC node table, random policies, one tree exchange per DC, the requests a worker sends, and what a
 Prometheus scrape of a collector shows."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from netstorm.geoserver.core import wire
+from netstorm.geoserver.core.nodes import NodeInfo
 from netstorm.geoserver.server.aggregation import TreeExchange
 from netstorm.geoserver.policy.tree import Policy, PolicyBook
 from netstorm.geoserver.core.wire import Flag, Kind, Message
@@ -54,6 +55,31 @@ class FakeVan:
         return self.behind
 
     behind = False
+
+
+class RecordingVan:
+    """What the scheduler's Van is asked: ``sent`` lists ``(node id, kind, meta)``, ``gone``
+    the node ids disconnected; every node is connected."""
+
+    def __init__(self):
+        self.sent, self.gone = [], []
+
+    def is_connected(self, node_id):
+        return True
+
+    def send(self, node_id, msg):
+        self.sent.append((node_id, msg.kind, msg.meta))
+
+    def disconnect(self, node_id):
+        self.gone.append(node_id)
+
+
+def three_dc_table() -> list:
+    """A scheduler (0), the servers of dc0-dc2 (1-3) and one worker each (4-6, rank = DC)."""
+    return [NodeInfo(0, "scheduler", "", "tcp://s:1")] + [
+        NodeInfo(1 + i, "server", f"dc{i}", f"tcp://{i}:1") for i in range(3)] + [
+        NodeInfo(4 + i, "worker", f"dc{i}", f"tcp://{i}:2", rank=i, local_rank=0)
+        for i in range(3)]
 
 
 class LinkVan(FakeVan):

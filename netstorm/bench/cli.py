@@ -300,7 +300,9 @@ def run(args) -> int:
                                      out, Progress(log, name, recorder and recorder.start),
                                      args.chunk_bytes,
                                      compression_params(args), sync_settings(args),
-                                     mixed_worker_args(args), latency=args.latency)
+                                     mixed_worker_args(args), latency=args.latency,
+                                     local_steps=args.h if args.mode == "train"
+                                     else torch_systems.PERIOD)
                     print(f"bench: running {name} ...", flush=True)
                     started = time.monotonic()
                     before = wan.link_bytes()

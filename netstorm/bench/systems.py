@@ -47,6 +47,7 @@ class RunContext:
     sync: dict = field(default_factory=dict)    # setting -> its SyncConfig (train mode)
     mixed_args: list = field(default_factory=list)  # the workers' optimizer under mixed
     latency: bool = False       # emulate the topology's delays (netstorm's transport only)
+    local_steps: int = 4        # torch-post-local-sgd: steps per model average (cli sets it)
 
     @property
     def best_dc(self) -> str:

@@ -7,7 +7,8 @@ worker process):
   would run it across data centers;
 - ``torch-ddp-fp16``: the same with DDP's fp16 compression hook;
 - ``torch-post-local-sgd``: torch's post-local SGD: gradients all-reduced within each DC,
-  the models averaged across every worker each ``PERIOD`` steps (compare its mean
+  the models averaged across every worker each ``PERIOD`` steps in comm mode, each ``--h``
+  steps in train mode, as diloco's rounds (compare its mean
   iteration time: the averaging steps are the slow ones);
 - ``netstorm-fapt-torch``: netstorm on fapt's trees driven from PyTorch
   (netstorm.torch.DistributedOptimizer), to set beside ``netstorm-fapt`` (from MXNet);
@@ -30,7 +31,7 @@ __all__ = ["PERIOD", "TORCH_SYNCED", "TORCH_SYSTEMS", "refused", "run_netstorm_t
            "torch_command"]
 
 WORKER = "netstorm.bench.torch_worker"
-PERIOD = 4      # torch-post-local-sgd: steps per model average
+PERIOD = 4      # torch-post-local-sgd in comm mode: steps per model average (train: --h)
 
 
 def refused(systems) -> str:
@@ -61,7 +62,7 @@ def run_torch_ddp(ctx, out: Path, backend: str) -> int:
     per_dc = ctx.workers_per_dc
     groups = ":".join(",".join(str(d * per_dc + i) for i in range(per_dc))
                       for d in range(len(dcs)))
-    extra = ("--dc-ranks", groups, "--period", str(PERIOD)) \
+    extra = ("--dc-ranks", groups, "--period", str(ctx.local_steps)) \
         if backend == "post-local-sgd" else ()
     command = torch_command(ctx, out, backend, extra)
     common = {"MASTER_ADDR": ctx.wan.dc_address(dcs[0]), "MASTER_PORT": str(free_port()),

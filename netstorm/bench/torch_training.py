@@ -17,30 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from netstorm.datasets import load, shard
-from netstorm.text_corpus import contiguous_shard, load_corpus, windows
-
+from .shards import EVAL_BATCH, Epochs, digits_shard, lm_shard
 from .torch_models import build_train_model
 from .workloads import METRICS, WORKLOADS
 
 __all__ = ["Epochs", "Task", "inner_optimizer", "prepare", "train"]
-
-EVAL_BATCH = 64         # lm windows per forward pass while evaluating (tasks.EVAL_BATCH)
-
-
-class Epochs:
-    """Which samples iteration ``it`` (1-based) trains on: netstorm.bench.tasks.Epochs' order
-    (a fresh permutation of the shard every ``batches`` iterations, from the same seed)."""
-
-    def __init__(self, samples: int, batches: int, batch_size: int, rng):
-        self.samples, self.batches, self.batch_size, self.rng = samples, batches, batch_size, rng
-        self.order = rng.permutation(samples)
-
-    def indices(self, it: int) -> np.ndarray:
-        b = (it - 1) % self.batches
-        if b == 0 and it > 1:
-            self.order = self.rng.permutation(self.samples)
-        return self.order[b * self.batch_size:(b + 1) * self.batch_size]
 
 
 @dataclass
@@ -52,53 +33,36 @@ class Task:
     info: dict = field(default_factory=dict)
 
 
-def _empty(rank: int, have: int, batch_size: int, what: str) -> ValueError:
-    return ValueError(f"worker {rank}'s shard has {have} {what}, fewer than one batch of "
-                      f"{batch_size}: use a smaller --batch-size or fewer workers")
-
-
 def _digits(args, rank: int, size: int) -> Task:
-    data = load(args.data, seed=args.seed)
-    x, y, batches = shard(data.x_train, data.y_train, rank, size, args.batch_size)
-    if batches == 0:
-        raise _empty(rank, len(x), args.batch_size, "samples")
+    part = digits_shard(args, rank, size)
     net = build_train_model(WORKLOADS[args.workload].model, args.hidden, args.seed,
-                            side=x.shape[-1])
-    epochs = Epochs(len(x), batches, args.batch_size,
-                    np.random.RandomState(args.seed + 1000 * rank))
+                            side=part.x.shape[-1])
+    x_test, y_test = part.data.x_test, part.data.y_test
 
     def batch(it):
-        idx = epochs.indices(it)
-        return torch.from_numpy(x[idx]), torch.from_numpy(y[idx]).long()
+        idx = part.epochs.indices(it)
+        return torch.from_numpy(part.x[idx]), torch.from_numpy(part.y[idx]).long()
 
     def accuracy(forward) -> float:
         with torch.no_grad():
-            out = torch.cat([forward(torch.from_numpy(data.x_test[i:i + 1000]))
-                             for i in range(0, len(data.x_test), 1000)])
-        return float((out.argmax(dim=1).numpy() == data.y_test).mean())
-    return Task(net, torch.nn.functional.cross_entropy, batch, accuracy,
-                {"dataset": data.name, "train_samples": len(data.x_train),
-                 "test_samples": len(data.x_test)})
+            out = torch.cat([forward(torch.from_numpy(x_test[i:i + 1000]))
+                             for i in range(0, len(x_test), 1000)])
+        return float((out.argmax(dim=1).numpy() == y_test).mean())
+    return Task(net, torch.nn.functional.cross_entropy, batch, accuracy, part.info)
 
 
 def _lm(args, rank: int, size: int) -> Task:
-    corpus = load_corpus(args.data, args.vocab)
-    train = windows(contiguous_shard(corpus.train, rank, size), args.seq_len)
-    batches = len(train) // args.batch_size
-    if batches == 0:
-        raise _empty(rank, len(train), args.batch_size, "windows")
-    held_out = windows(corpus.valid, args.seq_len)[:max(1, args.eval_tokens // args.seq_len)]
-    net = build_train_model("transformer", args.hidden, args.seed, vocab=len(corpus.vocab),
+    part = lm_shard(args, rank, size)
+    net = build_train_model("transformer", args.hidden, args.seed, vocab=part.vocab,
                             layers=args.layers, heads=args.heads, seq_len=args.seq_len)
-    epochs = Epochs(len(train), batches, args.batch_size,
-                    np.random.RandomState(args.seed + 1000 * rank))
+    train, held_out = part.train, part.held_out
 
     def loss_fn(logits, labels):
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                                  labels.reshape(-1))
 
     def batch(it):
-        w = torch.from_numpy(train[epochs.indices(it)].astype(np.int64))
+        w = torch.from_numpy(train[part.epochs.indices(it)].astype(np.int64))
         return w[:, :-1], w[:, 1:]
 
     def mean_loss(forward) -> float:
@@ -109,12 +73,7 @@ def _lm(args, rank: int, size: int) -> Task:
                 total += float(loss_fn(forward(w[:, :-1]), w[:, 1:])) * w[:, 1:].numel()
                 count += w[:, 1:].numel()
         return total / max(count, 1)
-    return Task(net, loss_fn, batch, mean_loss,
-                {"dataset": corpus.name, "train_tokens": len(corpus.train),
-                 "valid_tokens": len(corpus.valid),
-                 "eval_tokens": int(held_out.size - len(held_out)),
-                 "vocab": len(corpus.vocab), "tokens_per_sample": args.seq_len,
-                 "shard_windows": len(train)})
+    return Task(net, loss_fn, batch, mean_loss, part.info)
 
 
 def prepare(args, rank: int, size: int) -> Task:

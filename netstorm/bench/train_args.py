@@ -27,7 +27,8 @@ SYNC_FLAGS = (          # the sync modes' settings in train mode: flag, default,
     ("--staleness", 2, "netstorm-mixed: rounds a DC may run ahead of the slowest"),
     ("--max-steps", 8, "netstorm-esync: most local steps a fast worker takes per round"))
 DILOCO_FLAGS = (        # flag, type, default, help (netstorm-diloco*, netstorm-streaming)
-    ("--h", int, 50, "diloco: inner (local) steps per outer round"),
+    ("--h", int, 50, "diloco: inner (local) steps per outer round; torch-post-local-sgd: "
+                     "steps per model average"),
     ("--outer-lr", float, 0.7, "diloco: the outer optimizer's learning rate (Nesterov SGD)"),
     ("--outer-momentum", float, 0.9, "diloco: the outer optimizer's momentum"),
     ("--fragments", int, 4, "netstorm-streaming: fragments of the model, each synchronized "

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from netstorm.bench.tasks import Epochs, mean_loss, prepare
+from netstorm.bench.tasks import mean_loss, prepare
 from netstorm.text_corpus import load_corpus, windows
 from unit.test_bench_training import LM, worker_args
 from unit.test_text_corpus import cached_corpus
@@ -11,15 +11,6 @@ from unit.test_text_corpus import cached_corpus
 @pytest.fixture
 def corpus(tmp_path, monkeypatch):
     return cached_corpus(tmp_path, monkeypatch)
-
-
-def test_epochs_visit_every_sample_once_per_epoch_in_a_seeded_order():
-    epochs = Epochs(10, 3, 3, np.random.RandomState(0))
-    first = np.concatenate([epochs.indices(it) for it in (1, 2, 3)])
-    second = np.concatenate([epochs.indices(it) for it in (4, 5, 6)])
-    assert len(set(first)) == len(set(second)) == 9 and not np.array_equal(first, second)
-    again = Epochs(10, 3, 3, np.random.RandomState(0))
-    assert np.array_equal(np.concatenate([again.indices(it) for it in (1, 2, 3)]), first)
 
 
 def test_each_rank_trains_on_its_own_contiguous_part_of_the_token_stream(corpus):

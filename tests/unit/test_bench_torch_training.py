@@ -9,7 +9,7 @@ import pytest
 from netstorm.bench import tasks
 from netstorm.bench.models import build_model, parameter_count
 from netstorm.bench.torch_models import build_train_model
-from netstorm.bench.torch_training import Epochs, inner_optimizer, prepare, train
+from netstorm.bench.torch_training import inner_optimizer, prepare, train
 
 
 @pytest.mark.parametrize("name,hidden,shape", [("mlp", 1024, (1, 1, 8, 8)),
@@ -26,10 +26,16 @@ def test_the_language_model_twin_has_the_mxnet_models_parameter_count():
     assert sum(p.numel() for p in twin.parameters()) == 2_506_240
 
 
-def test_the_samples_come_in_the_mxnet_workers_order():
-    mine, theirs = (cls(50, 3, 16, np.random.RandomState(7)) for cls in (Epochs, tasks.Epochs))
-    for it in range(1, 8):
-        assert np.array_equal(mine.indices(it), theirs.indices(it))
+@pytest.mark.parametrize("rank", [0, 2])
+def test_the_batches_are_the_mxnet_workers_batches(rank):
+    args = SimpleNamespace(workload="mlp-digits", data="digits", seed=7, batch_size=16,
+                           hidden=8)
+    mine, theirs = prepare(args, rank, 3), tasks.prepare(args, rank, 3)
+    assert mine.info == theirs.info
+    for it in range(1, 60):             # past an epoch's end: a new permutation
+        (x, y), (mx_x, mx_y) = mine.batch(it), theirs.batch(it)
+        assert np.array_equal(x.numpy(), mx_x.asnumpy())
+        assert np.array_equal(y.numpy(), mx_y.asnumpy())
 
 
 def test_sgd_is_scaled_by_the_workers_and_adam_is_not():

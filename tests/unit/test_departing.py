@@ -6,42 +6,23 @@ import pytest
 
 from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.geoserver.core import wire
-from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
+from netstorm.geoserver.core.nodes import NodeTable
 from netstorm.geoserver.policy.tree import Policy
 from netstorm.scheduler.announcer import PolicyAnnouncer
 from netstorm.scheduler.departing import DcDeparting, DcDeparture
 from netstorm.scheduler.liveness import ClusterAborted, Liveness
 from netstorm.scheduler.policy import star_policy
+from fakes import RecordingVan, three_dc_table
 
 D1, D2, D3 = "1" * 64, "2" * 64, "3" * 64
 
 
-class Van:
-    """Records what the scheduler sends; every node is connected."""
-    def __init__(self):
-        self.sent, self.gone = [], []
-
-    def is_connected(self, node_id):
-        return True
-
-    def send(self, node_id, msg):
-        self.sent.append((node_id, msg.kind, msg.meta))
-
-    def disconnect(self, node_id):
-        self.gone.append(node_id)
-
-
-TABLE = [NodeInfo(0, "scheduler", "", "tcp://s:1")] + [
-    NodeInfo(1 + i, "server", f"dc{i}", f"tcp://{i}:1") for i in range(3)] + [
-    NodeInfo(4 + i, "worker", f"dc{i}", f"tcp://{i}:2", rank=i, local_rank=0)
-    for i in range(3)]
-
 
 def _departing(min_dcs=2):
     config = pseudo_cluster(3, 1, 1, min_dcs=min_dcs)
-    van = Van()
+    van = RecordingVan()
     liveness = Liveness(config, van, check_stop=lambda: None)
-    liveness.table = NodeTable(TABLE)
+    liveness.table = NodeTable(three_dc_table())
     policies = PolicyAnnouncer(config, False, lambda record: None, lambda *a, **k: None)
     policies.start(star_policy(["dc0", "dc1", "dc2"], "dc0"), None)
     departing = DcDeparting(config, van, lambda record: None, policies, liveness)

@@ -3,44 +3,26 @@ its server and every worker registered; the members freeze, it copies their repl
 every server replays over the members and it."""
 from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.geoserver.core import wire
-from netstorm.geoserver.core.nodes import NodeInfo, NodeTable
+from netstorm.geoserver.core.nodes import NodeTable
 from netstorm.geoserver.policy.tree import Policy
 from netstorm.scheduler.announcer import PolicyAnnouncer
 from netstorm.scheduler.departing import DcDeparting
 from netstorm.scheduler.joining import DcJoining, placeholder_address
 from netstorm.scheduler.liveness import Liveness
 from netstorm.scheduler.membership import member_policy
+from fakes import RecordingVan, three_dc_table
 
 D1, D2 = "1" * 64, "2" * 64
 DCS = ["dc0", "dc1", "dc2"]
-
-
-class Van:
-    """Records what the scheduler sends."""
-    def __init__(self):
-        self.sent, self.gone = [], []
-
-    def is_connected(self, node_id):
-        return True
-
-    def send(self, node_id, msg):
-        self.sent.append((node_id, msg.kind, msg.meta))
-
-    def disconnect(self, node_id):
-        self.gone.append(node_id)
 
 
 def _joining(min_dcs=2):
     """dc0 and dc1 run (star at dc0); dc2's place is held (node 3 its server, 6 its
     worker)."""
     config = pseudo_cluster(3, 1, 1, min_dcs=min_dcs)
-    table = [NodeInfo(0, "scheduler", "", "tcp://s:1")] + [
-        NodeInfo(1 + i, "server", f"dc{i}", f"tcp://{i}:1") for i in range(3)] + [
-        NodeInfo(4 + i, "worker", f"dc{i}", f"tcp://{i}:2", rank=i, local_rank=0)
-        for i in range(3)]
-    van, welcomed = Van(), []
+    van, welcomed = RecordingVan(), []
     liveness = Liveness(config, van, check_stop=lambda: None)
-    liveness.table = NodeTable(table)
+    liveness.table = NodeTable(three_dc_table())
     policies = PolicyAnnouncer(config, False, lambda record: None, lambda *a, **k: None)
     policies.start(member_policy(config, ["dc0", "dc1"], 1, 0), None)
     departing = DcDeparting(config, van, lambda record: None, policies, liveness)
