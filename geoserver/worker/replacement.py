@@ -22,11 +22,25 @@ import logging
 from ..core.nodes import NodeInfo
 from ..core.wire import Flag, Kind, Message
 
-__all__ = ["KEPT_PUSH_ROUNDS", "ServerReplacement"]
+__all__ = ["KEPT_PUSH_ROUNDS", "ServerReplacement", "pushed_summary"]
 
 log = logging.getLogger("netstorm.worker")
 
 KEPT_PUSH_ROUNDS = 8    # with server_restarts: a key's pushes kept at most, newest first
+
+
+def pushed_summary(pushed: dict) -> str:
+    """``{key: rounds pushed}`` for a log line: runs of consecutive keys with the same count
+    in one phrase (``keys 0-29 49 round(s) each``), others one by one (``key 3 5 round(s)``).
+    O(keys log keys)."""
+    runs: list = []         # [first key, last key, rounds]
+    for key, rounds in sorted(pushed.items()):
+        if runs and runs[-1][1] == key - 1 and runs[-1][2] == rounds:
+            runs[-1][1] = key
+        else:
+            runs.append([key, key, rounds])
+    return ", ".join(f"key {a} {n} round(s)" if a == b else f"keys {a}-{b} {n} round(s) each"
+                     for a, b, n in runs) or "nothing"
 
 
 class ServerReplacement:
@@ -109,5 +123,5 @@ class ServerReplacement:
         if rejoined:
             log.info("worker rank %d rejoined: its lost process had pushed %s",
                      self.requests.rank,
-                     ", ".join(f"key {k} {n} round(s)" for k, n in sorted(pushed.items())))
+                     pushed_summary(pushed))
         return int(reply.meta.get("base", 0)), pushed

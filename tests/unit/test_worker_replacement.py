@@ -6,7 +6,7 @@ from netstorm.geoserver.core.nodes import NodeInfo
 from netstorm.geoserver.core.wire import Flag, Kind, Message
 from netstorm.geoserver.worker.keys import KeyInfo
 from netstorm.geoserver.worker.pending import Pending
-from netstorm.geoserver.worker.replacement import ServerReplacement
+from netstorm.geoserver.worker.replacement import ServerReplacement, pushed_summary
 from netstorm.geoserver.worker.requests import Requests
 
 
@@ -59,3 +59,11 @@ def test_a_round_the_worker_no_longer_keeps_fails_every_request_naming_it():
     assert replacement.requests.aborted == ("worker rank 0: the replaced server lacks round 1 "
                                             "of key 5, which this worker no longer keeps")
     assert not replacement.requests.caused_by_other
+
+
+def test_the_rejoin_line_groups_runs_of_keys_with_the_same_rounds():
+    assert pushed_summary({0: 6, 1: 5}) == "key 0 6 round(s), key 1 5 round(s)"
+    assert pushed_summary({k: 49 for k in range(30)}) == "keys 0-29 49 round(s) each"
+    assert pushed_summary({3: 2, 0: 2, 1: 2, 5: 2, 6: 1}) == \
+        "keys 0-1 2 round(s) each, key 3 2 round(s), key 5 2 round(s), key 6 1 round(s)"
+    assert pushed_summary({}) == "nothing"
