@@ -36,7 +36,7 @@ def fake_ctx(tmp_path):
     wan = SimpleNamespace(dc_address=lambda dc: f"10.0.0.{dc[-1]}",
                           exec_prefix=lambda dc: ["ip", "netns", "exec", dc])
     return SimpleNamespace(wan=wan, topology=SimpleNamespace(dcs=["dc0", "dc1", "dc2"]),
-                           best_dc="dc1", workers_per_dc=2, log=None,
+                           best_dc="dc1", workers_per_dc=2, log=None, local_steps=20,
                            worker_args=["--model", "resnet18_v1", "--mode", "comm",
                                         "--iters", "3"], out_dir=tmp_path)
 
@@ -72,6 +72,7 @@ def test_ddp_ranks_start_in_the_best_connected_dc_with_gloo_on_the_dcs_address(
     argv = started[0][3]
     assert argv[argv.index("--dc-ranks") + 1] == "0,1:2,3:4,5"
     assert argv[argv.index("--backend") + 1] == "post-local-sgd"
+    assert argv[argv.index("--period") + 1] == "20"        # the bench's --h in train mode
     assert parse_args(argv[argv.index("--backend"):]).iters == 3
     assert started[2][4] == ["ip", "netns", "exec", "dc0"]
 
