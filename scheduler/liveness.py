@@ -50,6 +50,7 @@ class Liveness:
         van.connection_watch = self.connections
         self.finished: set = set()      # workers that said BYE
         self._silent: set = set()       # lost for their silence alone (they may revive)
+        self._suspected: set = set()    # silent past their learnt deadline, not yet judged
         self.departures: dict = {}      # esync: worker id -> the WORKER_LEFT meta servers got
         self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
         self.step_s: dict = {}          # esync: dc -> its slowest seconds per local step
@@ -73,6 +74,7 @@ class Liveness:
 
     def seen(self, node_id: int) -> None:
         self.last_seen[node_id] = time.monotonic()
+        self._suspected.discard(node_id)
 
     def heartbeat(self, node_id: int, meta: dict) -> None:
         """A node's heartbeat: its gap since the last one teaches its deadline (any message
@@ -99,11 +101,21 @@ class Liveness:
                     self._silence.detector.rtt(node_id)))
         for node_id, seen in self.last_seen.items():
             if node_id not in self.finished:
-                due = min(due, seen + self._silence.deadline(node_id))
+                due = min(due, seen + (self.deadline(node_id) if node_id in self._suspected
+                                       else self._silence.deadline(node_id)))
         return due
 
     def deadline(self, node_id: int) -> float:
-        """The silence after which ``node_id`` is presumed dead now."""
+        """The silence after which ``node_id`` is presumed dead now: the deadline learnt
+        from its heartbeats while a verdict can be undone (it has a restart left: it is
+        awaited, and taken back if it speaks again), else ``dead_after_s``. Silence is not
+        death: a node that is only slow to beat (a loaded machine, a long pause of its
+        interpreter) must not abort the run, or make its DC leave for good, before the
+        configured bound. O(1)."""
+        node = self.table[node_id] if self.table is not None and node_id in self.table \
+            else None
+        if node is None or self.lost.remaining(node_id, node.role) <= 0:
+            return self.config.dead_after_s
         return self._silence.deadline(node_id)
 
     def beat(self) -> None:
@@ -142,8 +154,15 @@ class Liveness:
         for node_id, seen in list(self.last_seen.items()):
             if node_id in self.finished:
                 continue
-            if self._silence.dead(node_id, now - seen, now, waiting):
-                deadline = self._silence.deadline(node_id)
+            deadline, learnt = self.deadline(node_id), self._silence.deadline(node_id)
+            if learnt < deadline and now - seen > learnt and node_id not in self._suspected:
+                self._suspected.add(node_id)        # noticed now, judged at the bound
+                log.warning("suspected at %.3f: %s sent nothing for %.1fs (its deadline "
+                            "%.2fs, learnt from its heartbeats); presumed dead once silent "
+                            "for dead_after_s=%g (no restart left to wait for it)",
+                            time.monotonic(), self.table.describe(node_id), now - seen,
+                            learnt, self.config.dead_after_s)
+            if self._silence.dead(node_id, now - seen, now, waiting, deadline):
                 learnt = "" if deadline >= self.config.dead_after_s else \
                     f"its deadline {deadline:.2f}s, learnt from its heartbeats; "
                 self._presume_dead(node_id, f"sent nothing for {now - seen:.1f}s ({learnt}"

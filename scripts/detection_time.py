@@ -11,7 +11,9 @@ for it), training a small key in a loop; once every worker is ready and the node
 regularly (``--warm`` seconds), the victim gets SIGKILL (its process ends: its connections
 close) or SIGSTOP (it goes silent, its connections stay up). Measured: for a server or a
 worker, the time from the signal to the scheduler's verdict; for the scheduler, to the first
-verdict of a server or worker (each judge logs ``verdict at T: ...``, T on the monotonic clock
+verdict of a server or worker (each judge logs ``verdict at T: ...``, or ``suspected at T:
+...`` for a silence it holds to ``dead_after_s`` because nothing would restart the node, T
+on the monotonic clock
 all processes of a machine share). Prints one line per run and the median per case.
 
 ``--model``: no processes; the adaptive deadline
@@ -36,7 +38,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-VERDICT = re.compile(r"verdict at ([0-9.]+): (.*)")
+VERDICT = re.compile(r"(?:verdict|suspected) at ([0-9.]+): (.*)")  # noticed: either
 CASES = ("server:KILL", "server:STOP", "worker:KILL", "worker:STOP", "scheduler:KILL",
          "scheduler:STOP")
 

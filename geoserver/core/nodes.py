@@ -45,10 +45,12 @@ class SilenceJudge:
         self.detector.forget(node)
         self._deferred.pop(node, None)
 
-    def dead(self, node, silent_s: float, now: float, waiting: bool) -> bool:
+    def dead(self, node, silent_s: float, now: float, waiting: bool,
+             deadline: float | None = None) -> bool:
         """Whether ``node``, silent for ``silent_s``, is presumed dead at ``now``;
-        ``waiting``: a message waits to be read."""
-        if silent_s <= self.detector.deadline(node):
+        ``waiting``: a message waits to be read; ``deadline``: the silence allowed (None:
+        the learnt one, :meth:`deadline`)."""
+        if silent_s <= (self.detector.deadline(node) if deadline is None else deadline):
             self._deferred.pop(node, None)
             return False
         if not waiting:

@@ -139,6 +139,7 @@ class Postoffice:
         self._scheduler_silence = SilenceJudge(
             self.settings.dead_after_s, self.settings.heartbeat_s,
             SCHEDULER_FLOOR_FACTOR * self.settings.detect_floor_s)
+        self._scheduler_suspected = False
 
     def _keep_early(self, msg: wire.Message) -> None:
         size = sum(len(f) for f in msg.frames)
@@ -175,6 +176,7 @@ class Postoffice:
         gaps teach its deadline, and each carries its clock (echoed on this node's next
         beat) and the round trip it measured."""
         now = self.scheduler_seen = time.monotonic()
+        self._scheduler_suspected = False
         if msg.kind == wire.Kind.HEARTBEAT and self._scheduler_silence is not None:
             self._scheduler_silence.heard(SCHEDULER, now)
         if msg.kind == wire.Kind.HEARTBEAT and "t" in msg.meta:
@@ -204,9 +206,19 @@ class Postoffice:
             return (f"{where} closed its connection {closed_s:.2f}s ago and did not "
                     f"reconnect: its process ended; it is presumed dead")
         silent = now - self.scheduler_seen
-        if not self._scheduler_silence.dead(SCHEDULER, silent, now, waiting):
+        learnt = self._scheduler_silence.deadline(SCHEDULER)
+        # a verdict with no scheduler restart stops this node for good: silence alone (a
+        # loaded machine, a long pause) gets the configured bound; past the learnt
+        # deadline the scheduler is only suspected, and said so once
+        deadline = learnt if self.settings.scheduler_restarts else self.settings.dead_after_s
+        if learnt < deadline and silent > learnt and not self._scheduler_suspected:
+            self._scheduler_suspected = True
+            log.warning("suspected at %.3f: %s sent nothing for %.1fs (its deadline %.2fs, "
+                        "learnt from its heartbeats); presumed dead once silent for "
+                        "dead_after_s=%g (no scheduler_restarts)", time.monotonic(), where,
+                        silent, learnt, self.settings.dead_after_s)
+        if not self._scheduler_silence.dead(SCHEDULER, silent, now, waiting, deadline):
             return ""
-        deadline = self._scheduler_silence.deadline(SCHEDULER)
         learnt = "" if deadline >= self.settings.dead_after_s else \
             f"its deadline {deadline:.2f}s, learnt from its heartbeats; "
         return (f"{where} sent nothing for {silent:.1f}s ({learnt}dead_after_s="

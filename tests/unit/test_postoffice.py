@@ -127,9 +127,10 @@ def _scheduler_beats(po, clock, seconds, rtt=0.0):
 
 def test_a_silent_scheduler_is_presumed_dead_after_its_learnt_deadline_not_dead_after_s(
         monkeypatch):
-    """Its deadline is three floors (its one loop also plans); beats queued while this
-    node was busy are read first; each beat's clock goes back on this node's next beat."""
-    po, clock = _judging(monkeypatch)                   # detect_floor_s = 1: 3 s
+    """With a restart to wait for (the verdict is undone: the node re-registers), its
+    deadline is three floors (its one loop also plans); beats queued while this node was
+    busy are read first; each beat's clock goes back on this node's next beat."""
+    po, clock = _judging(monkeypatch, scheduler_restarts=1)     # detect_floor_s = 1: 3 s
     _scheduler_beats(po, clock, 10.0)
     clock.t += 3.0
     assert po.scheduler_verdict(clock.t) == ""
@@ -145,6 +146,18 @@ def test_a_silent_scheduler_is_presumed_dead_after_its_learnt_deadline_not_dead_
     po.send_scheduler(beat)
     assert sent[0].meta["echo"] == [pytest.approx(clock.t - 3.1 - 0.01),
                                     pytest.approx(3.1)]
+
+
+def test_without_scheduler_restarts_a_silent_scheduler_has_dead_after_s(monkeypatch):
+    """The verdict would stop this node for good: silence alone (a loaded machine, a long
+    pause) is given the configured bound, not the learnt deadline."""
+    po, clock = _judging(monkeypatch)
+    _scheduler_beats(po, clock, 10.0)
+    clock.t += 9.9
+    assert po.scheduler_verdict(clock.t) == ""
+    clock.t += 0.2
+    assert po.scheduler_verdict(clock.t).startswith(
+        "the scheduler at tcp://127.0.0.1:2 sent nothing for 10.1s (dead_after_s=10)")
 
 
 def test_the_scheduler_s_closed_connection_is_a_verdict_after_a_few_round_trips(monkeypatch):
