@@ -93,9 +93,8 @@ class WorkerClient:
         self.resumed: dict = {}
         self.resume_base = 0            # the rounds before this run's first
         if self.po.rejoined or self.po.settings.resume:
-            self.resume_base, pushed = self.replacement.resume(
-                lambda msg, what, expect: self._wait(self._submit(msg, what), expect),
-                self.po.rejoined)
+            self.resume_base, pushed = self.replacement.resume(self._ask_within,
+                                                               self.po.rejoined)
             self.resumed = pushed if self.po.rejoined else {}
         self._rounds_done = min(self.resumed.values(), default=0)   # by the lost process
         self.resumed_round = self.resume_base + self._rounds_done
@@ -266,6 +265,15 @@ class WorkerClient:
         without waiting. Unanswered after ``timeout_s``, it fails as a waiting thread's
         would. Holds no thread meanwhile."""
         self.requests.when_answered(handle, function)
+
+    def _ask_within(self, msg: Message, what: str, expect: Kind, patience_s: float):
+        """Ask this DC's server; its reply, or None (the request withdrawn) if none came
+        within ``patience_s``."""
+        pending = self._submit(msg, what)
+        if not pending.wait(patience_s):
+            self.requests.withdraw(msg.request)
+            return None
+        return self._wait(pending, expect)
 
     def _wait(self, pending: Pending, expect: Kind) -> Message:
         return self.requests.wait(pending, expect, self.server.describe())

@@ -18,14 +18,17 @@ calls :meth:`~ServerReplacement.keep`, :meth:`~ServerReplacement.forget_before`,
 from __future__ import annotations
 
 import logging
+import time
 
 from ..core.nodes import NodeInfo
 from ..core.wire import Flag, Kind, Message
+from .settings import KVStoreError
 
-__all__ = ["KEPT_PUSH_ROUNDS", "ServerReplacement", "pushed_summary"]
+__all__ = ["KEPT_PUSH_ROUNDS", "RESUME_AGAIN_S", "ServerReplacement", "pushed_summary"]
 
 log = logging.getLogger("netstorm.worker")
 
+RESUME_AGAIN_S = 2.0    # a RESUME unanswered this long is asked again (see resume)
 KEPT_PUSH_ROUNDS = 8    # with server_restarts: a key's pushes kept at most, newest first
 
 
@@ -115,10 +118,23 @@ class ServerReplacement:
 
     def resume(self, ask, rejoined: bool) -> tuple:
         """At start-up (a rejoined worker, a run resumed from a checkpoint): ask the DC's
-        server how far this rank got, with ``ask(msg, what, expected kind) -> reply`` (the
-        client's request); ``(base round, {key: rounds pushed})``."""
-        reply = ask(Message(Kind.RESUME), f"the rounds this rank had pushed, from "
-                                          f"{self.link.server.describe()}", Kind.RESUMED)
+        server how far this rank got, with ``ask(msg, what, expected kind, patience) ->
+        reply or None`` (the client's request, withdrawn unanswered after ``patience``
+        seconds); ``(base round, {key: rounds pushed})``. RESUME is asked again every
+        ``RESUME_AGAIN_S`` until answered (``timeout_s`` in all): a rejoined worker's first
+        one may reach its server before the scheduler told the server this process's
+        address (they come on different paths), and the answer then went to the lost
+        process's address (seen on paper9 under chaos: the run stalled until timeout_s)."""
+        what = f"the rounds this rank had pushed, from {self.link.server.describe()}"
+        deadline = time.monotonic() + self.requests.timeout_s
+        reply = None
+        while reply is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KVStoreError(f"worker rank {self.requests.rank}: waited "
+                                   f"{self.requests.timeout_s:g}s for {what}; no answer "
+                                   f"(timeout_s in the cluster file)")
+            reply = ask(Message(Kind.RESUME), what, Kind.RESUMED, min(RESUME_AGAIN_S, left))
         pushed = {int(k): int(n) for k, n in reply.meta["pushed"]}
         if rejoined:
             log.info("worker rank %d rejoined: its lost process had pushed %s",

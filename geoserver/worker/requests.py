@@ -58,6 +58,12 @@ class Requests:
             token = msg.request = next(self.ids)
         self.pending[token] = pending
 
+    def withdraw(self, token) -> None:
+        """Forget the request ``token``: an answer that comes later is unexpected (dropped
+        by the caller). O(1)."""
+        with self.lock:
+            self.pending.pop(token, None)
+
     def fail_all(self, reason: str, caused_by_other: bool = True) -> None:
         """Fail every request, and every later one, for ``reason``. O(requests)."""
         with self.lock:

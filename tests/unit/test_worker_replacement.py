@@ -67,3 +67,40 @@ def test_the_rejoin_line_groups_runs_of_keys_with_the_same_rounds():
     assert pushed_summary({3: 2, 0: 2, 1: 2, 5: 2, 6: 1}) == \
         "keys 0-1 2 round(s) each, key 3 2 round(s), key 5 2 round(s), key 6 1 round(s)"
     assert pushed_summary({}) == "nothing"
+
+
+def test_resume_is_asked_again_until_answered_its_first_answer_lost():
+    """A rejoined worker's first RESUME may reach its server before the scheduler told the
+    server this process's address: that answer is lost, and RESUME is asked again."""
+    replacement = _replacement(pushes=0)
+    asked = []
+
+    def ask(msg, what, expect, patience_s):
+        asked.append((msg.kind, expect, patience_s))
+        if len(asked) < 3:
+            return None                     # went to the lost process's address
+        return Message(Kind.RESUMED, meta={"pushed": [[5, 7]], "base": 0})
+
+    assert replacement.resume(ask, rejoined=True) == (0, {5: 7})
+    assert asked == [(Kind.RESUME, Kind.RESUMED, 2.0)] * 3
+
+
+def test_resume_never_answered_fails_after_timeout_s_naming_the_server(monkeypatch):
+    import pytest
+    from netstorm.geoserver.worker import replacement as module
+    from netstorm.geoserver.worker.settings import KVStoreError
+
+    clock = [100.0]
+    monkeypatch.setattr(module, "time", type("T", (), {"monotonic": lambda: clock[0]}))
+    replacement = _replacement(pushes=0)         # timeout_s = 30
+    patience = []
+
+    def ask(msg, what, expect, patience_s):
+        patience.append(patience_s)
+        clock[0] += patience_s
+        return None
+
+    with pytest.raises(KVStoreError, match=r"worker rank 0: waited 30s for the rounds this "
+                                           r"rank had pushed, from server of eu"):
+        replacement.resume(ask, rejoined=True)
+    assert sum(patience) == pytest.approx(30.0) and len(patience) == 15
