@@ -50,7 +50,6 @@ class Liveness:
         van.connection_watch = self.connections
         self.finished: set = set()      # workers that said BYE
         self._silent: set = set()       # lost for their silence alone (they may revive)
-        self._suspected: set = set()    # silent past their learnt deadline, not yet judged
         self.departures: dict = {}      # esync: worker id -> the WORKER_LEFT meta servers got
         self.lost = LostNodes(config.worker_restarts, config.timeout_s, config.server_restarts)
         self.step_s: dict = {}          # esync: dc -> its slowest seconds per local step
@@ -74,7 +73,6 @@ class Liveness:
 
     def seen(self, node_id: int) -> None:
         self.last_seen[node_id] = time.monotonic()
-        self._suspected.discard(node_id)
 
     def heartbeat(self, node_id: int, meta: dict) -> None:
         """A node's heartbeat: its gap since the last one teaches its deadline (any message
@@ -93,16 +91,17 @@ class Liveness:
 
     def due_at(self) -> float:
         """When :meth:`check` may next give a verdict (a closed connection's grace ends, a
-        node's silence reaches its deadline): the loop wakes by then. O(nodes)."""
-        due = float("inf")
-        for node_id, closed_s in self._closed(time.monotonic()).items():
+        node's silence reaches its deadline, or its learnt one to say it is suspected): the
+        loop wakes by then. O(nodes)."""
+        due, now = float("inf"), time.monotonic()
+        for node_id, closed_s in self._closed(now).items():
             if node_id in self.last_seen and node_id not in self.finished:
-                due = min(due, time.monotonic() - closed_s + closed_grace(
+                due = min(due, now - closed_s + closed_grace(
                     self._silence.detector.rtt(node_id)))
         for node_id, seen in self.last_seen.items():
             if node_id not in self.finished:
-                due = min(due, seen + (self.deadline(node_id) if node_id in self._suspected
-                                       else self._silence.deadline(node_id)))
+                learnt = seen + self._silence.deadline(node_id)
+                due = min(due, learnt if learnt > now else seen + self.deadline(node_id))
         return due
 
     def deadline(self, node_id: int) -> float:
@@ -154,14 +153,13 @@ class Liveness:
         for node_id, seen in list(self.last_seen.items()):
             if node_id in self.finished:
                 continue
-            deadline, learnt = self.deadline(node_id), self._silence.deadline(node_id)
-            if learnt < deadline and now - seen > learnt and node_id not in self._suspected:
-                self._suspected.add(node_id)        # noticed now, judged at the bound
+            deadline = self.deadline(node_id)
+            if self._silence.suspect(node_id, seen, now, deadline):   # judged at the bound
                 log.warning("suspected at %.3f: %s sent nothing for %.1fs (its deadline "
                             "%.2fs, learnt from its heartbeats); presumed dead once silent "
                             "for dead_after_s=%g (no restart left to wait for it)",
                             time.monotonic(), self.table.describe(node_id), now - seen,
-                            learnt, self.config.dead_after_s)
+                            self._silence.deadline(node_id), self.config.dead_after_s)
             if self._silence.dead(node_id, now - seen, now, waiting, deadline):
                 learnt = "" if deadline >= self.config.dead_after_s else \
                     f"its deadline {deadline:.2f}s, learnt from its heartbeats; "

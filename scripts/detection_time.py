@@ -12,9 +12,9 @@ regularly (``--warm`` seconds), the victim gets SIGKILL (its process ends: its c
 close) or SIGSTOP (it goes silent, its connections stay up). Measured: for a server or a
 worker, the time from the signal to the scheduler's verdict; for the scheduler, to the first
 verdict of a server or worker (each judge logs ``verdict at T: ...``, or ``suspected at T:
-...`` for a silence it holds to ``dead_after_s`` because nothing would restart the node, T
-on the monotonic clock
-all processes of a machine share). Prints one line per run and the median per case.
+...`` for a silence it holds to ``dead_after_s`` because nothing would restart the node; T
+on the monotonic clock all processes of a machine share). Prints one line per run and the
+median per case.
 
 ``--model``: no processes; the adaptive deadline
 (:class:`~netstorm.geoserver.core.failure_detector.FailureDetector`) fed beats every

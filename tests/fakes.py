@@ -1,7 +1,8 @@
 """Stand-ins shared by the socket-free tests (``from fakes import ...``; tests/ is on sys.path
 under pytest): a clock the test moves, a Van's sending side (alone, or on a network of FIFO
-links), the scheduler's Van recording what it sends, a 3-DC node table, random policies, one tree exchange per DC, the requests a worker sends, and what a
-Prometheus scrape of a collector shows."""
+links), the scheduler's Van recording what it sends, a 3-DC node table, random policies,
+one tree exchange per DC, the requests a worker sends, and what a Prometheus scrape of a
+collector shows."""
 from __future__ import annotations
 
 import numpy as np

@@ -33,6 +33,7 @@ class SilenceJudge:
         self.dead_after_s = dead_after_s
         self.detector = FailureDetector(dead_after_s, heartbeat_s, floor_s)
         self._deferred: dict = {}       # node -> when its judgment was first deferred
+        self._suspected: dict = {}      # node -> when it was last heard, as suspected
 
     def heard(self, node, now: float) -> None:
         """Something of ``node`` arrived at ``now`` (it teaches the deadline)."""
@@ -44,6 +45,17 @@ class SilenceJudge:
     def forget(self, node) -> None:
         self.detector.forget(node)
         self._deferred.pop(node, None)
+        self._suspected.pop(node, None)
+
+    def suspect(self, node, seen: float, now: float, bound: float) -> bool:
+        """Whether ``node``, last heard at ``seen``, is newly suspected at ``now``: silent
+        past its learnt deadline while its verdict waits for a later ``bound`` (a verdict
+        that could not be undone: docs/recovery-detection.md). True once per silence. O(1)."""
+        learnt = self.detector.deadline(node)
+        if bound <= learnt or now - seen <= learnt or self._suspected.get(node) == seen:
+            return False
+        self._suspected[node] = seen
+        return True
 
     def dead(self, node, silent_s: float, now: float, waiting: bool,
              deadline: float | None = None) -> bool:

@@ -139,7 +139,6 @@ class Postoffice:
         self._scheduler_silence = SilenceJudge(
             self.settings.dead_after_s, self.settings.heartbeat_s,
             SCHEDULER_FLOOR_FACTOR * self.settings.detect_floor_s)
-        self._scheduler_suspected = False
 
     def _keep_early(self, msg: wire.Message) -> None:
         size = sum(len(f) for f in msg.frames)
@@ -176,7 +175,6 @@ class Postoffice:
         gaps teach its deadline, and each carries its clock (echoed on this node's next
         beat) and the round trip it measured."""
         now = self.scheduler_seen = time.monotonic()
-        self._scheduler_suspected = False
         if msg.kind == wire.Kind.HEARTBEAT and self._scheduler_silence is not None:
             self._scheduler_silence.heard(SCHEDULER, now)
         if msg.kind == wire.Kind.HEARTBEAT and "t" in msg.meta:
@@ -211,8 +209,7 @@ class Postoffice:
         # loaded machine, a long pause) gets the configured bound; past the learnt
         # deadline the scheduler is only suspected, and said so once
         deadline = learnt if self.settings.scheduler_restarts else self.settings.dead_after_s
-        if learnt < deadline and silent > learnt and not self._scheduler_suspected:
-            self._scheduler_suspected = True
+        if self._scheduler_silence.suspect(SCHEDULER, self.scheduler_seen, now, deadline):
             log.warning("suspected at %.3f: %s sent nothing for %.1fs (its deadline %.2fs, "
                         "learnt from its heartbeats); presumed dead once silent for "
                         "dead_after_s=%g (no scheduler_restarts)", time.monotonic(), where,

@@ -17,7 +17,6 @@ from fakes import RecordingVan, three_dc_table
 D1, D2, D3 = "1" * 64, "2" * 64, "3" * 64
 
 
-
 def _departing(min_dcs=2):
     config = pseudo_cluster(3, 1, 1, min_dcs=min_dcs)
     van = RecordingVan()
