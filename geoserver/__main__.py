@@ -116,8 +116,8 @@ def run(args) -> int:
         return 1
     except RendezvousError as exc:
         log.error("server of %s stops: %s", dc.name, exc)
-        write_reason(args.reason_file, str(exc))
-        return 1
+        write_reason(args.reason_file, str(exc), caused_by_other=exc.caused_by_other)
+        return EXIT_ABORTED if exc.caused_by_other else 1
     except Exception as exc:    # not netstorm's own: main names it; the others hear it now
         _tell_scheduler(postoffice, f"server of {dc.name} failed: {describe(exc)}")
         raise

@@ -11,7 +11,7 @@ import socket
 import time
 
 from . import roles, wire
-from .connection_watch import ConnectionWatch, closed_verdict
+from .connection_watch import ConnectionWatch, closed_grace, closed_verdict
 from .nodes import SCHEDULER, NodeInfo, NodeTable, SilenceJudge
 from .ratelog import RateLimitedLog
 from ..config.settings import MAX_EARLY_MESSAGES, MAX_HELD_BYTES_PER_PEER, RuntimeSettings, \
@@ -28,7 +28,13 @@ SCHEDULER_FLOOR_FACTOR = 3.0    # the scheduler's silence deadline has this many
 
 
 class RendezvousError(RuntimeError):
-    """Registration with the scheduler failed; the text says what was awaited."""
+    """Registration with the scheduler failed; the text says what was awaited.
+    ``caused_by_other``: the cluster stopped for another node's failure (the scheduler's
+    ABORT, or the scheduler itself gone), not for this node's own."""
+
+    def __init__(self, text: str, caused_by_other: bool = False):
+        super().__init__(text)
+        self.caused_by_other = caused_by_other
 
 
 class AbortError(RuntimeError):
@@ -76,20 +82,36 @@ class Postoffice:
         The scheduler gives up after ``timeout_s`` and tells every registered node who is
         missing; a node waits twice as long so that answer, not its own timeout, ends it. A
         scheduler that refuses this node's handshake (keys of another cluster, CURVE at one
-        end only) ends the wait at once, if the Van is wakeable (else at its end).
+        end only) ends the wait at once, and so does a scheduler whose connection closed
+        (it stopped: a :class:`RendezvousError` with ``caused_by_other``), if the Van is
+        wakeable (else at its end).
         """
         meta = {"role": self.role, "dc": self.dc, "address": self.van.address,
                 "host": socket.gethostname(), "pid": os.getpid(), "local_index": local_index,
                 "local_address": self.van.local_address}
         self.van.send(SCHEDULER, wire.Message(wire.Kind.REGISTER, meta=meta))
+        deadline = time.monotonic() + 2 * timeout_s
         while True:
-            msg = self.van.recv(2 * timeout_s)
+            now = time.monotonic()
+            wait = deadline - now
+            closed = self.connections.closed(now)
+            if SCHEDULER in closed:     # woken by the close: look again once it is a verdict
+                wait = min(wait, closed_grace(0.0) - closed[SCHEDULER] + 0.01)
+            msg = self.van.recv(max(0.0, wait))
             refused = self.van.refusals.get(SCHEDULER)
             if refused:
                 raise RendezvousError(
                     f"{self.role} in {self.dc}: the scheduler at {self.scheduler_address} "
                     f"refused the handshake ({refused}): wrong keys (another cluster's?) "
                     f"or CURVE at one end only; check [security] and the secret keys")
+            if msg is None and closed_verdict(
+                    self.connections.closed_for(SCHEDULER, time.monotonic()), 0.0, False):
+                raise RendezvousError(
+                    f"{self.role} in {self.dc}: the scheduler at {self.scheduler_address} "
+                    f"closed its connection before answering registration: it stopped (its "
+                    f"own line says why)", caused_by_other=True)
+            if msg is None and time.monotonic() < deadline:
+                continue
             if msg is None:
                 raise RendezvousError(
                     f"{self.role} in {self.dc}: waited {2 * timeout_s:g}s for the scheduler at "
@@ -103,8 +125,12 @@ class Postoffice:
             if msg.kind == wire.Kind.WELCOME:
                 break
             if msg.kind in (wire.Kind.ABORT, wire.Kind.ERROR):
-                raise RendezvousError(f"{self.role} in {self.dc}: scheduler refused "
-                                      f"registration: {msg.meta.get('reason', '?')}")
+                if msg.kind == wire.Kind.ERROR:     # this node's registration refused
+                    raise RendezvousError(f"{self.role} in {self.dc}: scheduler refused "
+                                          f"registration: {msg.meta.get('reason', '?')}")
+                raise RendezvousError(f"{self.role} in {self.dc}: the scheduler stopped the "
+                                      f"cluster before this node's registration was answered: "
+                                      f"{msg.meta.get('reason', '?')}", caused_by_other=True)
             self._keep_early(msg)
         try:
             self.table = NodeTable.from_json(msg.meta["nodes"])

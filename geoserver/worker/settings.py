@@ -80,7 +80,8 @@ class WorkerSettings:
         that reports a script's failure does not exist yet, and the launcher's line would
         otherwise only say "exited with code 1"."""
         error = exc if isinstance(exc, KVStoreError) else KVStoreError(str(exc))
-        write_reason(self.reason_file, f"KVStoreError: {error}")
+        write_reason(self.reason_file, f"KVStoreError: {error}",
+                     caused_by_other=getattr(exc, "caused_by_other", False))
         return error
 
     @classmethod

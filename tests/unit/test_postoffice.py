@@ -182,3 +182,91 @@ def test_the_scheduler_s_closed_connection_is_a_verdict_after_a_few_round_trips(
     assert off.scheduler_verdict(clock.t) == ""
     clock.t += 1.5
     assert "sent nothing for 10.5s (dead_after_s=10)" in off.scheduler_verdict(clock.t)
+
+
+class _ScriptedVan(_StubVan):
+    """A Van whose :meth:`recv` plays ``answers`` in turn (None: woken or timed out, the
+    test's clock moving by the wait asked for); it records each wait."""
+
+    def __init__(self, clock, answers):
+        self.clock, self.answers, self.waits, self.refusals = clock, list(answers), [], {}
+
+    def send(self, peer, msg):
+        pass
+
+    def recv(self, timeout_s):
+        self.waits.append(timeout_s)
+        answer = self.answers.pop(0)
+        if callable(answer):
+            answer = answer()
+        if answer is None:
+            self.clock.t += timeout_s if not self.answers else 0.0   # the last: times out
+        return answer
+
+
+def _registering(monkeypatch, answers):
+    import types
+
+    from fakes import Clock
+    from netstorm.geoserver.core import postoffice
+    clock = Clock(100.0)
+    monkeypatch.setattr(postoffice, "time", types.SimpleNamespace(monotonic=clock))
+    van = _ScriptedVan(clock, answers)
+    po = Postoffice(van, "tcp://127.0.0.1:2", "worker", "dc0")
+    po.connections._clock = clock
+    return po, van, clock
+
+
+def test_an_abort_during_registration_is_another_node_s_failure_an_error_this_node_s(
+        monkeypatch):
+    from netstorm.geoserver.core.postoffice import RendezvousError
+    abort = wire.Message(wire.Kind.ABORT, sender=0, meta={"reason": "server of dc1 failed"})
+    po, _, _ = _registering(monkeypatch, [abort])
+    with pytest.raises(RendezvousError, match="worker in dc0: the scheduler stopped the "
+                       "cluster before this node's registration was answered: server of "
+                       "dc1 failed") as stopped:
+        po.register(30)
+    assert stopped.value.caused_by_other
+    error = wire.Message(wire.Kind.ERROR, sender=0, meta={"reason": "unknown DC 'dc9'"})
+    po, _, _ = _registering(monkeypatch, [error])
+    with pytest.raises(RendezvousError, match="scheduler refused registration: unknown DC"
+                       ) as refused:
+        po.register(30)
+    assert not refused.value.caused_by_other
+
+
+def test_a_scheduler_that_closes_its_connection_during_registration_ends_the_wait_at_once(
+        monkeypatch):
+    """The scheduler stopped (its connection closed) while this node waited for its
+    WELCOME: the wait ends after the closed connection's grace, as another node's failure,
+    not after 2 x timeout_s with a message blaming the wait (seen: a server's failure at
+    start-up was named after a worker's "waited 60s")."""
+    import zmq
+    from netstorm.geoserver.core.postoffice import RendezvousError
+
+    def closes():
+        handle = po.connections.handler("scheduler")[1]
+        handle(zmq.EVENT_HANDSHAKE_SUCCEEDED, 0, b"")
+        handle(zmq.EVENT_DISCONNECTED, 0, b"")
+        return None                                 # the Van woken by the close
+    po, van, clock = _registering(monkeypatch, [closes, None, None])
+    with pytest.raises(RendezvousError, match="worker in dc0: the scheduler at "
+                       "tcp://127.0.0.1:2 closed its connection before answering "
+                       "registration") as gone:
+        po.register(30)
+    assert gone.value.caused_by_other
+    assert van.waits[0] == 60 and 0.25 <= van.waits[1] < 0.3     # then the grace only
+    assert clock.t < 101
+
+
+def test_a_wake_with_the_scheduler_s_connection_up_goes_on_waiting(monkeypatch):
+    from netstorm.geoserver.core.postoffice import RendezvousError
+    error = wire.Message(wire.Kind.ERROR, sender=0, meta={"reason": "too late"})
+    po, van, clock = _registering(monkeypatch, [None, error])
+    with pytest.raises(RendezvousError, match="refused registration: too late"):
+        po.register(30)
+    assert van.waits == [60, 60]
+    po, van, clock = _registering(monkeypatch, [None, None])
+    with pytest.raises(RendezvousError, match="waited 60s for the scheduler"):
+        po.register(30)
+    assert clock.t == 160
