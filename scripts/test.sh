@@ -64,4 +64,7 @@ else
     echo "[setup] no system package installed and no daemon started: the tests that need" \
          "one skip (opt in: NETSTORM_TEST_SYSTEM_PACKAGES=1 bash scripts/test.sh, as root)"
 fi
-python -m pytest -q --durations=25 "$@"
+# three pytest processes (pytest-xdist; tests/conftest.py groups the tests that must not run
+# side by side): the cluster tests wait on timeouts and sockets as much as they compute.
+# `bash scripts/test.sh -n 0` runs everything in one process.
+python -m pytest -q -n 3 --durations=25 "$@"

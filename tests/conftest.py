@@ -88,6 +88,42 @@ def system_package_verdict(names, opted_in: bool, installed=is_installed):
     return None
 
 
+# tests/cluster/ files whose tests use something of the whole machine: network namespaces
+# (and the check that none is left), iptables, the sshd on 127.0.0.1-3, Slurm's daemons,
+# perf. Under pytest-xdist (scripts/test.sh runs the suite in parallel) they run one at a
+# time, in one group; every other file is a group of its own (its module fixtures set up
+# once, its tests in order).
+HOST_WIDE = {"test_bench.py", "test_bench_perf_profile.py", "test_launch_slurm.py",
+             "test_launcher_preflight.py", "test_launcher_ssh.py", "test_multihost_firewall.py",
+             "test_packaging.py", "test_probe.py", "test_wan_emulator.py",
+             "test_wan_link_cost.py", "test_wan_transport.py"}
+
+
+def parallel_group(nodeid: str) -> str:
+    """The group of the test ``nodeid`` (``tests/cluster/test_x.py::test_y``) whose tests
+    pytest-xdist runs in one process, one after another: "host" for :data:`HOST_WIDE`, else
+    its file. O(1)."""
+    path = nodeid.split("::", 1)[0]
+    return "host" if path.startswith("tests/cluster/") and Path(path).name in HOST_WIDE \
+        else path
+
+
+try:        # pytest-xdist's own "loadgroup" marks no longer group under pytest 9's node ids
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:         # the suite runs in one process
+    LoadScopeScheduling = None
+else:
+    class GroupScheduling(LoadScopeScheduling):
+        """pytest-xdist's scope scheduling with :func:`parallel_group` as the scope."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return parallel_group(nodeid)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(config, log):
+        return GroupScheduling(config, log)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "system_package(*names): Debian packages the test "
                             "needs (tests/conftest.py, SYSTEM_PACKAGES)")

@@ -16,7 +16,7 @@ from netstorm.bench.chaos_run import with_recovery
 from netstorm.geoserver.config.cluster import ClusterConfig, DataCenter
 from netstorm.geoserver.config.sync import SyncConfig
 
-ITERS = 500         # steps (>= 30 s, see --straggler): a fault at 12 s and one at 24 s
+ITERS = 350         # steps (>= 21 s, see --straggler): a fault at 8 s and one at 16 s
 TIMEOUT_S = 600         # generous: the machine is shared; a hang fails the test, named
 
 
@@ -36,7 +36,7 @@ def test_chaos_run_with_a_server_and_a_worker_killed_loses_nothing(no_leftovers)
     argv = [sys.executable, str(REPO / "scripts" / "bench.py"), "--mode", "train",
             "--systems", system, "--topology", "small", "--workload", "mlp-digits",
             "--hidden", "32", "--iters", str(ITERS), "--eval-every", "100", "--h", "5",
-            "--chaos", "server,worker", "--every", "12s", "--duration", "24s",
+            "--chaos", "server,worker", "--every", "8s", "--duration", "16s",
             "--straggler", "dc0=0.06",     # every step >= 60 ms
             "--chaos-seed", "5",          # dc2's server, then dc1/0 (see below)
             "--chaos-loopback", "--chaos-timeout", "120",

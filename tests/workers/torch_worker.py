@@ -67,7 +67,10 @@ def main():
     module = model.module if args.ddp else model
     torch.save(module.state_dict(), os.path.join(args.out, f"rank{rank}.pt"))
     print(f"rank {rank} done", flush=True)
-    if not args.ddp:
+    if args.ddp:    # gloo's threads end before the interpreter does: without it a rank whose
+        dist.barrier()      # peers already left may abort at exit ("terminate called
+        dist.destroy_process_group()    # without an active exception", seen under load)
+    else:
         session.close()
 
 
