@@ -200,7 +200,7 @@ def load_cluster_from(folder, text):
     return load_cluster(path)
 
 
-@pytest.mark.parametrize("old, new, message", [
+BAD_SECURITY = [
     (f'us-east = "{K3}"\n', "", "no public key for us-east"),
     (f'scheduler_key = "{K1}"\n', "", "no public key for the scheduler"),
     (f'us-east = "{K3}"', f'us-east = "{K2}"', "two principals share one public key"),
@@ -209,7 +209,11 @@ def load_cluster_from(folder, text):
     (f'us-east = "{K3}"', f'mars = "{K3}"', "dc_keys names unknown DC 'mars'"),
     ('secret_keys = "keys"', 'secret_key = "keys"', "unknown field 'secret_key'"),
     ('secret_keys = "keys"', 'curve = "yes"', "field 'curve' must be bool"),
-])
+]
+
+
+# named by the message: the keys are made afresh by each process that collects the tests
+@pytest.mark.parametrize("old, new, message", BAD_SECURITY, ids=[m for _, _, m in BAD_SECURITY])
 def test_bad_security_tables_are_rejected(tmp_path, old, new, message):
     path = tmp_path / "bad.toml"
     path.write_text(SECURE.replace(old, new, 1))
