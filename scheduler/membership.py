@@ -8,7 +8,7 @@ members remain; a joining DC is one of the cluster file's and not a member yet),
 :func:`member_policy` builds the new version's trees over the members with the planner the
 cluster uses (a star at the hub, or the hub's stand-in; fapt trees planned on the
 sub-topology of the members' links). Every DC computes the divisor of a round from the
-policy that round uses (:func:`contributing_workers`), so replicas stay bit-identical.
+policy that round uses (:meth:`Policy.contributors`), so replicas stay bit-identical.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .planning import NOMINAL_MODEL_BYTES, compute_policy
 from .policy import star_policy
 from .topology import Topology, TopologyError
 
-__all__ = ["Membership", "MembershipError", "contributing_workers", "member_policy"]
+__all__ = ["Membership", "MembershipError", "member_policy"]
 
 
 class MembershipError(RuntimeError):
@@ -86,13 +86,6 @@ class Membership:
             raise MembershipError(f"{dc} cannot join: {refusal}")
         self.members = tuple(d for d in self.dcs if d in self.members or d == dc)
         return self.members
-
-
-def contributing_workers(policy: Policy, workers_per_dc: dict) -> int:
-    """How many workers contribute to a round summed under ``policy``: the workers of the
-    DCs it spans (``workers_per_dc``: dc -> count). The divisor of averaging modes; every
-    DC computes it from the same policy. O(members)."""
-    return sum(int(workers_per_dc.get(dc, 0)) for dc in policy.members)
 
 
 def member_policy(config, members, version: int, start_round: int,

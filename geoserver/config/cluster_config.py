@@ -162,7 +162,7 @@ class ClusterConfig:
         if self.sync.quorum > len(self.dcs):
             raise ClusterFileError(f"{self.source}: [sync] quorum = {self.sync.quorum} is more "
                                    f"than the cluster's {len(self.dcs)} DCs")
-        elastic = elastic_problem(self.min_dcs, len(self.dcs), self.sync.mode,
+        elastic = elastic_problem(self.min_dcs, len(self.dcs), self.sync,
                                   self.compression.on, self.adapt)
         if elastic:
             raise ClusterFileError(f"{self.source}: [elastic] {elastic}")

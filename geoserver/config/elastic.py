@@ -17,21 +17,30 @@ class DcsRangeError(ValueError):
     """``--dcs`` is neither ``N`` nor ``MIN:MAX``; the text says why."""
 
 
-def elastic_problem(min_dcs: int, dcs: int, sync_mode: str, compressed: bool,
+def elastic_problem(min_dcs: int, dcs: int, sync, compressed: bool,
                     adapt: bool = False) -> str:
-    """Why ``min_dcs`` cannot run with the rest of the cluster file ("" when it can).
-    Elastic membership re-sums a round in flight under a policy without a departed DC (as a
-    server replacement does), so it shares the replacement's limits: ``fsa`` only, no
-    ``[compression]`` (error-feedback residuals would already hold part of a replayed
-    round)."""
+    """Why ``min_dcs`` cannot run with the rest of the cluster file ("" when it can);
+    ``sync``: its :class:`~netstorm.geoserver.config.sync.SyncConfig`. Elastic membership
+    re-sums a round in flight under a policy without a departed DC, and a joining DC copies
+    the members' replicas (as a server replacement does), so it shares the replacement's
+    limits: ``fsa``, ``diloco`` or ``hfa`` with ``k2 = 1`` (every round is on the servers
+    of every DC, and the averaging modes divide by the workers of the DCs a round's policy
+    spans), no ``[compression]`` (error-feedback residuals would already hold part of a
+    replayed round). Not with quorum rounds yet: they count every DC of the file."""
     if not min_dcs:
         return ""
     if min_dcs > dcs:
         return (f"min_dcs = {min_dcs} is more than the {dcs} DC(s) the cluster file lists: "
                 f"list up to the most DCs the run may have")
-    if sync_mode != "fsa":
-        return (f"min_dcs needs [sync] mode 'fsa': under {sync_mode!r} the workers' own "
-                f"models are not on the servers a joining DC copies from")
+    if sync.mode not in ("fsa", "diloco", "hfa"):
+        return (f"min_dcs needs [sync] mode 'fsa', 'diloco' or 'hfa': under {sync.mode!r} "
+                f"the DCs' replicas are not one model a joining DC could copy")
+    if sync.rounds_per_wan_round > 1:
+        return (f"min_dcs needs [sync] k2 = 1 under 'hfa' (got {sync.k2}): the DC rounds "
+                f"since the last WAN round are only on each DC's own server")
+    if sync.quorum:
+        return ("min_dcs cannot run with [sync] quorum yet: quorum rounds wait for the offers "
+                "of every DC the cluster file lists")
     if compressed:
         return ("min_dcs cannot run with [compression]: a round replayed without a departed "
                 "DC would meet error-feedback residuals that already hold part of it")

@@ -187,6 +187,13 @@ class Policy:
         is in force (docs/recovery-elastic.md). O(n log n)."""
         return tuple(sorted(self.trees[0].parent)) if self.trees else ()
 
+    def contributors(self, workers_per_dc: dict) -> int:
+        """How many workers a round summed under this policy comes from: the workers of the
+        DCs it spans (``workers_per_dc``: dc -> count). The divisor of the averaging modes
+        (hfa, diloco); every DC reads it from the same policy, so replicas stay
+        bit-identical. O(members log members)."""
+        return sum(int(workers_per_dc.get(dc, 0)) for dc in self.members)
+
     @classmethod
     def from_json(cls, data: dict, dcs, elastic: bool = False) -> "Policy":
         """A policy received; its trees must span ``dcs`` or, with ``elastic``, the same

@@ -118,6 +118,8 @@ class GeoServer:
                               momentum_corrected=settings.compression.momentum > 0,
                               sync=settings.sync, mixed=self.mixed, resumed=resumed,
                               all_workers=len(self.table.workers()),
+                              workers_per_dc={dc: len(self.table.workers(dc))
+                                              for dc in self.table.dcs},
                               quorum_ready=self._quorum_ready
                               if settings.sync.quorum_in_force(len(self.table.dcs)) else None)
         # digests of the replica every audit_every rounds, for the scheduler to compare

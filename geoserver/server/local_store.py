@@ -50,7 +50,8 @@ class KeyStore:
     def __init__(self, dc: str, workers, chunk_bytes: int, policies, reply, contribute,
                  forward_init, compressed_pushes: bool = False, momentum_corrected=False,
                  sync: SyncConfig = SyncConfig(), mixed=None, resumed=None,
-                 all_workers: int | None = None, quorum_ready=None):
+                 all_workers: int | None = None, quorum_ready=None,
+                 workers_per_dc: dict | None = None):
         """``compressed_pushes``: local workers may push compressed payloads (compression
         scope "all"); otherwise such a push is refused. ``momentum_corrected``: compression
         applies DGC momentum, so an optimizer with momentum of its own is refused.
@@ -59,7 +60,9 @@ class KeyStore:
         initial ones and its optimizer states are loaded (docs/recovery.md).
         ``all_workers``: how many workers the cluster has (the averaging modes divide by
         it; default: this DC's). ``quorum_ready(wan_round, through)``: quorum rounds (hfa,
-        diloco) offer this DC's rounds to the scheduler (None: no quorum rounds)."""
+        diloco) offer this DC's rounds to the scheduler (None: no quorum rounds).
+        ``workers_per_dc``: dc -> its workers, for :meth:`contributors` (None: every round
+        comes from ``all_workers``)."""
         self.dc = dc
         self.resumed = resumed
         self.sync = sync
@@ -69,6 +72,7 @@ class KeyStore:
         self.policies = policies
         self.workers = set(workers)
         self.all_workers = len(self.workers) if all_workers is None else int(all_workers)
+        self.workers_per_dc = workers_per_dc
         self.chunk_bytes = chunk_bytes
         self._reply = reply
         self._contribute = contribute
@@ -89,6 +93,14 @@ class KeyStore:
                                     # a repair can sum it again (docs/recovery-audit.md)
 
     # ------------------------------------------------------------ helpers
+    def contributors(self, wan_round: int) -> int:
+        """How many workers WAN round ``wan_round`` comes from: those of the DCs its policy
+        spans (an elastic run's members then, docs/recovery-elastic.md), else every
+        worker. O(DCs)."""
+        if self.workers_per_dc is None:
+            return self.all_workers
+        return self.policies.for_round(wan_round).contributors(self.workers_per_dc)
+
     def entry(self, key: int, shape, dtype) -> KeyEntry:
         """The entry of ``key`` declared as ``shape`` and ``dtype`` (made at the first
         declaration); another shape or dtype than the first is refused."""

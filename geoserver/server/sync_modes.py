@@ -218,12 +218,13 @@ class HfaMode(FsaMode):
         return since
 
     def _divisor(self, entry: KeyEntry) -> int:
-        """What the WAN round being applied is divided by: every worker, or with quorum
-        rounds its decision's total weight."""
+        """What the WAN round being applied is divided by: the workers of the DCs its
+        policy spans (every worker but in an elastic run), or with quorum rounds its
+        decision's total weight."""
+        wan_round = self.sync.wan_round(entry.applied + 1)
         if self.quorum is None:
-            return self.store.all_workers
-        return self.quorum.total_weight(self.sync.wan_round(entry.applied + 1),
-                                        self.store.all_workers)
+            return self.store.contributors(wan_round)
+        return self.quorum.total_weight(wan_round, self.store.all_workers)
 
     def apply(self, entry: KeyEntry, done: Round) -> None:
         if done.local_only:                 # a DC round of its workers' model deltas

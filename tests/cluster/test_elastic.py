@@ -20,8 +20,8 @@ ROUNDS, JOIN_AT, HOLD_AT, KILL_AT = 30, 5, 12, 20
 
 
 def contributed(key: int, rounds: int, ranks_of_round) -> np.ndarray:
-    """Key ``key``'s weights when round ``r`` sums the gradients of ``ranks_of_round(r)``
-    (MXNet's own updater; the sums are exact)."""
+    """fsa: key ``key``'s weights when round ``r`` sums the gradients of
+    ``ranks_of_round(r)`` (MXNet's own updater; the sums are exact)."""
     updater = mx.optimizer.get_updater(mx.optimizer.create("sgd", **OPTIMIZER))
     weights = mx.nd.ones(SHAPES[key])
     for rnd in range(1, rounds + 1):
@@ -30,15 +30,38 @@ def contributed(key: int, rounds: int, ranks_of_round) -> np.ndarray:
     return weights.asnumpy()
 
 
+def averaged(key: int, rounds: int, ranks_of_round) -> np.ndarray:
+    """diloco with h = 1 and a plain outer step (lr 1, no momentum): key ``key``'s weights
+    when round ``r`` averages the inner steps of ``ranks_of_round(r)``, each rank's own
+    SGD with momentum from the round's weights (a rank's momentum starts when it does)."""
+    inner: dict = {}
+    weights = np.ones(SHAPES[key], np.float32)
+    for rnd in range(1, rounds + 1):
+        ranks = ranks_of_round(rnd)
+        total = np.zeros_like(weights)
+        for rank in ranks:
+            updater = inner.setdefault(rank, mx.optimizer.get_updater(
+                mx.optimizer.create("sgd", **OPTIMIZER)))
+            mine = mx.nd.array(weights)
+            updater(key, mx.nd.array(gradient(key, rnd, rank)), mine)
+            total += mine.asnumpy() - weights
+        weights = weights + total / np.float32(len(ranks))
+    return weights
+
+
 @pytest.mark.slow
-def test_elastic_a_dc_joins_and_one_leaves_a_live_3dc_run_the_others_never_stop(no_leftovers):
+@pytest.mark.parametrize("sync", ["fsa", "diloco:h=1,outer_lr=1,outer_momentum=0"],
+                         ids=["fsa", "diloco"])
+def test_elastic_a_dc_joins_and_one_leaves_a_live_3dc_run_the_others_never_stop(no_leftovers,
+                                                                                sync):
     """``--dcs 2:4``: dc0-dc2 start; once rank 0 finished round 5, dc3 is started and joins
     the running cluster (its server copies the members' replicas, checked by digest; rank
     0 waits after round 12 until dc3's worker started, so the run cannot end first), then
     dc2's server is SIGKILLed as rank 0 finishes round 20 of 30 and dc2 leaves. dc0, dc1
     and dc3 finish every round with identical replicas, equal to MXNet's updater on the
     sums of ranks 0-2 up to the join's replay round, of ranks 0-3 up to the departure's,
-    and of ranks 0, 1, 3 after it."""
+    and of ranks 0, 1, 3 after it (fsa); under diloco, to the average of those ranks'
+    inner steps (the divisor follows the members: 3, 4, then 3)."""
     cue, out = no_leftovers / "cue", no_leftovers / "out"
     join_cue, started = no_leftovers / "join", no_leftovers / "started"
     out.mkdir()
@@ -46,7 +69,7 @@ def test_elastic_a_dc_joins_and_one_leaves_a_live_3dc_run_the_others_never_stop(
     killer = threading.Thread(target=_kill_server_when, args=(cue, "dc2", no_leftovers, killed))
     killer.start()
     run = launch(["--dcs", "2:4", "--workers-per-dc", 1, "--policy", "star", "--join", "dc3",
-                  "--join-after", 0, "--join-when", join_cue],
+                  "--join-after", 0, "--join-when", join_cue, "--sync", sync],
                  worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", KILL_AT, cue,
                             "--mark-at", JOIN_AT, join_cue, "--started-mark", started,
                             "--hold-at", HOLD_AT, f"{started}.3", "--pause", 0.05),
@@ -66,13 +89,17 @@ def test_elastic_a_dc_joins_and_one_leaves_a_live_3dc_run_the_others_never_stop(
                          run.output)[1])
     assert JOIN_AT < joined <= HOLD_AT + 1 < left, run.output[-6000:]   # joined mid-run
     finals = {rank: np.load(out / f"rank{rank}.npz") for rank in (0, 1, 3)}
+    if sync == "fsa":
+        want, same = contributed, np.array_equal
+    else:       # the servers divide the tree's sum of the deltas: float rounding apart
+        want, same = averaged, lambda a, b: np.allclose(a, b, rtol=1e-5, atol=1e-6)
     for key in SHAPES:
         for rank in (1, 3):
             np.testing.assert_array_equal(finals[0][str(key)], finals[rank][str(key)],
                                           err_msg=f"key {key}: ranks 0 and {rank} differ")
         # a key a round ahead of the replay's first round (applied everywhere) switches then
         fits = [(j, k) for j in (joined - 1, joined) for k in (left - 1, left)
-                if np.array_equal(finals[0][str(key)], contributed(
+                if same(finals[0][str(key)], want(
                     key, ROUNDS, lambda r: (0, 1, 2) if r < j else (0, 1, 2, 3) if r < k
                     else (0, 1, 3)))]
         assert fits, f"key {key}: the weights are not those of the joins and leaves logged"

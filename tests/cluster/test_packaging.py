@@ -139,9 +139,9 @@ def test_the_extras_bring_what_the_examples_the_bench_and_the_tests_import():
     assert extras["examples"] == {"scikit-learn"}
     assert extras["bench"] == {"matplotlib", "scikit-learn"}
     assert extras["all"] == extras["examples"] | extras["bench"]
-    # test: the suite, which also reads the Kubernetes manifests back (pyyaml) and checks
-    # them against their schemas (jsonschema)
-    assert extras["test"] == extras["all"] | {"pytest", "jsonschema", "pyyaml"}
+    # test: the suite, in three processes (pytest-xdist), which also reads the Kubernetes
+    # manifests back (pyyaml) and checks them against their schemas (jsonschema)
+    assert extras["test"] == extras["all"] | {"pytest", "pytest-xdist", "jsonschema", "pyyaml"}
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg")
     assert config["metadata"]["license_files"].split() == ["LICENSE", "NOTICE"]

@@ -8,9 +8,13 @@ import subprocess
 import sys
 
 from launching import REPO, needs_wan
+from netstorm.wan.shaping import gso_bytes
 
 SCRIPT = str(REPO / "scripts" / "wan_link_cost.py")
-LINE = re.compile(r"^5 MB at 100 Mbit/s, offload packets <= (\d+) B: ([\d.]+) s "
+# 40 Mbit/s: one MTU-sized packet at a time stays within one loaded core's reach (the suite
+# runs in three processes; at 100 Mbit/s it once measured 54% of the rate)
+MBPS = 40
+LINE = re.compile(rf"^5 MB at {MBPS} Mbit/s, offload packets <= (\d+) B: ([\d.]+) s "
                   r"\((\d+) Mbit/s\), machine busy ([\d.]+) CPU-s, of it softirq ([\d.]+)$")
 
 
@@ -21,13 +25,13 @@ def run(*args):
 
 @needs_wan
 def test_one_transfer_at_the_link_rate_with_and_without_offload():
-    for extra, gso in (((), 62500), (("--gso", "1500"), 1500)):
-        done = run("--mbps", "100", "--mbytes", "5", *extra)
+    for extra, gso in (((), gso_bytes(MBPS)), (("--gso", "1500"), 1500)):
+        done = run("--mbps", str(MBPS), "--mbytes", "5", *extra)
         assert done.returncode == 0, done.stderr
         match = LINE.match(done.stdout.strip())
         assert match, done.stdout
         assert int(match[1]) == gso
-        assert 70 <= int(match[3]) <= 100          # htb: ~96% goodput of the rate
+        assert 0.7 * MBPS <= int(match[3]) <= MBPS      # htb: ~96% goodput of the rate
         assert float(match[4]) >= float(match[5]) >= 0
 
 

@@ -6,6 +6,7 @@ from netstorm.geoserver.config.cluster import ClusterFileError, parse_cluster
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.elastic import DcsRangeError, elastic_problem, parse_dcs_range
 from netstorm.geoserver.config.settings import RuntimeSettings
+from netstorm.geoserver.config.sync import SyncConfig
 from netstorm.launcher.cli import _overrides, parse_args
 
 
@@ -31,11 +32,18 @@ def test_min_dcs_is_read_checked_and_written_back_for_the_processes():
 
 
 def test_elastic_runs_share_the_server_replacement_s_limits():
-    assert elastic_problem(0, 3, "hfa", True, True) == ""          # not elastic
-    assert elastic_problem(2, 3, "fsa", False) == ""
-    assert "needs [sync] mode 'fsa'" in elastic_problem(2, 3, "hfa", False)
-    assert "[compression]" in elastic_problem(2, 3, "fsa", True)
-    assert "[wan] adapt" in elastic_problem(2, 3, "fsa", False, adapt=True)
+    def sync(mode, **params):
+        return SyncConfig.from_params({"mode": mode, **params}, where="test")
+    assert elastic_problem(0, 3, sync("hfa", k2=2), True, True) == ""      # not elastic
+    for accepted in (sync("fsa"), sync("diloco", h=5), sync("hfa", k1=2)):
+        assert elastic_problem(2, 3, accepted, False) == "", accepted
+    assert "needs [sync] mode 'fsa', 'diloco' or 'hfa': under 'esync'" in \
+        elastic_problem(2, 3, sync("esync"), False)
+    assert "needs [sync] k2 = 1 under 'hfa' (got 2)" in \
+        elastic_problem(2, 3, sync("hfa", k2=2), False)
+    assert "[sync] quorum" in elastic_problem(2, 3, sync("diloco", quorum=2), False)
+    assert "[compression]" in elastic_problem(2, 3, sync("diloco"), True)
+    assert "[wan] adapt" in elastic_problem(2, 3, sync("fsa"), False, adapt=True)
 
 
 def test_dcs_takes_a_count_or_a_range_and_the_range_makes_the_pseudo_cluster_elastic():

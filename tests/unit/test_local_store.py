@@ -17,7 +17,8 @@ W1, W2 = 11, 12
 
 
 class Harness:
-    def __init__(self, chunk_bytes=16, sync=SyncConfig(), staleness=0, all_workers=None):
+    def __init__(self, chunk_bytes=16, sync=SyncConfig(), staleness=0, all_workers=None,
+                 policies=None, workers_per_dc=None):
         self.replies, self.contributed, self.forwarded, self.updates = [], [], [], []
         mixed = MixedExchange("dc0", ["dc0", "dc1"], staleness,
                               star_policy(["dc0", "dc1"], "dc0").trees[0].children_from,
@@ -25,11 +26,12 @@ class Harness:
                               lambda *a: self.store.compensated_step(*a)) \
             if sync.asynchronous else None
         self.store = KeyStore("dc0", [W1, W2], chunk_bytes,
-                              PolicyBook(star_policy(["dc0", "dc1"], "dc0")),
+                              policies or PolicyBook(star_policy(["dc0", "dc1"], "dc0")),
                               reply=lambda w, m: self.replies.append((w, m)),
                               contribute=lambda cid, a, where: self.contributed.append((cid, a)),
                               forward_init=lambda e, g: self.forwarded.append((e.key, g)),
-                              sync=sync, mixed=mixed, all_workers=all_workers)
+                              sync=sync, mixed=mixed, all_workers=all_workers,
+                              workers_per_dc=workers_per_dc)
 
     def init(self, worker, key, value=None, shape=(10,), gen=1):
         self.store.on_init(init_message(worker, key, value, shape, gen, request=1))

@@ -5,8 +5,7 @@ import pytest
 from netstorm.geoserver.config.cluster import pseudo_cluster
 from netstorm.geoserver.config.links import Link
 from netstorm.geoserver.policy.tree import Policy, PolicyError
-from netstorm.scheduler.membership import Membership, MembershipError, \
-    contributing_workers, member_policy
+from netstorm.scheduler.membership import Membership, MembershipError, member_policy
 from netstorm.scheduler.topology import Topology
 
 DCS = ("dc0", "dc1", "dc2")
@@ -72,8 +71,8 @@ def test_fapt_plans_on_the_members_links_and_falls_back_to_a_star_if_they_are_cu
 def test_the_divisor_of_a_round_counts_the_workers_of_the_dcs_its_policy_spans():
     config = pseudo_cluster(3, 2, 1)
     per_dc = {"dc0": 2, "dc1": 2, "dc2": 3}
-    assert contributing_workers(member_policy(config, DCS, 1, 0), per_dc) == 7
-    assert contributing_workers(member_policy(config, ("dc0", "dc2"), 2, 5), per_dc) == 5
+    assert member_policy(config, DCS, 1, 0).contributors(per_dc) == 7
+    assert member_policy(config, ("dc0", "dc2"), 2, 5).contributors(per_dc) == 5
 
 
 def test_an_elastic_server_takes_a_policy_over_some_of_its_dcs_and_no_stranger():

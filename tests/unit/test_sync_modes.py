@@ -15,6 +15,9 @@ from netstorm.geoserver.server.local_store import RequestError
 from netstorm.geoserver.server.sync_modes import (MODES, DilocoMode, EsyncMode, FsaMode,
                                                   HfaMode, MixedMode, OuterNesterov, SyncMode,
                                                   create)
+from netstorm.geoserver.policy.tree import PolicyBook
+from netstorm.scheduler.policy import star_policy
+
 from .test_local_store import W1, W2, Harness, value_of
 
 
@@ -178,6 +181,26 @@ def test_diloco_applies_an_outer_nesterov_step_to_the_average_over_every_worker(
     with pytest.raises(RequestError, match="workers run the optimizer themselves"):
         h.store.on_set_optimizer(Message(Kind.SET_OPTIMIZER, sender=W1, request=4, meta={
             "spec": optimizer_spec(mx.optimizer.SGD(learning_rate=0.1))}))
+
+
+def test_diloco_in_an_elastic_run_averages_over_the_workers_of_the_dcs_a_round_spans():
+    """dc0 (2 workers, this DC), dc1 (2) and dc2 (4); dc2 leaves from round 2 (a policy over
+    dc0 and dc1 from then on, as the scheduler's replay policy is). Plain averaging (outer
+    lr 1, no momentum): round 1's total (16, -8) is over 8 workers, round 2's (8, -4) over
+    the 4 left, an average delta of (2, -1) both times."""
+    book = PolicyBook(star_policy(["dc0", "dc1", "dc2"], "dc0"))
+    book.add(star_policy(["dc0", "dc1"], "dc0", version=2, start_round=2))
+    h = Harness(sync=SyncConfig(mode="diloco", h=5, outer_lr=1.0, outer_momentum=0.0),
+                all_workers=8, policies=book, workers_per_dc={"dc0": 2, "dc1": 2, "dc2": 4})
+    assert [h.store.contributors(r) for r in (1, 2, 3)] == [8, 4, 4]
+    h.init(W1, 0, f32(1, 1), shape=(2,))
+    h.init(W2, 0, shape=(2,))
+    for rnd, total, want in ((1, f32(16, -8), [3, 0]), (2, f32(8, -4), [5, -1])):
+        h.push(W1, 0, rnd, f32(3, -1))
+        h.push(W2, 0, rnd, f32(1, -1))
+        h.contributed.clear()
+        h.store.deliver(0, 0, rnd, total)
+        assert h.store.keys[0].base.tolist() == want, rnd
 
 
 def test_outer_nesterov_with_lr_1_and_no_momentum_is_model_averaging_and_keeps_no_state():
