@@ -64,7 +64,15 @@ else
     echo "[setup] no system package installed and no daemon started: the tests that need" \
          "one skip (opt in: NETSTORM_TEST_SYSTEM_PACKAGES=1 bash scripts/test.sh, as root)"
 fi
-# three pytest processes (pytest-xdist; tests/conftest.py groups the tests that must not run
+# Three pytest processes (pytest-xdist; tests/conftest.py groups the tests that must not run
 # side by side): the cluster tests wait on timeouts and sockets as much as they compute.
-# `bash scripts/test.sh -n 0` runs everything in one process.
-python -m pytest -q -n 3 --durations=25 "$@"
+# Then the tests marked `alone` (they measure this machine's rates or timing), by
+# themselves. With arguments, one run: `bash scripts/test.sh -n 0` runs everything in one
+# process, `-m unit` the unit tests.
+if [ "$#" -gt 0 ]; then
+    exec python -m pytest -q -n 3 --durations=25 "$@"
+fi
+status=0
+python -m pytest -q -n 3 --durations=25 -m "not alone" || status=$?
+python -m pytest -q -p no:xdist -m alone || status=$((status ? status : $?))
+exit "$status"

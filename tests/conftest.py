@@ -127,6 +127,8 @@ else:
 def pytest_configure(config):
     config.addinivalue_line("markers", "system_package(*names): Debian packages the test "
                             "needs (tests/conftest.py, SYSTEM_PACKAGES)")
+    config.addinivalue_line("markers", "alone: measures rates or timing of this machine, so "
+                            "scripts/test.sh runs it after the others, by itself")
 
 
 def pytest_collection_modifyitems(items):

@@ -7,6 +7,7 @@ from netstorm.bench.perf_profile import (Recorder, classify, unavailable)
 
 
 @pytest.mark.system_package("linux-perf")      # tests/conftest.py
+@pytest.mark.alone
 def test_a_real_recording_is_classified(tmp_path):
     if unavailable():
         pytest.skip(f"perf cannot sample this machine: {unavailable()}")

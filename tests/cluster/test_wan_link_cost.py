@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from launching import REPO, needs_wan
 from netstorm.wan.shaping import gso_bytes
 
@@ -24,6 +25,7 @@ def run(*args):
 
 
 @needs_wan
+@pytest.mark.alone
 def test_one_transfer_at_the_link_rate_with_and_without_offload():
     for extra, gso in (((), gso_bytes(MBPS)), (("--gso", "1500"), 1500)):
         done = run("--mbps", str(MBPS), "--mbytes", "5", *extra)
