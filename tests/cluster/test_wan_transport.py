@@ -6,10 +6,11 @@ from launching import needs_wan
 
 
 @needs_wan
-# alone: with other tests loading the cores, the drop more often comes when the whole round
-# is already in the kernel's socket buffers and the shaper's queue, which are not detoured
-# (the round then waits for timeout_s: a known bug, seen on the Python path in issue 36 and
-# on the native one with rounds of 4 MB, or of 8 MB under load; see the session notes)
+# alone: with other tests loading the cores, the drop more often comes when more of the round
+# than the 8 messages a detour re-sends is already in the kernel's socket buffers and the
+# shaper's queue (the round then waits for timeout_s: a known bug, docs/awareness.md
+# "Limits"; seen on the Python path in issue 36, and on the native one with rounds of 4 MB,
+# or of 8 MB under load)
 @pytest.mark.alone
 # native only: on the Python path this test fails about 1 run in 3 (a stalled link's chunks
 # already in the kernel's socket buffers are not detoured; issue 36's note), a known bug
