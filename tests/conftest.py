@@ -111,7 +111,7 @@ def parallel_group(nodeid: str) -> str:
 try:        # pytest-xdist's own "loadgroup" marks no longer group under pytest 9's node ids
     from xdist.scheduler import LoadScopeScheduling
 except ImportError:         # the suite runs in one process
-    LoadScopeScheduling = None
+    pass
 else:
     class GroupScheduling(LoadScopeScheduling):
         """pytest-xdist's scope scheduling with :func:`parallel_group` as the scope."""

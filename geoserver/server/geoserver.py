@@ -117,7 +117,6 @@ class GeoServer:
                               and settings.compression.scope == "all",
                               momentum_corrected=settings.compression.momentum > 0,
                               sync=settings.sync, mixed=self.mixed, resumed=resumed,
-                              all_workers=len(self.table.workers()),
                               workers_per_dc={dc: len(self.table.workers(dc))
                                               for dc in self.table.dcs},
                               quorum_ready=self._quorum_ready

@@ -59,7 +59,7 @@ class KeyStore:
         ``resumed``: the checkpoint this run starts from: its values replace the keys'
         initial ones and its optimizer states are loaded (docs/recovery.md).
         ``all_workers``: how many workers the cluster has (the averaging modes divide by
-        it; default: this DC's). ``quorum_ready(wan_round, through)``: quorum rounds (hfa,
+        it; default: those of ``workers_per_dc``, else this DC's). ``quorum_ready(wan_round, through)``: quorum rounds (hfa,
         diloco) offer this DC's rounds to the scheduler (None: no quorum rounds).
         ``workers_per_dc``: dc -> its workers, for :meth:`contributors` (None: every round
         comes from ``all_workers``)."""
@@ -71,8 +71,10 @@ class KeyStore:
         self.compressed_received = 0    # compressed pushes taken
         self.policies = policies
         self.workers = set(workers)
-        self.all_workers = len(self.workers) if all_workers is None else int(all_workers)
         self.workers_per_dc = workers_per_dc
+        if all_workers is None:
+            all_workers = sum(workers_per_dc.values()) if workers_per_dc else len(self.workers)
+        self.all_workers = int(all_workers)
         self.chunk_bytes = chunk_bytes
         self._reply = reply
         self._contribute = contribute
