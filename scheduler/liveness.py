@@ -117,6 +117,13 @@ class Liveness:
             return self.config.dead_after_s
         return self._silence.deadline(node_id)
 
+    def _slowest_elsewhere(self, dc: str) -> dict:
+        """esync: a server hears the slowest seconds per local step of the *other* DCs;
+        its own DC's it measures itself, fresher than the figure it reported a beat ago
+        (a stale one made the slowest worker take two steps in a round). O(DCs)."""
+        others = [s for d, s in self.step_s.items() if d != dc]
+        return {"step_s": max(others)} if others else {}
+
     def beat(self) -> None:
         """Every ``heartbeat_s``, a HEARTBEAT to every node still running: a node that hears
         nothing from the scheduler for ``dead_after_s`` stops, naming it."""
@@ -125,8 +132,6 @@ class Liveness:
             return
         self._check_stop()
         self.next_beat = now + self.config.heartbeat_s
-        # esync: every server hears the cluster's slowest seconds per local step
-        meta = {"step_s": max(self.step_s.values())} if self.step_s else {}
         rtt = self._silence.detector.rtt      # t: echoed back, to measure round trips
         # a waiting worker hears who has not pushed its rounds (scheduler/stalls.py)
         verdicts = self.stalls.verdicts(self.finished) if self.stalls is not None else {}
@@ -134,7 +139,8 @@ class Liveness:
             if node.role != SCHEDULER and node.id not in self.finished and \
                     node.id not in self.lost and self.van.is_connected(node.id):
                 self.van.send(node.id, wire.Message(
-                    wire.Kind.HEARTBEAT, meta={**(meta if node.role == SERVER else
+                    wire.Kind.HEARTBEAT, meta={**(self._slowest_elsewhere(node.dc)
+                                                  if node.role == SERVER else
                                                   verdicts.get(node.id, {})),
                                                "t": now, "rtt": rtt(node.id)}))
 

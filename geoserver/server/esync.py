@@ -10,8 +10,9 @@ information already is, and nothing is sent that was not sent anyway:
   time of the steps it was given (:meth:`StepBalancer.on_reply`,
   :meth:`StepBalancer.on_push`);
 - the **scheduler** learns each DC's slowest seconds per step from the heartbeats servers
-  send anyway, and tells every server the cluster's slowest in its own heartbeats (it is the
-  only node that hears from every DC, and it is off the data path);
+  send anyway, and tells every server the slowest of the *other* DCs in its own heartbeats
+  (it is the only node that hears from every DC, and it is off the data path; a DC's own
+  figure is measured here, fresher than the one it reported a beat ago);
 - the DC server then gives each worker ``round(slowest / its own seconds per step)`` steps
   (at least 1, at most ``max_steps``), in the value that ends round ``r``
   (:meth:`StepBalancer.steps`).
@@ -30,7 +31,7 @@ class StepBalancer:
     def __init__(self, max_steps: int):
         self.max_steps = max_steps
         self.step_s: dict = {}          # worker -> measured seconds per local step
-        self.cluster_slowest = 0.0      # the scheduler's: slowest seconds per step anywhere
+        self.cluster_slowest = 0.0      # the scheduler's: slowest seconds per step elsewhere
         self._replied: dict = {}        # worker -> (round, when its latest value left)
         self._pushed: dict = {}         # worker -> latest round whose first push was timed
         self._given: dict = {}          # (worker, round) -> steps given after that round

@@ -221,7 +221,7 @@ class GeoServer:
         self.wan.on_routes(msg.meta)
 
     def _on_heartbeat(self, msg: Message) -> None:
-        """The scheduler's beat; under esync it carries the cluster's slowest step."""
+        """The scheduler's beat; under esync it carries the other DCs' slowest step."""
         if self.balancer is not None and "step_s" in msg.meta:
             self.balancer.cluster_slowest = float(msg.meta["step_s"])
 
