@@ -85,7 +85,8 @@ def three_dc_table() -> list:
 
 class LinkVan(FakeVan):
     """A server's Van on a :class:`Net`: what it takes is encoded to frames and appended to
-    the link's buffer; a blocked link takes two messages and then reports a full queue."""
+    the link's buffer; a blocked link takes ``net.capacity`` messages (2 unless set) and
+    then reports a full queue."""
 
     def __init__(self, net: "Net", src: str, name_of: dict):
         super().__init__()
@@ -93,7 +94,8 @@ class LinkVan(FakeVan):
 
     def has_room(self, peer) -> bool:
         link = (self.src, self.name_of[peer])
-        return link not in self.net.blocked or len(self.net.buffers.get(link, ())) < 2
+        return link not in self.net.blocked or \
+            len(self.net.buffers.get(link, ())) < self.net.capacity
 
     def take(self, peer, msg) -> None:
         msg.sender = 0
@@ -107,6 +109,7 @@ class Net:
     def __init__(self):
         self.buffers = {}          # (src, dst) -> [frames]
         self.blocked = set()
+        self.capacity = 2          # messages a blocked link takes (socket buffers, queues)
 
     def van(self, src: str, name_of: dict) -> LinkVan:
         """``name_of``: server node id -> DC name."""

@@ -14,7 +14,7 @@ namespace netstorm {
 
 constexpr size_t HEADER_BYTES = 38;     // struct "<2sBBHHBBIIIQQ"
 constexpr uint8_t PROTOCOL_VERSION = 1;
-constexpr uint8_t KIND_CHUNK_UP = 20, KIND_CHUNK_DOWN = 21;
+constexpr uint8_t KIND_CHUNK_UP = 20, KIND_CHUNK_DOWN = 21, KIND_RELAY = 26;
 constexpr uint16_t FLAG_QUEUED = 4;
 constexpr size_t FLAGS_AT = 6;          // offset of the flags in the header
 constexpr int64_t ENTRY_BYTES = 256;    // policy/chunking.py: a kept chunk's bookkeeping

@@ -99,7 +99,7 @@ std::unique_ptr<DataPlane> make(uintptr_t router, int wake_fd, int own, int node
                                 std::map<std::string, int> principals, bool curve,
                                 size_t max_chunk_bytes, int64_t rounds_ahead, int64_t held_bytes,
                                 std::map<std::string, double> delays, size_t min_split_bytes,
-                                size_t keep_recent, py::object transmit, py::object clock) {
+                                size_t retain_bytes, py::object transmit, py::object clock) {
     std::string why;
     const ZmqApi *z = zmq_api(&why);
     if (z == nullptr) throw std::runtime_error(why);
@@ -115,7 +115,7 @@ std::unique_ptr<DataPlane> make(uintptr_t router, int wake_fd, int own, int node
     s.held_bytes = held_bytes;
     s.delays = std::move(delays);
     s.min_split_bytes = min_split_bytes;
-    s.keep_recent = keep_recent;
+    s.retain_bytes = retain_bytes;
     auto plane = std::make_unique<DataPlane>(z, reinterpret_cast<void *>(router), wake_fd,
                                              std::move(s));
     if (!transmit.is_none())        // socket-free: every call comes from Python (GIL held)
@@ -172,7 +172,7 @@ void register_core(py::module_ &m) {
              py::arg("node_id"), py::arg("names"), py::arg("servers"), py::arg("principals"),
              py::arg("curve"), py::arg("max_chunk_bytes"), py::arg("rounds_ahead"),
              py::arg("held_bytes"), py::arg("delays"), py::arg("min_split_bytes"),
-             py::arg("keep_recent"), py::arg("transmit") = py::none(),
+             py::arg("retain_bytes"), py::arg("transmit") = py::none(),
              py::arg("clock") = py::none())
         .def("run", [](DataPlane &d, double timeout_s, size_t max_arrivals) {
             if (d.queues.transmit) throw std::logic_error("a socket-free data plane has no loop");
@@ -245,6 +245,10 @@ void register_core(py::module_ &m) {
             for (auto &m : handed) h.append(frames_of(m));
             return py::make_tuple(h, queued_list(std::move(waiting)));
         })
+        .def("release_before", [](DataPlane &d, uint64_t round) {
+            return d.queues.release_before(round);
+        }, py::arg("round"))
+        .def("retained", [](DataPlane &d, int dc) { return d.queues.retained(dc); })
         .def("take_waiting", [](DataPlane &d, int dc) {
             return queued_list(d.queues.take_waiting(dc));
         })

@@ -21,7 +21,7 @@ double monotonic_s() {
 
 DataPlane::DataPlane(const ZmqApi *z, void *router, int wake_fd, Settings settings)
     : exchange(settings.own, settings.names, settings.rounds_ahead, settings.held_bytes, this),
-      queues(z, settings.keep_recent), z_(z), router_(router), wake_fd_(wake_fd),
+      queues(z, settings.retain_bytes), z_(z), router_(router), wake_fd_(wake_fd),
       s_(std::move(settings)), stalled_(s_.names.size(), 0), relayed_(s_.names.size(), 0) {
     peers_.own = s_.own;
     peers_.servers = s_.servers;

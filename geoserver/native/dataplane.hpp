@@ -42,7 +42,7 @@ struct Settings {
     int64_t rounds_ahead = 0, held_bytes = 0;
     std::map<std::string, double> delays;       // Peer-Address -> seconds held
     size_t min_split_bytes = 0;
-    size_t keep_recent = 8;
+    size_t retain_bytes = 64 << 20;     // chunk bytes per peer kept for detours
 };
 
 double monotonic_s();

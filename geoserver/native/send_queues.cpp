@@ -149,10 +149,41 @@ void SendQueues::handed(Peer &p, OutMessage msg, double now) {
     if (msg.queued()) p.timed = now;
     p.sizes.push_back(msg.payload_bytes());
     if (p.sizes.size() > LAST_SIZES) p.sizes.pop_front();
-    if (keep_) {
+    Header h;
+    if (retain_ && parse_header(msg.header->data(), msg.header->size(), &h) &&
+        (h.kind == KIND_CHUNK_UP || h.kind == KIND_CHUNK_DOWN || h.kind == KIND_RELAY)) {
+        p.recent_bytes += msg.payload_bytes();
         p.recent.push_back(std::move(msg));
-        if (p.recent.size() > keep_) p.recent.pop_front();
+        while (p.recent_bytes > retain_ && p.recent.size() > 1) {
+            p.recent_bytes -= p.recent.front().payload_bytes();
+            p.recent.pop_front();
+        }
     }
+}
+
+size_t SendQueues::release_before(uint64_t round) {
+    size_t dropped = 0;
+    for (auto &[peer, p] : peers_) {
+        std::deque<OutMessage> kept;
+        uint64_t bytes = 0;
+        for (auto &m : p.recent) {
+            Header h;
+            if (parse_header(m.header->data(), m.header->size(), &h) && h.seq < round) {
+                ++dropped;
+                continue;
+            }
+            bytes += m.payload_bytes();
+            kept.push_back(std::move(m));
+        }
+        p.recent.swap(kept);
+        p.recent_bytes = bytes;
+    }
+    return dropped;
+}
+
+size_t SendQueues::retained(int peer) const {
+    auto it = peers_.find(peer);
+    return it == peers_.end() ? 0 : it->second.recent.size();
 }
 
 void SendQueues::send(int peer, OutMessage msg, double now) {
@@ -246,6 +277,7 @@ std::pair<std::vector<OutMessage>, std::vector<OutMessage>> SendQueues::take(int
     if (it != peers_.end()) {
         for (auto &m : it->second.recent) handed.push_back(std::move(m));
         it->second.recent.clear();
+        it->second.recent_bytes = 0;
     }
     auto waiting = take_waiting(peer);
     return {std::move(handed), std::move(waiting)};

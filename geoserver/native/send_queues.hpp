@@ -1,8 +1,8 @@
 // SendQueue's semantics (geoserver/server/wan/send_queue.py is the reference) for every
 // peer server at once: a priority heap per peer in front of its DEALER (SNDHWM 1), the
 // QUEUED mark on what waited, the "paused" rule, progress times and the sizes of the last
-// messages handed over (for stall detection), and the last few messages handed over (for
-// detours). Small chunks are not fused: each costs the core a few microseconds, and a
+// messages handed over (for stall detection), and the chunk messages handed over and not
+// yet acknowledged, up to a byte budget per peer (for detours). Small chunks are not fused: each costs the core a few microseconds, and a
 // BATCH would send them through the Python path at the receiver.
 #pragma once
 #include <cstdint>
@@ -29,7 +29,7 @@ struct OutMessage {
 
 class SendQueues {
 public:
-    explicit SendQueues(const ZmqApi *z, size_t keep_recent) : z_(z), keep_(keep_recent) {}
+    explicit SendQueues(const ZmqApi *z, size_t retain_bytes) : z_(z), retain_(retain_bytes) {}
     void set_socket(int peer, void *socket);
     // whole chunks for `peer` whose sealed frame is at most `max_frame` go sealed by
     // `sealer` on the plain DEALER `socket` (null: all on the CURVE DEALER again)
@@ -52,7 +52,12 @@ public:
     double progress(int peer) const;        // when a message last left, or the wait began
     uint64_t last_bytes(int peer) const;    // the last few handed over, together
     double last_timed(int peer) const;
-    // take: (handed recently, waiting most urgent first); take_waiting: the waiting only
+    // rounds before `round` are acknowledged: their chunk messages are kept no longer;
+    // how many were dropped. O(messages retained)
+    size_t release_before(uint64_t round);
+    size_t retained(int peer) const;
+    // take: (handed and not acknowledged, waiting most urgent first); take_waiting: the
+    // waiting only
     std::pair<std::vector<OutMessage>, std::vector<OutMessage>> take(int peer);
     std::vector<OutMessage> take_waiting(int peer);
     uint64_t sent_messages = 0, sent_bytes = 0;
@@ -67,7 +72,8 @@ private:
         std::vector<OutMessage> heap;
         double progress = 0, timed = 0;
         std::deque<uint64_t> sizes;
-        std::deque<OutMessage> recent;
+        std::deque<OutMessage> recent;      // chunk messages handed over, unacknowledged
+        uint64_t recent_bytes = 0;
         bool paused = false;
         void *bulk = nullptr;
         BulkSealer *sealer = nullptr;
@@ -80,7 +86,7 @@ private:
     void handed(Peer &p, OutMessage msg, double now);
 
     const ZmqApi *z_;
-    size_t keep_;
+    size_t retain_;
     uint64_t order_ = 0;
     std::map<int, void *> sockets_;
     std::map<int, Peer> peers_;

@@ -42,7 +42,7 @@ from ..core.scheduler_watch import (SchedulerWatch, policies_in_use, report_meta
 from .round_gate import RoundGate
 from .wan.link_keys import LinkKeys
 from .wan.routing import MIN_SPLIT_BYTES
-from .wan.transport import AWAY_S, RECENT, WanTransport
+from .wan.transport import AWAY_S, RETAIN_BYTES, WanTransport
 from ..config.settings import MAX_FRAME_BYTES, MAX_HELD_BYTES_PER_PEER, MAX_ROUNDS_AHEAD
 from .worker_requests import WorkerRequests
 from ..policy.tree import Policy, PolicyBook, PolicyError
@@ -75,7 +75,7 @@ class GeoServer:
         self.plane = None if module is None else native_plane.NativePlane(
             module, self.dc, self.table.dcs, self.servers, postoffice, settings,
             time.monotonic, MAX_ROUNDS_AHEAD, MAX_HELD_BYTES_PER_PEER, MIN_SPLIT_BYTES,
-            RECENT, MAX_FRAME_BYTES)
+            RETAIN_BYTES, MAX_FRAME_BYTES)
         log.info("%s: data plane: %s", self.dc, "native" if self.plane else f"python ({why})")
         # links: the WAN the scheduler planned on (detours choose by its rates)
         self.wan = WanTransport(self.dc, self.servers, self.po, settings.rates(),
@@ -444,6 +444,7 @@ class GeoServer:
                 self._check_stop()
                 # stalls and idle links change on the scale of seconds: look once a beat,
                 # not once a message
+                self.wan.acknowledged(self.store.acknowledged_round())
                 self.wan.check_stalls()
                 if self.settings.probe_idle_s and not self.policies.empty:
                     self.wan.probe_idle(self.settings.probe_idle_s)

@@ -118,6 +118,13 @@ class KeyStore:
                                f"now declared as {shape} {dtype}")
         return entry
 
+    def acknowledged_round(self) -> int:
+        """The WAN rounds every key applied here (0 before any key): each of their chunk
+        messages reached its peer. O(keys)."""
+        if not self.keys:
+            return 0
+        return min(e.applied for e in self.keys.values()) // self.sync.rounds_per_wan_round
+
     def model_bytes(self) -> int:
         """The bytes of every key declared here (the model). O(keys)."""
         return sum(e.size * e.dtype.itemsize for e in self.keys.values())

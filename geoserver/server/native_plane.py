@@ -117,6 +117,14 @@ class NativeSendQueue:
         handed, waiting = self.core.take(self._dc(peer))
         return [self._message(f) for f in handed], [self._message(f) for _, f in waiting]
 
+    def release_before(self, rnd: int) -> int:
+        return self.core.release_before(min(int(rnd), (1 << 64) - 1))
+
+    def retained(self, peer=None) -> int:
+        if peer is not None:
+            return self.core.retained(self._dc(peer))
+        return sum(self.core.retained(i) for i in self.plane.node_of_index)
+
     def take_waiting(self, peer, select) -> list:
         dc = self._dc(peer)
         taken, kept = [], []
@@ -245,7 +253,7 @@ class NativePlane:
 
     def __init__(self, module, dc: str, dcs: list, servers: dict, postoffice, settings,
                  clock, rounds_ahead: int, held_bytes: int, min_split_bytes: int,
-                 keep_recent: int, max_frame: int):
+                 retain_bytes: int, max_frame: int):
         from ..core import security
         self.dc = dc
         self.names = list(dcs)
@@ -270,7 +278,7 @@ class NativePlane:
             max_chunk_bytes=settings.chunk_bytes, rounds_ahead=rounds_ahead,
             held_bytes=held_bytes, delays={str(k): float(v) for k, v in
                                            handles["delays"].items()},
-            min_split_bytes=min_split_bytes, keep_recent=keep_recent, **extra)
+            min_split_bytes=min_split_bytes, retain_bytes=retain_bytes, **extra)
         bulk = getattr(van, "bulk", None)
         if bulk is not None:        # the bulk channel's frames are the core's to open
             self.core.set_bulk_router(bulk.socket.underlying)

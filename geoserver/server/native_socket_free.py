@@ -81,7 +81,7 @@ class _PeerIndex(dict):
         return index
 
 
-def socket_free_send_queue(van, clock=None, keep_recent: int = 0, fuse_bytes: int = 0,
+def socket_free_send_queue(van, clock=None, retain_bytes: int = 0, fuse_bytes: int = 0,
                            peers: int = 64) -> NativeSendQueue:
     """The compiled send queues behind :class:`SendQueue`'s constructor, handing messages
     to ``van.try_send`` (a test's fake), timed by ``clock``. They never fuse small chunks
@@ -93,7 +93,7 @@ def socket_free_send_queue(van, clock=None, keep_recent: int = 0, fuse_bytes: in
         raise RuntimeError(why)
     names = [f"peer{i}" for i in range(peers)]
     plane = NativePlane(module, names[0], names, {}, _Post(van), _Settings(1 << 30),
-                        clock or time.monotonic, 1, 1, 1 << 62, keep_recent, MAX_FRAME_BYTES)
+                        clock or time.monotonic, 1, 1, 1 << 62, retain_bytes, MAX_FRAME_BYTES)
     plane.node_of_index = {}
     plane.index_of_node = _PeerIndex(plane.node_of_index)
     plane.core.take_events()

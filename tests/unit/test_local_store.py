@@ -252,3 +252,21 @@ def test_the_model_bytes_are_every_declared_keys_bytes():
     h.init(W1, 0, np.arange(10, dtype=np.float32))
     h.init(W1, 1, np.zeros((2, 3), np.float32), shape=(2, 3))
     assert h.store.model_bytes() == (10 + 6) * 4
+
+
+def test_the_acknowledged_round_is_the_fewest_rounds_any_key_applied():
+    """What a detour may forget (wan/send_queue.py): the rounds every key applied here."""
+    h = Harness()
+    assert h.store.acknowledged_round() == 0            # no key yet
+    for key in (0, 1):
+        h.init(W1, key, np.zeros(10, np.float32))
+        h.init(W2, key)
+    for rnd in (1, 2):
+        for worker in (W1, W2):
+            h.push(worker, 0, rnd, np.ones(10, np.float32))
+        h.complete_round()
+    assert h.store.acknowledged_round() == 0            # key 1 applied nothing yet
+    for worker in (W1, W2):
+        h.push(worker, 1, 1, np.ones(10, np.float32))
+    h.complete_round()
+    assert h.store.acknowledged_round() == 1

@@ -57,7 +57,7 @@ def test_stalled_allows_time_for_the_last_message_and_take_returns_the_stuck_one
     import numpy as np
     van = FakeVan()
     clock = Clock()
-    queue = SendQueue(van, clock=clock, keep_recent=2)
+    queue = SendQueue(van, clock=clock, retain_bytes=1 << 30)
     van.room["p"] = 3
     big = wire.Message(wire.Kind.CHUNK_UP, key=9, dtype=np.float32,
                        frames=[np.zeros(1 << 18, np.float32)])            # 1 MiB
@@ -74,7 +74,7 @@ def test_stalled_allows_time_for_the_last_message_and_take_returns_the_stuck_one
     clock.t = 2.2
     assert queue.stalled(allowed) == ["p"]
     handed, waiting = queue.take("p")
-    assert [m.key for m in handed] == [2, 9] and [m.key for m in waiting] == [4]
+    assert [m.key for m in handed] == [1, 2, 9] and [m.key for m in waiting] == [4]
     assert waiting[0].flags & wire.Flag.QUEUED and not handed[0].flags & wire.Flag.QUEUED
     assert queue.backlogged() == [] and queue.stalled(allowed) == []
 
@@ -128,10 +128,34 @@ class BatchVan(FakeVan):
                             else msg.key)
 
 
-def sized(key, nbytes, kind=wire.Kind.CHUNK_UP):
+def sized(key, nbytes, kind=wire.Kind.CHUNK_UP, seq=1):
     import numpy as np
     data = np.zeros(nbytes // 4, np.float32)
-    return wire.Message(kind, key=key, seq=1, dtype=data.dtype, frames=[data])
+    return wire.Message(kind, key=key, seq=seq, dtype=data.dtype, frames=[data])
+
+
+def test_chunks_handed_over_are_kept_until_their_round_is_acknowledged():
+    """A detour must resend everything that may be stuck with a stalled link, however
+    much of a round is past the queue: each chunk message (relays too, no control
+    message) is kept until the rounds before its own are acknowledged, within a byte
+    budget per peer (the oldest go first beyond it)."""
+    van = FakeVan()
+    van.room["p"] = 100
+    queue = SendQueue(van, retain_bytes=10 * 1024)
+    for rnd in (1, 2, 3):
+        for key in range(3):
+            queue.send("p", sized(key, 1024, seq=rnd), (rnd, key, 0))
+    queue.send("p", sized(7, 1024, kind=wire.Kind.RELAY, seq=3), (3, 7, 0))
+    queue.send("p", wire.Message(wire.Kind.HEARTBEAT), ())
+    assert queue.retained("p") == 10 and queue.retained() == 10
+    assert queue.release_before(2) == 3 and queue.retained("p") == 7
+    for key in range(4):                          # 4 KiB more: the budget drops the oldest
+        queue.send("p", sized(key, 1024, seq=4), (4, key, 0))
+    handed, waiting = queue.take("p")
+    assert [(m.seq, m.key) for m in handed] == [(2, 1), (2, 2), (3, 0), (3, 1), (3, 2),
+                                                (3, 7), (4, 0), (4, 1), (4, 2), (4, 3)]
+    assert waiting == [] and queue.retained() == 0
+    assert SendQueue(van).retained() == 0        # without a budget, nothing is kept
 
 
 def test_small_waiting_chunks_leave_together_most_urgent_first_until_a_large_one(dataplane):
@@ -139,7 +163,7 @@ def test_small_waiting_chunks_leave_together_most_urgent_first_until_a_large_one
         pytest.skip("the compiled queues never fuse: a chunk costs them microseconds")
     from netstorm.geoserver.server.wan.send_queue import FUSED_BYTES
     van = BatchVan()
-    queue = SendQueue(van, fuse_bytes=1024, keep_recent=8)
+    queue = SendQueue(van, fuse_bytes=1024, retain_bytes=1 << 20)
     for key, nbytes in [(5, 64), (1, 512), (2, 2048), (3, 16), (4, 16), (0, 1024 - 4)]:
         queue.send("p", sized(key, nbytes), (1, key, 0))
     van.room["p"] = 1

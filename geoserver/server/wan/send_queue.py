@@ -21,6 +21,13 @@ most urgent waiting chunk, and the chunks smaller than ``fuse_bytes`` right behi
 Van as one BATCH (:mod:`netstorm.geoserver.core.batch`), up to :data:`FUSED_BYTES` of them. Its
 receiver times the BATCH as one arrival.
 
+Detours need what was handed over too: a chunk in the kernel's socket buffers or the link's
+queue when the link stalls is stuck with it. With ``retain_bytes`` every chunk message handed
+over is kept until its round is acknowledged (:meth:`release_before`: the server calls it with
+the rounds every key applied, which no total could reach without every chunk of the round),
+up to ``retain_bytes`` per peer (the oldest go first beyond it), and :meth:`take` returns them
+to be sent another way; the receiver drops what arrives twice.
+
 Messages to one peer with equal priority keep their order. ``send`` is O(log q) for q waiting
 messages; nothing is copied.
 """
@@ -35,17 +42,19 @@ from ...core import wire
 from ...core.batch import CHUNK_KINDS, MAX_MESSAGES, pack
 from ...core.van import Van
 
-__all__ = ["FUSED_BYTES", "SEND_HWM", "SendQueue"]
+__all__ = ["FUSED_BYTES", "RETAINED_KINDS", "SEND_HWM", "SendQueue"]
 
 SEND_HWM = 1        # messages ZeroMQ may hold per peer beyond the one being written
 FUSED_BYTES = 1 << 18   # a BATCH of chunks holds at most this much (the default chunk's size)
+RETAINED_KINDS = (*CHUNK_KINDS, wire.Kind.RELAY)     # what a detour sends again
 
 
 class SendQueue:
-    def __init__(self, van: Van, clock=time.monotonic, keep_recent: int = 0,
+    def __init__(self, van: Van, clock=time.monotonic, retain_bytes: int = 0,
                  fuse_bytes: int = 0):
-        """``keep_recent``: remember that many messages last handed over per peer (they may
-        still sit in socket buffers when the link stalls; see :meth:`take`). ``fuse_bytes``:
+        """``retain_bytes``: keep the chunk messages handed over to a peer, up to this many
+        payload bytes, until their round is acknowledged (they may still sit in socket
+        buffers when the link stalls; see :meth:`take`; 0: keep none). ``fuse_bytes``:
         waiting chunks smaller than this leave together (0: never)."""
         self.van = van
         self.fuse_bytes = fuse_bytes
@@ -54,8 +63,9 @@ class SendQueue:
         self._heaps: dict = {}
         self._order = itertools.count()
         self._progress: dict = {}      # peer -> when a message last left, or the wait began
-        self._keep = keep_recent
-        self._recent: dict = {}        # peer -> deque of messages handed over
+        self._retain = retain_bytes
+        self._recent: dict = {}        # peer -> deque of chunk messages handed over, unacked
+        self._recent_bytes: dict = {}  # peer -> their payload bytes
         self._last_bytes: dict = {}    # peer -> sizes of the last messages handed over
         self._timed: dict = {}         # peer -> when a QUEUED message last left (measurable)
         self._paused: set = set()      # peers whose next message is not marked QUEUED
@@ -128,11 +138,38 @@ class SendQueue:
         if sizes is None:
             sizes = self._last_bytes[peer] = collections.deque(maxlen=SEND_HWM + 2)
         sizes.append(sum(map(wire.payload_bytes, messages)) if size is None else size)
-        if self._keep:
-            recent = self._recent.get(peer)
-            if recent is None:
-                recent = self._recent[peer] = collections.deque(maxlen=self._keep)
-            recent.extend(messages)
+        if self._retain:
+            self._keep(peer, [m for m in messages if m.kind in RETAINED_KINDS])
+
+    def _keep(self, peer, messages: list) -> None:
+        """Retain ``messages`` for ``peer`` until acknowledged, the oldest dropped beyond
+        ``retain_bytes``. O(messages)."""
+        recent = self._recent.setdefault(peer, collections.deque())
+        kept = self._recent_bytes.get(peer, 0)
+        for msg in messages:
+            recent.append(msg)
+            kept += wire.payload_bytes(msg)
+        while kept > self._retain and len(recent) > 1:
+            kept -= wire.payload_bytes(recent.popleft())
+        self._recent_bytes[peer] = kept
+
+    def release_before(self, rnd: int) -> int:
+        """Rounds before ``rnd`` are acknowledged (every key applied them here): forget
+        their chunk messages. How many were forgotten. O(messages retained)."""
+        dropped = 0
+        for peer, recent in self._recent.items():
+            kept = [m for m in recent if m.seq >= rnd]
+            dropped += len(recent) - len(kept)
+            if len(kept) < len(recent):
+                self._recent[peer] = collections.deque(kept)
+                self._recent_bytes[peer] = sum(map(wire.payload_bytes, kept))
+        return dropped
+
+    def retained(self, peer=None) -> int:
+        """Chunk messages handed over and not yet acknowledged (for ``peer``, or all)."""
+        if peer is not None:
+            return len(self._recent.get(peer, ()))
+        return sum(map(len, self._recent.values()))
 
     def last_timed(self, peer) -> float:
         """When a message to ``peer`` that had waited here (so followed another back to back,
@@ -154,10 +191,11 @@ class SendQueue:
                 >= allowed_s(peer, sum(self._last_bytes.get(peer, ())))]
 
     def take(self, peer) -> tuple:
-        """Remove, to send them another way: ``(handed, waiting)``, the last ``keep_recent``
-        messages handed over (which may still be stuck in buffers, or may arrive) and every
-        message waiting for ``peer``, most urgent first."""
+        """Remove, to send them another way: ``(handed, waiting)``, the chunk messages
+        handed over and not acknowledged (which may still be stuck in buffers, or may
+        arrive) and every message waiting for ``peer``, most urgent first."""
         heap = self._heaps.pop(peer, [])
+        self._recent_bytes.pop(peer, None)
         return list(self._recent.pop(peer, ())), [item[2] for item in sorted(heap)]
 
     def take_waiting(self, peer, select) -> list:

@@ -28,13 +28,13 @@ from .routing import MAX_HOPS, Router
 from .send_queue import SEND_HWM, SendQueue
 from ...core.wire import Kind, Message
 
-__all__ = ["AWAY_S", "CHUNK_KINDS", "PROBE_BURST", "PROBE_BURST_S", "PROBE_PIECE_BYTES", "RECENT",
-           "STALL_FRACTION", "WanTransport", "probe_pieces"]
+__all__ = ["AWAY_S", "CHUNK_KINDS", "PROBE_BURST", "PROBE_BURST_S", "PROBE_PIECE_BYTES",
+           "RETAIN_BYTES", "STALL_FRACTION", "WanTransport", "probe_pieces"]
 
 log = logging.getLogger(__name__)
 
 CHUNK_KINDS = (Kind.CHUNK_UP, Kind.CHUNK_DOWN)
-RECENT = 8        # messages per peer kept for re-sending when the link stalls
+RETAIN_BYTES = 64 << 20     # chunk bytes per peer kept, until acknowledged, for detours
 PROBE_BURST = (8, 32)   # pieces of PROBE_PIECE_BYTES in one idle-link probe: at least,
 PROBE_BURST_S = 0.25    # and at most; in between, this long at the link's known rate
 PROBE_PIECE_BYTES = 64 * 1024
@@ -65,7 +65,7 @@ class WanTransport:
         self.dc_of = {node: name for name, node in servers.items()}
         self.clock = clock
         self.stall_s = stall_s
-        self.outbox = outbox or SendQueue(postoffice.van, clock, keep_recent=RECENT,
+        self.outbox = outbox or SendQueue(postoffice.van, clock, retain_bytes=RETAIN_BYTES,
                                           fuse_bytes=fuse_bytes)
         # another message already waits on the socket (the rest of a BATCH came with this
         # one: it does not make the receiver late)
@@ -233,9 +233,17 @@ class WanTransport:
                         msg.flags)
 
     # ------------------------------------------------------------ stalls and the scheduler
+    def acknowledged(self, rnd: int) -> None:
+        """Every key applied the rounds before ``rnd`` here, so every chunk message of
+        them reached its peer (a round's total needs all of its chunks, and a DC
+        contributes to a round only once it has the total of the one before): they are no
+        longer kept for detours. O(messages retained)."""
+        self.outbox.release_before(rnd)
+
     def check_stalls(self) -> None:
         """Detour the chunks of every neighbour whose link moved nothing for ``stall_s``:
-        those waiting and the last few handed over (which may be stuck in buffers)."""
+        those waiting and every chunk handed over and not yet acknowledged (it may be
+        stuck in buffers)."""
         now = self.clock()
         for node in self.outbox.stalled(self._allowed_s):
             dc = self.dc_of[node]
@@ -248,8 +256,9 @@ class WanTransport:
             # chunks handed over may be stuck in buffers: send them again (the receiver
             # drops what arrives twice); control messages handed over are left alone
             again = [m for m in handed if m.kind in CHUNK_KINDS or m.kind == Kind.RELAY]
-            log.warning("%s: link to %s stalled: %d waiting and %d recent chunk messages go "
-                        "around it via %s", self.dc, dc, len(waiting), len(again), via)
+            log.warning("%s: link to %s stalled: %d waiting and %d unacknowledged chunk "
+                        "messages go around it via %s", self.dc, dc, len(waiting), len(again),
+                        via)
             for msg in again + waiting:
                 self._reroute(msg, dc, now)
 
@@ -333,6 +342,7 @@ class WanTransport:
         ``version`` (rounds replayed under it) are no longer sent, nor reassembled; how
         many messages were dropped here. O(messages waiting)."""
         stale = 0
+        self.outbox.release_before(1 << 62)     # the rounds in flight are replayed anyway
         for node in self.servers.values():
             stale += len(self.outbox.take_waiting(node, lambda m: m.policy < version and (
                 m.kind in CHUNK_KINDS or m.kind == Kind.RELAY)))
