@@ -79,6 +79,8 @@ class WanTransport:
         self._deliver = None     # (origin, kind, cid, array, encoded) of every whole chunk
         self._probe_piece = np.zeros(PROBE_PIECE_BYTES, dtype=np.uint8)
         self._drops = RateLimitedLog(log)
+        # a link with no way around it stays stalled for a while: said once in a while
+        self._stuck = RateLimitedLog(log, lines=1, level=logging.ERROR)
         for name, node in servers.items():
             if name != dc:
                 postoffice.connect(node, send_hwm=SEND_HWM)
@@ -249,8 +251,8 @@ class WanTransport:
             dc = self.dc_of[node]
             via = self.router.mark_stalled(dc, now)
             if via is None:
-                log.error("%s: link to %s stalled and no relay reaches it; waiting", self.dc,
-                          dc)
+                self._stuck.log(dc, "%s: link to %s stalled and no relay reaches it; waiting",
+                                self.dc, dc)
                 continue
             handed, waiting = self.outbox.take(node)
             # chunks handed over may be stuck in buffers: send them again (the receiver
