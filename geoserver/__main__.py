@@ -10,7 +10,7 @@ import logging
 import sys
 
 from .cli import Terminated, add_log_level_flags, run_entry_point, start_node
-from .config.exit_reasons import (EXIT_ABORTED, describe, read_stop_note,
+from .config.exit_reasons import (EXIT_ABORTED, EXIT_LEFT, describe, read_stop_note,
                                   write_reason)
 from .model import checkpoint
 from .config.cluster import ClusterFileError, load_cluster
@@ -105,7 +105,7 @@ def run(args) -> int:
     except AbortedByScheduler as exc:
         log.error("server of %s stops: %s", dc.name, exc)
         write_reason(args.reason_file, str(exc), caused_by_other=True)
-        return EXIT_ABORTED
+        return EXIT_LEFT if exc.left else EXIT_ABORTED
     except AbortError as exc:
         log.error("server of %s stops: %s", dc.name, exc)
         write_reason(args.reason_file, str(exc))

@@ -69,6 +69,12 @@ class DcJoining:
         return policy, (f"over {', '.join(policy.members)} ({', '.join(absent_dcs)} may "
                         f"join)")
 
+    def hold(self, dc: str, nodes) -> None:
+        """``dc`` left the run and may come back (``[elastic] rejoins``): its places are
+        held again, as an absent DC's, for its processes started anew. O(nodes)."""
+        self.absent_nodes |= set(nodes)
+        self.early.pop(dc, None)
+
     def claims(self, meta: dict) -> bool:
         """Whether a REGISTER is for a place held for an absent DC."""
         return self._place(meta) is not None
@@ -96,17 +102,25 @@ class DcJoining:
             return refusal
         waiting = self.early.setdefault(node.dc, {})
         waiting[(node.role, node.local_rank)] = meta        # a second REGISTER: the latest
-        places = [n for n in self.liveness.table.nodes.values() if n.dc == node.dc]
-        if len(waiting) < len(places):
-            return ""
-        if self.busy():
-            del self.early[node.dc]
-            return "another DC is joining or leaving the run; start this DC again later"
-        del self.early[node.dc]
-        server = next(n for n in places if n.role == SERVER)
-        self._start(self._moved(server, waiting.pop((SERVER, server.local_rank))),
-                    waiting)
+        self.start_waiting()
         return ""
+
+    def start_waiting(self) -> None:
+        """Start joining a DC whose server and every worker registered, unless another
+        change is under way (then it waits, registered, until that one is over: the
+        scheduler calls this again). One DC at a time. O(nodes)."""
+        if self.busy():
+            return
+        table = self.liveness.table
+        for dc, waiting in list(self.early.items()):
+            places = [n for n in table.nodes.values() if n.dc == dc]
+            if len(waiting) < len(places):
+                continue
+            del self.early[dc]
+            server = next(n for n in places if n.role == SERVER)
+            self._start(self._moved(server, waiting.pop((SERVER, server.local_rank))),
+                        waiting)
+            return
 
     def busy(self) -> bool:
         return self.current is not None or self.departing.current is not None
@@ -117,6 +131,8 @@ class DcJoining:
                        local_address=meta.get("local_address", ""))
         self.liveness.table.nodes[node.id] = node
         self.absent_nodes.discard(node.id)
+        self.departing.departed_nodes.discard(node.id)    # back after it left
+        self.departing.told.pop(node.id, None)
         self.liveness.finished.discard(node.id)
         self.van.disconnect(node.id)
         return node

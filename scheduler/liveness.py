@@ -58,8 +58,11 @@ class Liveness:
         self._warn_at: dict = {}        # node id -> the silence at which to warn again
         self._next_judgement = 0.0      # stalls are judged once a beat
         # elastic: depart(node id, why) -> True when the node's DC left the run instead
-        # of the run aborting (scheduler/departing.py)
+        # of the run aborting (scheduler/departing.py); leaves_for_now(node id) -> whether
+        # its DC would leave and could come back ([elastic] rejoins): a silent node's DC
+        # then leaves at the node's learnt deadline rather than stall the others
         self.depart = lambda node_id, why: False
+        self.leaves_for_now = lambda node_id: False
 
     def heard(self, node_id: int, meta: dict) -> None:
         """A worker's heartbeat: its data path (:meth:`StallWatch.heard`)."""
@@ -113,7 +116,8 @@ class Liveness:
         configured bound. O(1)."""
         node = self.table[node_id] if self.table is not None and node_id in self.table \
             else None
-        if node is None or self.lost.remaining(node_id, node.role) <= 0:
+        if node is None or self.lost.remaining(node_id, node.role) <= 0 and \
+                not self.leaves_for_now(node_id):
             return self.config.dead_after_s
         return self._silence.deadline(node_id)
 
@@ -193,6 +197,10 @@ class Liveness:
         """The verdict on ``node_id``: awaited back, or :class:`ClusterAborted` naming it.
         ``silent``: for its silence alone (it may speak again: :meth:`revive`)."""
         self._log_verdict(node_id, why)
+        # stopped or cut off, not gone: its DC leaves for now, the others go on, and it
+        # rejoins when it speaks again (waiting for it would stall every DC meanwhile)
+        if silent and self.leaves_for_now(node_id) and self.depart(node_id, why):
+            return
         if self.lose(node_id, why, replacement is not None):
             if silent:
                 self._silent.add(node_id)

@@ -26,10 +26,10 @@ class MembershipError(RuntimeError):
 
 
 class Membership:
-    def __init__(self, dcs, min_dcs: int, members=None):
+    def __init__(self, dcs, min_dcs: int, members=None, rejoins: int = 0):
         """``dcs``: every DC of the cluster file, in file order; ``min_dcs``: the fewest the
         run goes on with (0: all of them, not elastic); ``members``: those in the run now
-        (default: all)."""
+        (default: all); ``rejoins``: how often, in all, a DC that left may come back."""
         self.dcs = tuple(dcs)
         self.min_dcs = min_dcs or len(self.dcs)
         wanted = set(self.dcs if members is None else members)
@@ -39,6 +39,7 @@ class Membership:
                                   f"{list(self.dcs)}")
         self.members = tuple(dc for dc in self.dcs if dc in wanted)
         self.departed: dict = {}        # dc -> why it left
+        self.rejoins_left = rejoins
 
     @property
     def elastic(self) -> bool:
@@ -66,14 +67,19 @@ class Membership:
         self.departed[dc] = why
         return self.members
 
+    def may_come_back(self, dc: str) -> bool:
+        """Whether ``dc``, if it left now, could rejoin (a rejoin is left). O(1)."""
+        return self.elastic and self.rejoins_left > 0 and dc in self.dcs
+
     def join_refusal(self, dc: str) -> str:
         """Why ``dc`` cannot join now ("" when it can). O(DCs)."""
         if dc not in self.dcs:
             return f"unknown DC {dc!r}; the cluster file has {list(self.dcs)}"
         if dc in self.members:
             return f"{dc} is a member of the run already"
-        if dc in self.departed:
-            return f"{dc} left the run ({self.departed[dc]}); a DC does not come back"
+        if dc in self.departed and not self.rejoins_left:
+            return (f"{dc} left the run ({self.departed[dc]}), and no rejoin is left "
+                    f"([elastic] rejoins)")
         if not self.elastic:
             return "the cluster is not elastic ([elastic] min_dcs is not set)"
         return ""
@@ -84,6 +90,8 @@ class Membership:
         refusal = self.join_refusal(dc)
         if refusal:
             raise MembershipError(f"{dc} cannot join: {refusal}")
+        if self.departed.pop(dc, None) is not None:
+            self.rejoins_left -= 1
         self.members = tuple(d for d in self.dcs if d in self.members or d == dc)
         return self.members
 

@@ -183,6 +183,9 @@ class SchedulerRebuilding:
             "" if known is not None and known == node and msg.meta.get("dc") == node.dc
             else f"it claims to be {node.describe()} at {node.address}, which the table "
                  f"does not hold")
+        if not problem and node.id in s.departing.departed_nodes:  # its DC left the run
+            s.departing.tell_left(node.id)
+            return
         if not problem and (node.id in s.lost and not s.liveness.revive(node.id) or
                             node.id in s.finished):
             problem = f"{node.describe()} is lost or finished"

@@ -79,10 +79,14 @@ class Scheduler:
                                         self.replacing, config.server_restarts)
         self.rebuilding = SchedulerRebuilding(self)     # taking a running cluster over
         self.departing = DcDeparting(config, van, self.stats, self.policies, self.liveness)
+        # one change at a time, but DCs silent together leave together (departing.py)
         self.liveness.depart = lambda node_id, why: self.departing.depart(
-            node_id, why, self.replacement is not None)     # one change at a time
+            node_id, why, self.replacing.current is not None or
+            self.joining.current is not None)
+        self.liveness.leaves_for_now = self._leaves_for_now
         self.joining = DcJoining(config, van, self.stats, self.policies, self.liveness,
                                  self.departing, self._welcome)
+        self.departing.on_left = self.joining.hold
         self.abort_reason = ""                 # why run() aborted the cluster
         self._drops = RateLimitedLog(log)      # about messages from strangers
         self._rejects = RateLimitedLog(log, level=logging.ERROR)
@@ -98,6 +102,11 @@ class Scheduler:
         """The lost DC server being replaced (a pure ``ServerReplacement``), or the DC
         leaving or joining (scheduler/departing.py, joining.py), or None: one at a time."""
         return self.replacing.current or self.departing.current or self.joining.current
+
+    def _leaves_for_now(self, node_id: int) -> bool:
+        """Elastic with rejoins: ``node_id``'s DC may leave now and come back later."""
+        membership, dc = self.departing.membership, self.table[node_id].dc
+        return membership.may_come_back(dc) and not membership.leave_refusal(dc)
 
     @property
     def _outside(self) -> set:
@@ -312,10 +321,10 @@ class Scheduler:
             self.replacing.on_state_report(self.table[msg.sender].dc, msg.meta)
 
     def _on_recovered(self, msg: wire.Message) -> None:
-        if self.joining.on_recovered(self.table[msg.sender].dc):
-            return
-        if not self.departing.on_recovered(self.table[msg.sender].dc):
-            self.replacing.on_recovered(self.table[msg.sender].dc)
+        dc = self.table[msg.sender].dc
+        if not self.joining.on_recovered(dc) and not self.departing.on_recovered(dc):
+            self.replacing.on_recovered(dc)
+        self.joining.start_waiting()        # a DC registered to join while that went on
 
     def _on_barrier(self, msg: wire.Message) -> None:
         if msg.seq not in self.barriers and len(self.barriers) >= MAX_EARLY_MESSAGES:
@@ -416,6 +425,8 @@ class Scheduler:
         elif msg.sender in self._outside:     # elastic: its DC left or has not joined
             self._drops.log(msg.sender, "dropped %s from %s: its DC is not in the run",
                             msg.kind.name, self.table.describe(msg.sender))
+            if msg.sender in self.departing.departed_nodes:
+                self.departing.tell_left(msg.sender)
         elif msg.sender not in self.lost or self.liveness.revive(msg.sender):
             self._node_alive(msg.sender)
             handler = self._handlers.get(msg.kind)

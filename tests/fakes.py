@@ -74,6 +74,9 @@ class RecordingVan:
     def disconnect(self, node_id):
         self.gone.append(node_id)
 
+    def connect(self, node_id, address, principal=None):
+        pass
+
 
 def three_dc_table() -> list:
     """A scheduler (0), the servers of dc0-dc2 (1-3) and one worker each (4-6, rank = DC)."""

@@ -42,7 +42,7 @@ FIELD_TYPES = {
     "role": str, "dc": str, "address": str, "local_index": int, "pid": int, "host": str,
     "local_address": str,
     "nodes": list, "you": int, "settings": dict, "policy": dict, "round": int,
-    "links": dict, "stalled": list, "reason": str, "clean": bool, "shape": list,
+    "links": dict, "stalled": list, "reason": str, "clean": bool, "shape": list, "left": bool,
     "dtype": str, "origin": str, "spec": dict, "states": list, "counts": list,
     "num_update": int, "part": list, "from": str, "to": str, "kind": int, "hops": int,
     "relays": list, "rates": list, "probe_bytes": int, "timeout_s": float,
@@ -193,7 +193,8 @@ def obeyed(kind: Kind, sender: int, meta) -> bool:
     if not isinstance(meta, dict):
         return False
     if kind == Kind.ABORT:
-        return isinstance(meta.get("reason", ""), str)
+        return isinstance(meta.get("reason", ""), str) and \
+            isinstance(meta.get("left", False), bool)
     if kind == Kind.BYE:
         return sender in WORKERS and isinstance(meta.get("clean", True), bool)
     if kind == Kind.WORKER_LEFT:

@@ -110,6 +110,7 @@ class ClusterConfig:
     audit_every: int = DEFAULT_AUDIT_EVERY  # [recovery]: replica digests every N rounds
     scheduler_restarts: int = 0         # [recovery]: new schedulers started in its place
     min_dcs: int = 0                    # [elastic]: the fewest DCs the run goes on with (0: all)
+    rejoins: int = 0                    # [elastic]: how often departed DCs may come back
     ssh: SshConfig = SshConfig()        # [ssh]: how launch.py --ssh reaches every host
     emulation: EmulationConfig = EmulationConfig()  # [emulation]: emulated WAN delays only
     metrics: MetricsConfig = MetricsConfig()    # [metrics]: Prometheus endpoints (off)
@@ -163,7 +164,7 @@ class ClusterConfig:
             raise ClusterFileError(f"{self.source}: [sync] quorum = {self.sync.quorum} is more "
                                    f"than the cluster's {len(self.dcs)} DCs")
         elastic = elastic_problem(self.min_dcs, len(self.dcs), self.sync,
-                                  self.compression.on, self.adapt)
+                                  self.compression.on, self.adapt, self.rejoins)
         if elastic:
             raise ClusterFileError(f"{self.source}: [elastic] {elastic}")
         if self.sync.asynchronous:

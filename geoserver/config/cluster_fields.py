@@ -22,7 +22,7 @@ MAX_FILE_BYTES = 1 << 20    # a cluster file of a thousand DCs with their keys i
 FIELDS = {     # what each table of a cluster file may hold; anything else is a typo
     "": ("scheduler", "dc", "transport", "wan", "link", "security", "compression", "sync",
          "ssh", "recovery", "emulation", "metrics", "status", "elastic"),
-    "elastic": ("min_dcs",),
+    "elastic": ("min_dcs", "rejoins"),
     "recovery": ("worker_restarts", "resume", "checkpoint", "cluster_restarts",
                  "server_restarts", "audit_every", "scheduler_restarts"),
     "scheduler": ("host", "advertise", "port", "stats"),

@@ -213,9 +213,11 @@ def parse_recovery(recovery: dict, where: str) -> dict:
 
 
 def parse_elastic(elastic: dict, where: str) -> dict:
-    """``[elastic]`` (``where`` names it): ``min_dcs``, the fewest DCs the run goes on with;
-    whether it fits the cluster is :func:`~netstorm.geoserver.config.elastic.elastic_problem`."""
-    return {"min_dcs": bounded(elastic, "min_dcs", where)} if "min_dcs" in elastic else {}
+    """``[elastic]`` (``where`` names it): ``min_dcs``, the fewest DCs the run goes on with,
+    and ``rejoins``, how often departed DCs may come back; whether they fit the cluster is
+    :func:`~netstorm.geoserver.config.elastic.elastic_problem`."""
+    return {key: bounded(elastic, key, where) for key in ("min_dcs", "rejoins")
+            if key in elastic}
 
 
 def parse_status(raw, where: str) -> StatusConfig:

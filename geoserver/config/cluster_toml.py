@@ -72,7 +72,8 @@ def cluster_tables(config: ClusterConfig) -> dict:
             "scheduler_restarts": config.scheduler_restarts,
             "resume": config.resume or None, "checkpoint": config.checkpoint or None})
     if config.min_dcs:
-        data["elastic"] = {"min_dcs": config.min_dcs}
+        data["elastic"] = _present({"min_dcs": config.min_dcs,
+                                    "rejoins": config.rejoins or None})
     if config.ssh != SshConfig():
         data["ssh"] = config.ssh.to_params()
     if config.emulation.on:

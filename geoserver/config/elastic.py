@@ -18,7 +18,7 @@ class DcsRangeError(ValueError):
 
 
 def elastic_problem(min_dcs: int, dcs: int, sync, compressed: bool,
-                    adapt: bool = False) -> str:
+                    adapt: bool = False, rejoins: int = 0) -> str:
     """Why ``min_dcs`` cannot run with the rest of the cluster file ("" when it can);
     ``sync``: its :class:`~netstorm.geoserver.config.sync.SyncConfig`. Elastic membership
     re-sums a round in flight under a policy without a departed DC, and a joining DC copies
@@ -26,9 +26,11 @@ def elastic_problem(min_dcs: int, dcs: int, sync, compressed: bool,
     limits: ``fsa``, ``diloco`` or ``hfa`` with ``k2 = 1`` (every round is on the servers
     of every DC, and the averaging modes divide by the workers of the DCs a round's policy
     spans), no ``[compression]`` (error-feedback residuals would already hold part of a
-    replayed round). Not with quorum rounds yet: they count every DC of the file."""
+    replayed round). Not with quorum rounds yet: they count every DC of the file.
+    ``rejoins`` (how often a departed DC may come back) needs ``min_dcs``."""
     if not min_dcs:
-        return ""
+        return "rejoins needs min_dcs: only an elastic run has DCs that leave" if rejoins \
+            else ""
     if min_dcs > dcs:
         return (f"min_dcs = {min_dcs} is more than the {dcs} DC(s) the cluster file lists: "
                 f"list up to the most DCs the run may have")

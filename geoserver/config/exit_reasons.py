@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["EXIT_ABORTED", "EXIT_FAILED", "MAX_REASON_CHARS", "STOP_NOTE", "describe",
+__all__ = ["EXIT_ABORTED", "EXIT_FAILED", "EXIT_LEFT", "MAX_REASON_CHARS", "STOP_NOTE", "describe",
            "read_reason", "read_stop_note", "write_reason"]
 
 # A server or the scheduler that stops because *another* node failed (the scheduler's ABORT,
@@ -14,6 +14,9 @@ __all__ = ["EXIT_ABORTED", "EXIT_FAILED", "MAX_REASON_CHARS", "STOP_NOTE", "desc
 # name the node that failed first rather than a bystander that stopped faster.
 EXIT_ABORTED = 4
 EXIT_FAILED = 1     # any other failure, its reason in the reason file
+# A server whose DC left the run (elastic: it was stopped or cut off, and the others went on
+# without it) exits with this code: its launcher may start the DC again to rejoin.
+EXIT_LEFT = 5
 
 
 MAX_REASON_CHARS = 2000

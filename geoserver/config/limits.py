@@ -94,6 +94,7 @@ BOUNDS = {          # a cluster file's number fields, by name (the launcher's fl
     "audit_every": Bound(int, 0, 1 << 20, note=" (0: off)"),   # [recovery] replica audit
     "scheduler_restarts": _RESTARTS,
     "min_dcs": Bound(int, 1, MAX_DCS),                     # [elastic] (scheduler/membership.py)
+    "rejoins": _RESTARTS,                                  # [elastic]: departed DCs back
     "join_after_s": Bound(float, 0.0, MAX_DURATION_S, " s"),   # netstorm-launch --join-after
     "scale": Bound(float, 1e-4, 1e4, above=True),        # a factor on every link's rate
     "status_port": Bound(int, 1, 65535),                   # [status] (config/status.py)

@@ -142,7 +142,9 @@ _ROWS = [
         "missing": ListOf(Row(Int(-1, I64), Int(0, U32), ListOf(Str(256), max_len=U16)),
                           max_len=MAX_WAITS)}), max_meta_bytes=MAX_META_BYTES),
         *_TO_SCHED, *_BOTH_SCHED, handler="_on_heartbeat"),
-    _spec(Kind.ABORT, MessageSchema(REASON, max_meta_bytes=MAX_META_BYTES),
+    # left: the receiver's DC left the run (elastic; scheduler/departing.py); its process ends
+    _spec(Kind.ABORT, MessageSchema(Obj({"reason": Str(None), "left": Bool()}),
+                                    max_meta_bytes=MAX_META_BYTES),
           *_TO_SCHED, *_BOTH_SCHED, *_WELCOMING, handler="_on_abort"),
     _spec(Kind.BYE, MessageSchema(Obj({"clean": Bool(), "reason": Str(None), "pushes": PUSHES}),
                                   max_meta_bytes=MAX_META_BYTES),

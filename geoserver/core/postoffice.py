@@ -42,7 +42,13 @@ class AbortError(RuntimeError):
 
 
 class AbortedByScheduler(AbortError):
-    """The scheduler aborted the cluster because another node died or failed."""
+    """The scheduler aborted the cluster because another node died or failed; or, with
+    ``left``, stopped this node because its DC left the run (elastic: it was silent, and
+    the others went on without it)."""
+
+    def __init__(self, text: str, left: bool = False):
+        super().__init__(text)
+        self.left = left
 
 
 class Postoffice:

@@ -254,7 +254,8 @@ class GeoServer:
             keys=[[k, e.applied] for k, e in self.store.keys.items()])
 
     def _on_abort(self, msg: Message) -> None:
-        raise AbortedByScheduler(msg.meta.get("reason", "the scheduler aborted the run"))
+        raise AbortedByScheduler(msg.meta.get("reason", "the scheduler aborted the run"),
+                                 left=bool(msg.meta.get("left")))
 
     def _on_policy(self, msg: Message) -> None:
         try:

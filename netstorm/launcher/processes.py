@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netstorm.geoserver.cli import StopSignals
-from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED, read_reason, write_reason
+from netstorm.geoserver.config.exit_reasons import EXIT_ABORTED, EXIT_LEFT, read_reason, \
+    write_reason
 
 from .logs import RunLog
 
@@ -74,7 +75,8 @@ class Launcher:
     """Owns the child processes of one cluster; always tears them all down."""
 
     def __init__(self, out=None, stop_note: str = "", worker_restarts: int = 0,
-                 server_restarts: int = 0, scheduler_restarts: int = 0, min_dcs: int = 0):
+                 server_restarts: int = 0, scheduler_restarts: int = 0, min_dcs: int = 0,
+                 rejoins: int = 0):
         """``out``: where the lines go, a :class:`~.logs.RunLog` (the console, with
         ``--log-dir`` a file per process, the level) or a stream (the console alone).
         ``stop_note``: a file where the launcher writes why it stops the cluster before
@@ -85,11 +87,16 @@ class Launcher:
         peer DC's replica); ``scheduler_restarts``: how often a failed scheduler is started
         again (the nodes re-register with it, docs/recovery.md). ``min_dcs``
         (``[elastic]``): a DC whose server or worker fails leaves the run (its other
-        processes are stopped) while that many DCs remain."""
+        processes are stopped) while that many DCs remain, and so does one whose server
+        says the scheduler took its DC out (``EXIT_LEFT``: it was stopped or cut off).
+        ``rejoins``: how often, in all, a DC that left is started again, once all its
+        processes ended, to join the run anew."""
         self.restarts = {"worker": worker_restarts, "server": server_restarts,
                          "scheduler": scheduler_restarts}
         self.min_dcs = min_dcs
         self.left: set = set()          # DCs that left the run (elastic)
+        self.rejoins_left = rejoins
+        self._rejoining: set = set()    # DCs to start again once their processes ended
         self._join: tuple | None = None  # (seconds, start them, DCs) joining later
         self.procs: list = []
         self.events: "queue.Queue" = queue.Queue()
@@ -175,19 +182,28 @@ class Launcher:
         join_due = None                     # elastic: when the joining DCs start
         over = False                        # elastic: the scheduler finished the run
         while pending:
+            workers_total += self._rejoin_due(pending)
             timeout = SHUTDOWN_GRACE_S if over or workers_total and \
                 workers_ok == workers_total else None
             if blame_by is not None:
                 timeout = max(0.0, blame_by - time.monotonic())
-            joining = self._join is not None
-            if joining:                     # armed once the workers joined: looked at often
+            joining = self._join is not None or bool(self._rejoining)
+            if self._join is not None:      # armed once the workers joined: looked at often
                 join_due = self._join_due(pending, join_due)
                 wake = JOIN_CHECK_S if join_due is None else \
                     max(0.0, join_due - time.monotonic())
                 timeout = wake if timeout is None else min(wake, timeout)
+            if self._rejoining:
+                timeout = JOIN_CHECK_S if timeout is None else min(JOIN_CHECK_S, timeout)
             try:
                 proc, code = self.events.get(timeout=timeout)
             except queue.Empty:
+                if followers and self._cut_off(followers):
+                    for dc in {p.dc for p, _ in followers}:
+                        workers_total -= self._leave(
+                            next(p for p, _ in followers if p.dc == dc), EXIT_ABORTED, pending)
+                    followers, blame_by = [], None
+                    continue
                 if joining:
                     continue
                 if followers:                   # the cause is not among these processes
@@ -195,8 +211,15 @@ class Launcher:
                 self._emit("launch", f"still running {SHUTDOWN_GRACE_S:g}s after the workers "
                                      f"finished: {', '.join(sorted(pending))}; stopping them")
                 return 0
+            if proc not in self.procs:      # a process replaced since (its DC rejoined)
+                continue
             pending.discard(proc.name)
             if proc.dc in self.left:        # stopped because its DC left the run
+                continue
+            if code == EXIT_LEFT and proc.dc and self.min_dcs:     # the scheduler took its
+                workers_total -= self._leave(proc, code, pending)   # DC out for now
+                followers = [(p, c) for p, c in followers if p.dc != proc.dc]
+                blame_by = blame_by if followers else None
                 continue
             if code == 0 and proc.never_joined():
                 return self._never_joined(proc)
@@ -258,14 +281,58 @@ class Launcher:
         self.left.add(proc.dc)
         mine = [p for p in self.procs if p.dc == proc.dc]
         remain = len({p.dc for p in self.procs if p.dc} - self.left)
+        back = self.rejoins_left > len(self._rejoining)
+        if back:
+            self._rejoining.add(proc.dc)
         self._emit("launch", f"{proc.name} {_exit_words(code)}; {proc.dc} leaves the run "
-                             f"({remain} DC(s) remain, min_dcs {self.min_dcs})")
+                             f"({remain} DC(s) remain, min_dcs {self.min_dcs})"
+                             + ("; it starts again to rejoin once its processes ended"
+                                if back else ""))
         for other in mine:
             if other.popen.poll() is None:
                 _signal_group(other.popen, signal.SIGTERM)
         running = [p for p in mine if p.role == "worker" and p.name in pending | {proc.name}]
         pending.difference_update(p.name for p in mine)
         return len(running)
+
+    def _rejoin_due(self, pending: set) -> int:
+        """Start again every DC waiting to rejoin whose processes have all ended (each
+        one as it was started: the scheduler holds their places, and the DC joins anew,
+        docs/recovery-elastic.md); the number of workers started. O(processes)."""
+        started = 0
+        for dc in sorted(self._rejoining):
+            mine = [p for p in self.procs if p.dc == dc]
+            if any(p.popen.poll() is None for p in mine):
+                continue
+            self._rejoining.discard(dc)
+            self.left.discard(dc)
+            self.rejoins_left -= 1
+            self._emit("launch", f"starting {dc} again: it rejoins the running cluster "
+                                 f"({self.rejoins_left} rejoin(s) left)")
+            for old in sorted(mine, key=lambda p: p.role != "server"):   # server first
+                with contextlib.suppress(OSError):
+                    os.unlink(old.reason_file)
+                self.procs.remove(old)
+                argv, env, wrap = old.start
+                new = self.start(old.name, old.role, argv, env, wrap,
+                                 reason_file=old.reason_file, joined_file=old.joined_file,
+                                 dc=dc)
+                new.restarts = old.restarts
+                pending.add(new.name)
+                started += new.role == "worker"
+        return started
+
+    def _cut_off(self, followers) -> bool:
+        """Elastic with rejoins: nodes that stopped because they took the scheduler for
+        gone, while the scheduler runs on, were cut off from it (their DC was taken out
+        of the run meanwhile, or will be): their DCs leave and rejoin rather than stop
+        the cluster, if at least ``min_dcs`` others remain. O(processes)."""
+        scheduler = [p for p in self.procs if p.role == "scheduler"]
+        dcs = {p.dc for p, _ in followers}
+        members = {p.dc for p in self.procs if p.dc} - self.left
+        return bool(self.min_dcs and self.rejoins_left and all(dcs)) and \
+            any(p.popen.poll() is None for p in scheduler) and \
+            len(members - dcs) >= self.min_dcs
 
     def _restart(self, proc: Proc, code: int) -> Proc:
         """Start a failed worker again, into its rank, or a failed server, which takes a

@@ -201,7 +201,7 @@ def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync,
                             worker_restarts=config.worker_restarts,
                             server_restarts=config.server_restarts,
                             scheduler_restarts=config.scheduler_restarts,
-                            min_dcs=config.min_dcs)
+                            min_dcs=config.min_dcs, rejoins=config.rejoins)
         config = with_keys(config, tmp, part == placement.whole(config))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))

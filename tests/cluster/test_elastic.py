@@ -4,11 +4,14 @@ tests/unit/test_membership.py, test_departing.py and test_joining.py."""
 
 import re
 import threading
+import time
 
 import mxnet as mx
 import numpy as np
 import pytest
-from launching import launch, worker_cmd
+from launching import free_port, launch, worker_cmd
+from netstorm.geoserver.config.cluster import pseudo_cluster
+from netstorm.geoserver.config.cluster_toml import to_toml
 
 from cluster.test_recovery import _kill_server_when
 from unit.test_recovery import _spec, _values
@@ -103,3 +106,79 @@ def test_elastic_a_dc_joins_and_one_leaves_a_live_3dc_run_the_others_never_stop(
                     key, ROUNDS, lambda r: (0, 1, 2) if r < j else (0, 1, 2, 3) if r < k
                     else (0, 1, 3)))]
         assert fits, f"key {key}: the weights are not those of the joins and leaves logged"
+
+
+def _stop_dc_when(cue, dc: str, tmpdir, seconds: float, stopped: list) -> None:
+    """SIGSTOP every process of ``dc`` (server and workers) of the run started with TMPDIR
+    ``tmpdir`` once ``cue`` exists, and SIGCONT them ``seconds`` later."""
+    import os
+    import signal
+
+    import psutil
+    deadline = time.monotonic() + 120
+    while not cue.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            env = proc.environ()
+        except psutil.Error:
+            continue
+        cmd = proc.info["cmdline"] or []
+        if env.get("TMPDIR") == str(tmpdir) and (
+                "netstorm.geoserver" in cmd and dc in cmd or
+                env.get("NETSTORM_DC") == dc and "recover_worker.py" in " ".join(cmd)):
+            os.kill(proc.info["pid"], signal.SIGSTOP)
+            stopped.append(proc.info["pid"])
+    time.sleep(seconds)
+    for pid in stopped:
+        os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.slow
+def test_elastic_a_stopped_dc_leaves_at_once_and_rejoins_when_it_wakes(no_leftovers):
+    """``min_dcs = 2`` of 3, ``rejoins = 1``: dc2's server and worker are SIGSTOPped after
+    round 8 for 4 s. dc2 leaves at its server's learnt deadline (well under dead_after_s =
+    10 s), so dc0 and dc1 go on; when it wakes it is told it left, its server exits
+    (EXIT_LEFT), and the launcher starts dc2 again, which joins from a replica and
+    finishes every round. All three end with identical replicas, equal to MXNet's updater
+    on the sums of ranks 0-2, then 0-1 while dc2 was away, then 0-2 again."""
+    cue, out, resumed = no_leftovers / "cue", no_leftovers / "out", no_leftovers / "resumed"
+    out.mkdir()
+    config = pseudo_cluster(3, 1, free_port(), heartbeat_s=0.2, dead_after_s=10.0,
+                            timeout_s=60.0, min_dcs=2, rejoins=1)
+    cluster = no_leftovers / "cluster.toml"
+    cluster.write_text(to_toml(config))
+    stopped = []
+    stopper = threading.Thread(target=_stop_dc_when,
+                               args=(cue, "dc2", no_leftovers, 4.0, stopped))
+    stopper.start()
+    hold = 22       # rank 0 waits there for dc2's new worker: the run cannot end first
+    run = launch(["--cluster", cluster],
+                 worker_cmd("recover_worker.py", ROUNDS, out, "--mark-at", 8, cue,
+                            "--resumed-mark", resumed, "--hold-at", hold, f"{resumed}.2",
+                            "--pause", 0.05),
+                 no_leftovers, timeout=300)
+    stopper.join()
+    assert len(stopped) == 2, (stopped, run.output[-3000:])
+    text = run.output
+    (no_leftovers / "run.txt").write_text(text)
+    assert run.code == 0, text[-6000:]
+    assert "dc2 leaves the run for the time being (it may rejoin)" in text, text[-6000:]
+    assert "[launch] server dc2 exited with code 5; dc2 leaves the run" in text, text[-6000:]
+    assert "[launch] starting dc2 again: it rejoins the running cluster" in text
+    assert "dc2 joined the run in" in text, text[-6000:]
+    verdict = re.search(r"verdict at [\d.]+: [^\n]*dc2[^\n]* sent nothing for ([\d.]+)s", text)
+    assert verdict and float(verdict[1]) < config.dead_after_s, text[-6000:]
+    left = int(re.search(r"replay policy 2 over dc0, dc1 from round (\d+)", text)[1])
+    back = int(re.search(r"replay policy 3 over dc0, dc1, dc2 from round (\d+)", text)[1])
+    assert 8 < left < back <= hold + 1, text[-6000:]
+    finals = {rank: np.load(out / f"rank{rank}.npz") for rank in range(3)}
+    for key in SHAPES:
+        for rank in (1, 2):
+            np.testing.assert_array_equal(finals[0][str(key)], finals[rank][str(key)],
+                                          err_msg=f"key {key}: ranks 0 and {rank} differ")
+        fits = [(j, k) for j in (left - 1, left) for k in (back - 1, back)
+                if np.array_equal(finals[0][str(key)], contributed(
+                    key, ROUNDS, lambda r: (0, 1, 2) if r < j else (0, 1) if r < k
+                    else (0, 1, 2)))]
+        assert fits, f"key {key}: the weights are not those of the leave and rejoin logged"

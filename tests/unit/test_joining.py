@@ -73,15 +73,22 @@ def test_a_held_dc_joins_once_complete_copies_the_members_and_replays_over_all()
     assert joining.on_recovered("dc2") and joining.current is None    # the joiner too
 
 
-def test_a_dc_that_left_or_a_join_during_another_change_is_refused_naming_why():
+def test_a_dc_that_left_is_refused_naming_why_and_a_join_waits_for_another_change():
     joining, van, _ = _joining()
     joining.departing.membership.departed["dc2"] = "was killed"
-    assert "dc2 left the run (was killed)" in joining.register(_register("server"))
+    assert "dc2 left the run (was killed), and no rejoin is left" in \
+        joining.register(_register("server"))
     joining, van, _ = _joining()
     joining.register(_register("worker", 0))
     joining.departing.current = object()            # a DC is leaving
-    assert "another DC is joining or leaving" in joining.register(_register("server"))
+    assert joining.register(_register("server")) == ""      # held, registered
     assert not [kind for _, kind, _ in van.sent if kind == wire.Kind.RECOVER]
+    joining.start_waiting()                         # still leaving: it waits on
+    assert joining.current is None
+    joining.departing.current = None                # that change is over
+    joining.start_waiting()
+    assert joining.current is not None and joining.current.lost_dc == "dc2"
+    assert [n for n, kind, _ in van.sent if kind == wire.Kind.RECOVER] == [1, 2]
     assert joining.register({**_register("server"), "address": 5}) == \
         "registration carries no valid address"
 

@@ -152,3 +152,37 @@ def test_elastic_a_scheduler_that_finished_ends_the_wait_for_a_dc_still_joining(
         processes.SHUTDOWN_GRACE_S = grace
     assert "still running" in launcher.out.getvalue() and "worker dc1/0" in \
         launcher.out.getvalue()
+
+
+def test_elastic_a_dc_taken_out_of_the_run_starts_again_to_rejoin_once_its_processes_ended():
+    """dc2's server says its DC left (EXIT_LEFT: it was stopped, the others went on):
+    dc2 leaves, its worker is stopped, and once both ended they start again (server
+    first), as they were started, and the run awaits the new worker; one rejoin only."""
+    from netstorm.geoserver.config.exit_reasons import EXIT_LEFT
+
+    launcher = _elastic_launcher(min_dcs=2)
+    launcher.rejoins_left = 1
+    procs = {p.name: p for p in launcher.procs}
+    for proc in launcher.procs:
+        proc.start = ([proc.name], {}, None)
+    started = []
+
+    def start(name, role, argv, env, wrap, reason_file="", joined_file="", dc=""):
+        started.append(name)
+        new = Proc(name, role, _Exited(), dc=dc, start=(argv, env, wrap))
+        launcher.procs.append(new)
+        launcher.events.put((new, 0))           # the new one finishes its steps
+        return new
+
+    launcher.start = start
+    for name, code in (("server dc2", EXIT_LEFT), ("worker dc2/0", -15),
+                       ("worker dc0/0", 0), ("worker dc1/0", 0), ("server dc0", 0),
+                       ("server dc1", 0)):
+        launcher.events.put((procs[name], code))
+    assert launcher.wait(3) == 0
+    assert started == ["server dc2", "worker dc2/0"] and launcher.rejoins_left == 0
+    out = launcher.out.getvalue()
+    assert "server dc2 exited with code 5; dc2 leaves the run (2 DC(s) remain, min_dcs 2); " \
+        "it starts again to rejoin once its processes ended" in out
+    assert "starting dc2 again: it rejoins the running cluster (0 rejoin(s) left)" in out
+    assert not launcher.left and procs["server dc2"] not in launcher.procs

@@ -45,6 +45,18 @@ def test_a_dc_of_the_file_joins_in_file_order_once_and_a_departed_one_never_come
         Membership(DCS, 1, members=("x",))
 
 
+def test_a_departed_dc_comes_back_while_rejoins_are_left():
+    members = Membership(DCS, min_dcs=1, rejoins=1)
+    assert members.may_come_back("dc2")
+    members.leave("dc2", "was silent")
+    members.leave("dc1", "was silent")
+    assert members.join_refusal("dc2") == "" and members.join("dc2") == ("dc0", "dc2")
+    assert members.departed == {"dc1": "was silent"} and members.rejoins_left == 0
+    assert not members.may_come_back("dc0")
+    assert "no rejoin is left ([elastic] rejoins)" in members.join_refusal("dc1")
+    assert not Membership(DCS, min_dcs=0, rejoins=3).may_come_back("dc0")   # not elastic
+
+
 def test_the_member_policy_is_a_star_at_the_hub_or_its_stand_in():
     config = pseudo_cluster(3, 1, 1)
     policy = member_policy(config, ("dc1", "dc0"), version=4, start_round=9)

@@ -4,7 +4,7 @@ fsa, inner steps under diloco and hfa, where a "round" below is one push, a loca
 
     recover_worker.py ROUNDS OUT_DIR [--kill RANK ROUND] [--save-at ROUND PATH]
                       [--mark-at ROUND PATH ...] [--pause S] [--pushpull]
-                      [--started-mark PATH] [--hold-at ROUND PATH]
+                      [--started-mark PATH] [--resumed-mark PATH] [--hold-at ROUND PATH]
 
 With --kill, rank RANK's first process SIGKILLs itself in round ROUND, after pushing key 0
 and before key 1 (a step half sent). With --save-at, rank 0 writes a checkpoint after that
@@ -33,6 +33,9 @@ parser.add_argument("--mark-at", nargs=2, action="append", default=[],
                     help="rank 0 creates PATH once round ROUND is done (a test's cue)")
 parser.add_argument("--started-mark", default="",
                     help="every rank creates PATH.RANK once it knows its first round")
+parser.add_argument("--resumed-mark", default="",
+                    help="a rank that starts after round 1 or later (restarted, or its DC "
+                         "rejoined) creates PATH.RANK")
 parser.add_argument("--hold-at", nargs=2, default=(0, ""),
                     help="rank 0 waits after round ROUND until PATH exists (up to 120 s)")
 args = parser.parse_args()
@@ -48,6 +51,8 @@ start = kv.resumed_step     # rounds under fsa; under diloco / hfa, steps (round
 print(f"rank {R} starts after round {start}", flush=True)
 if args.started_mark:
     open(f"{args.started_mark}.{R}", "w").close()
+if args.resumed_mark and start > 0:
+    open(f"{args.resumed_mark}.{R}", "w").close()
 weights = {key: mx.nd.zeros(shape) for key, shape in SHAPES.items()}
 for rnd in range(start + 1, rounds + 1):
     for key in SHAPES:
