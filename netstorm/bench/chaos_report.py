@@ -32,6 +32,9 @@ def table(result: dict) -> str:
     lines.append(f"goodput: {hit['goodput']:.2f} samples/s against {clean['goodput']:.2f} "
                  f"fault-free ({'-' if ratio is None else f'{100 * ratio:.1f}%'}); "
                  f"wall {hit['wall_s']:.1f}s against {clean['wall_s']:.1f}s")
+    if hit.get("skipped_steps"):
+        lines.append(f"steps not in the model (DCs away from the run, not counted as "
+                     f"useful): {hit['skipped_steps']}")
     lost = hit["lost_or_doubled"]
     audit = "no audit records" if lost["audit_mismatches"] is None else \
         f"{lost['audit_mismatches']} audit mismatches in {lost['audit_records']} audits"

@@ -162,10 +162,13 @@ class StepWatcher:
 def with_recovery(config: ClusterConfig, restarts: int, checkpoint: Path) -> tuple:
     """``config`` with every recovery option it accepts turned on (each tried on top of
     those accepted before: worker_restarts, server_restarts, scheduler_restarts if this
-    checkout has it, checkpoint with cluster_restarts); ``(config, {option: why refused})``."""
+    checkout has it, checkpoint with cluster_restarts, and elastic DCs: a stopped or cut
+    off DC leaves while a majority remains and rejoins when it is back); ``(config,
+    {option: why refused})``."""
     restarts = max(1, min(restarts, MAX_RESTARTS))
     fields = {f.name for f in dataclasses.fields(ClusterConfig)}
-    options = [("worker_restarts", {"worker_restarts": restarts}),
+    options = [("elastic", {"min_dcs": len(config.dcs) // 2 + 1, "rejoins": restarts}),
+               ("worker_restarts", {"worker_restarts": restarts}),
                ("server_restarts", {"server_restarts": restarts}),
                ("scheduler_restarts", {"scheduler_restarts": restarts}),
                ("cluster_restarts", {"checkpoint": str(checkpoint),
@@ -232,7 +235,9 @@ def _figures(run: dict, workers: int) -> dict:
     done = [r for r in ranks if r is not None]
     batch = done[0]["batch_size"] if done else 0
     reached = [r.get("last_step", run["iters"]) if r else 0 for r in ranks]
-    useful = sum(min(s, run["iters"]) for s in reached) * batch
+    # steps of a DC that left and rejoined: the rounds it was away are not in the model
+    skipped = sum(r.get("skipped_steps", 0) if r else 0 for r in ranks)
+    useful = (sum(min(s, run["iters"]) for s in reached) - skipped) * batch
     steps = run["steps"]
     wall = steps[-1][1] - steps[0][1] if len(steps) > 1 else 0.0
     stats = run["out"] / STATS_FILE
@@ -240,6 +245,7 @@ def _figures(run: dict, workers: int) -> dict:
               if '"replica_audit"' in line] if stats.exists() else []
     curve = ranks[0]["curve"] if ranks[0] else []
     return {"exit_code": run["code"], "useful_samples": useful, "wall_s": round(wall, 3),
+            "skipped_steps": skipped,
             "first_step_t": steps[0][1] if steps else None,
             "goodput": round(goodput(useful, wall), 3),
             "final_quality": curve[-1][1] if curve else None,

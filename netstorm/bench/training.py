@@ -18,7 +18,9 @@ process of the host, so that the pauses can be taken out of every rank's wall ti
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
 import time
 
 import mxnet as mx
@@ -86,6 +88,7 @@ def train(kv, args) -> tuple:
     clock, evaluating = time.perf_counter(), 0.0
     window = [None, None]
     skip = resume(kv, trainer, net, task, args)     # a restarted worker (bench --chaos)
+    skipped = skipped_steps(kv, args, skip)
     for it in range(1, args.iters + 1):
         if it <= skip:
             continue
@@ -113,7 +116,7 @@ def train(kv, args) -> tuple:
         window[1] = time.monotonic()
         times.append(ended - start)
         compute.append(computed - start + stepping)
-        chaos_step(kv, args, it)
+        chaos_step(kv, args, it, skipped)
         if kv.rank == 0 and (it % args.eval_every == 0 or it == args.iters):
             paused, paused_at = time.perf_counter(), time.monotonic()
             value = task.evaluate()
@@ -131,7 +134,8 @@ def train(kv, args) -> tuple:
                    "batch_size": args.batch_size,
                    "window_monotonic": window if window[0] is not None else None,
                    "eval_monotonic": pauses, "iter_start_monotonic": starts,
-                   "resumed_after": skip, "last_step": args.iters, **task.info}
+                   "resumed_after": skip, "last_step": args.iters,
+                   "skipped_steps": skipped, **task.info}
 
 
 def resume(kv, trainer, net, task, args) -> int:
@@ -150,11 +154,41 @@ def resume(kv, trainer, net, task, args) -> int:
     return skip
 
 
-def chaos_step(kv, args, it: int) -> None:
-    """bench --chaos: rank 0 says when each step ended (``step N t=UNIX``, read by
-    netstorm.bench.chaos_run) and writes the cluster's checkpoint every
+def _ledger(kv, args) -> str:
+    """bench --chaos: where a rank keeps its progress across its processes."""
+    return os.path.join(args.out, f"rank{kv.rank}.progress")
+
+
+def skipped_steps(kv, args, skip: int) -> int:
+    """bench --chaos: the steps of this rank whose update is not in the model, for a
+    process that resumes after step ``skip``: those its earlier processes skipped, and
+    those between the last synchronization its previous process completed and ``skip``
+    (its DC left the run and rejoined: the rounds it was away, and the one in flight when
+    it left; a worker restarted into its rank skips none). O(1)."""
+    if not getattr(args, "step_lines", False):
+        return 0
+    try:
+        with open(_ledger(kv, args)) as f:
+            before = json.load(f)
+        last, skipped = int(before["last"]), int(before["skipped"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+    rounds = int(getattr(kv, "resumed_round", 0) or 0)
+    period = max(1, skip // rounds) if rounds else 1        # steps per synchronization
+    return skipped + max(0, skip - last // period * period)
+
+
+def chaos_step(kv, args, it: int, skipped: int = 0) -> None:
+    """bench --chaos: every rank notes its last step and the steps it skipped (its ledger,
+    for :func:`skipped_steps`); rank 0 says when each step ended (``step N t=UNIX``, read
+    by netstorm.bench.chaos_run) and writes the cluster's checkpoint every
     ``args.checkpoint_every`` steps (``[recovery] checkpoint``: a lost scheduler or server
     restarts the cluster from it). Nothing without those flags."""
+    if getattr(args, "step_lines", False):
+        ledger = _ledger(kv, args)
+        with open(ledger + ".new", "w") as f:
+            json.dump({"last": it, "skipped": skipped}, f)
+        os.replace(ledger + ".new", ledger)
     if kv.rank != 0:
         return
     if getattr(args, "step_lines", False):

@@ -131,3 +131,22 @@ def test_resume_skips_the_steps_a_restarted_worker_had_done_in_every_mode(capsys
     calls.clear()
     assert resume(SimpleNamespace(rank=0, resumed_round=0, resumed_step=0), trainer,
                   calls.append, task, args) == 0 and calls == []
+
+
+def test_a_rank_that_rejoined_counts_the_steps_its_dc_was_away(tmp_path):
+    """bench --chaos: each step notes the rank's progress; a process that resumes after
+    step 60 when its previous one last completed step 47 (diloco, h = 10: its last
+    synchronization was step 40) did not put steps 41-60 in the model: 20 skipped, added
+    to what earlier processes skipped. A worker restarted into its rank skips none."""
+    from types import SimpleNamespace
+
+    from netstorm.bench.training import chaos_step, skipped_steps
+    args = SimpleNamespace(step_lines=True, out=str(tmp_path), iters=100)
+    kv = SimpleNamespace(rank=3, resumed_round=0)
+    assert skipped_steps(kv, args, 0) == 0              # no ledger yet
+    chaos_step(kv, args, 47, skipped=5)
+    kv.resumed_round = 6
+    assert skipped_steps(kv, args, 60) == 5 + 20
+    kv.resumed_round = 4
+    assert skipped_steps(kv, args, 40) == 5             # restarted at its last round
+    assert skipped_steps(kv, SimpleNamespace(step_lines=False, out=str(tmp_path)), 60) == 0

@@ -58,6 +58,7 @@ def test_recovery_options_on_where_the_cluster_file_takes_them(tmp_path):
     config, refused = with_recovery(_config(), 3, tmp_path / "c.npz")
     assert (config.worker_restarts, config.server_restarts, config.cluster_restarts) == \
         (3, 3, 3)
+    assert (config.min_dcs, config.rejoins) == (2, 3)       # a majority of the 2 DCs
     assert config.checkpoint == str(tmp_path / "c.npz")
     has_scheduler_restarts = "scheduler_restarts" in {
         f.name for f in dataclasses.fields(ClusterConfig)}
@@ -68,7 +69,8 @@ def test_recovery_options_on_where_the_cluster_file_takes_them(tmp_path):
 def test_refused_recovery_options_are_named_with_why(tmp_path):
     compressed = _config(compression=CompressionConfig.from_params({"type": "fp16"}))
     config, refused = with_recovery(compressed, 2, tmp_path / "c.npz")
-    assert config.server_restarts == 2 and config.worker_restarts == 2 and not refused
+    assert config.server_restarts == 2 and config.worker_restarts == 2
+    assert set(refused) == {"elastic"} and "[compression]" in refused["elastic"]
     mixed = _config(sync=SyncConfig.from_params({"mode": "mixed"}, where="test"))
     config, refused = with_recovery(mixed, 2, tmp_path / "c.npz")
     assert config.server_restarts == 0 and "mixed" in refused["server_restarts"]
