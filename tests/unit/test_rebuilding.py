@@ -142,6 +142,21 @@ def test_a_re_registration_while_running_is_welcomed_again_only_as_the_node_of_t
     assert van.sent == []
 
 
+def test_a_node_of_a_dc_that_left_re_registering_is_told_its_dc_left():
+    """A node cut off from the scheduler re-registers once its link is back; if its DC
+    left the run meanwhile (elastic), it is not welcomed but told (ABORT with left)."""
+    config, table = cluster()
+    first, _ = initial_policy(config)
+    van = ListVan(reports(table, first))
+    scheduler = Scheduler(config, van)
+    scheduler.rendezvous()
+    van.sent.clear()
+    again = reports(table, first)[3]            # worker rank 1, dc1
+    scheduler.departing.departed_nodes |= {again.meta["report"]["node"]["id"]}
+    scheduler._dispatch(again)
+    assert [(m.kind, m.meta.get("left")) for _, m in van.sent] == [(Kind.ABORT, True)]
+
+
 def fresh_worker(dc, port):
     return Message(Kind.REGISTER, origin=dc, meta={"role": "worker", "dc": dc, "local_index": 0,
                                                    "address": f"tcp://127.0.0.1:{port}"})
