@@ -23,7 +23,8 @@ def test_startup_measurement_on_the_emulated_wan_finds_the_shaped_rates():
     rates = [float(r) for r in re.findall(r"\w+->\w+ ([\d.]+)", line)]
     assert len(rates) == 6, line
     # shaped at 20, goodput ~96%. A flow whose sending server is descheduled on this loaded
-    # 2-core host reads low (13.3 seen once in a full suite run, 18-19 alone); an unshaped
-    # (hundreds) or mis-timed (double or half) measurement still fails
-    assert all(12.0 < r < 22.0 for r in rates), line
+    # 2-core host reads low (13.3 seen once in a full suite run, 18-19 alone), and one whose
+    # receiver is descheduled reads its first piece late, so high (22.4 seen once in a full
+    # suite run); an unshaped (hundreds) or mis-timed (double or half) one still fails
+    assert all(12.0 < r < 26.0 for r in rates), line
     assert proc.stdout.count("finished 3 rounds") == 3

@@ -3,8 +3,11 @@ both use, are in tests/unit/test_security.py."""
 
 import os
 import re
+import shutil
 import stat
+import tempfile
 import time
+from pathlib import Path
 import numpy as np
 import pytest
 import zmq
@@ -127,11 +130,14 @@ def test_the_same_host_endpoint_is_plain_own_user_only_and_named_as_this_dc(keys
     """A DC's nodes on one host talk over ipc:// without CURVE (the bytes never leave the
     machine); the TCP endpoint of the same socket still admits CURVE only. What comes in
     through ipc:// carries this node's own principal."""
+    # a folder short enough for a Unix socket's path (pytest's own grows with its run
+    # count: past 1000 runs the Van fell back to the system's temporary folder)
+    local = Path(tempfile.mkdtemp(prefix="ns-"))
     server = Van("eu", "127.0.0.1", 0, credentials=credentials_for(keys, "eu"),
-                 local_dir=str(tmp_path))
+                 local_dir=str(local))
     ctx = zmq.Context()
     try:
-        assert server.local_address.startswith(f"ipc://{tmp_path}/netstorm-")
+        assert server.local_address.startswith(f"ipc://{local}/netstorm-")
         folder = server.local_address[len("ipc://"):].rsplit("/", 1)[0]
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
         plain_tcp, plain_ipc = ctx.socket(zmq.DEALER), ctx.socket(zmq.DEALER)
@@ -147,6 +153,7 @@ def test_the_same_host_endpoint_is_plain_own_user_only_and_named_as_this_dc(keys
     finally:
         ctx.term()
         server.close()
+        shutil.rmtree(local, ignore_errors=True)
     assert not os.path.exists(folder)
 
 
