@@ -87,7 +87,8 @@ from .metrics import MetricsConfig, MetricsError
 from .links import Link
 from .sync import SyncConfig, SyncError
 
-__all__ = ["ClusterConfig", "ClusterFileError", "DataCenter", "Link", "load_cluster",
+__all__ = ["ClusterConfig", "ClusterFileError", "DataCenter", "Link", "absolute_paths",
+           "load_cluster",
            "parse_cluster", "pseudo_cluster", "read_toml"]
 
 
@@ -153,19 +154,23 @@ def load_cluster(path) -> ClusterConfig:
     """Read and validate the cluster file ``path``; its secret key folder is taken
     relative to the file's folder."""
     config = parse_cluster(read_toml(path, ClusterFileError, "cluster file"), source=str(path))
-    folder = config.security.secret_keys
-    if folder and not Path(folder).is_absolute():
-        folder = str((Path(path).parent / folder).resolve())
-        config = replace(config, security=replace(config.security, secret_keys=folder))
-    for key in ("resume", "checkpoint"):     # relative to the cluster file's folder
-        value = getattr(config, key)
-        if value and not Path(value).is_absolute():
-            config = replace(config, **{key: str((Path(path).parent / value).resolve())})
-    targets = config.metrics.targets_dir        # [metrics] targets_dir: the same
-    if targets and not Path(targets).is_absolute():
-        config = replace(config, metrics=replace(
-            config.metrics, targets_dir=str((Path(path).parent / targets).resolve())))
-    return config
+    return absolute_paths(config, Path(path).parent)
+
+
+def absolute_paths(config: ClusterConfig, base) -> ClusterConfig:
+    """``config`` with its relative paths (the secret key folder, ``resume``,
+    ``checkpoint``, ``[metrics] targets_dir``) taken relative to the folder ``base``: a
+    cluster file's own folder, or, for a cluster built in code before the launcher writes
+    it elsewhere, the folder it runs in. O(1)."""
+    def absolute(value: str) -> str:
+        return value if not value or Path(value).is_absolute() else \
+            str((Path(base) / value).resolve())
+
+    config = replace(config, security=replace(
+        config.security, secret_keys=absolute(config.security.secret_keys)),
+        resume=absolute(config.resume), checkpoint=absolute(config.checkpoint))
+    return replace(config, metrics=replace(config.metrics,
+                                           targets_dir=absolute(config.metrics.targets_dir)))
 
 
 def pseudo_cluster(dcs: int, workers_per_dc: int, scheduler_port: int,

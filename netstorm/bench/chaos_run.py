@@ -282,7 +282,9 @@ def run(args) -> int:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     name = args.systems[0]
-    logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
+    # absolute: the cluster file the launcher writes elsewhere names files in it
+    logs = Path(args.keep_logs).resolve() if args.keep_logs else \
+        Path(tempfile.mkdtemp(prefix="bench-"))
     logs.mkdir(parents=True, exist_ok=True)
     workers = len(topology.dcs) * args.workers_per_dc
     links = [] if args.chaos_loopback else [(link.a, link.b) for link in topology.links]

@@ -282,7 +282,9 @@ def run(args) -> int:
                             for s in args.systems if s in SYNCED})
     if any(s in FAPT_TREES for s in args.systems):
         result["fapt_plan"] = fapt_plan(topology, nbytes, args.chunk_bytes)
-    logs = Path(args.keep_logs) if args.keep_logs else Path(tempfile.mkdtemp(prefix="bench-"))
+    # absolute: the cluster file the launcher writes elsewhere names files in it
+    logs = Path(args.keep_logs).resolve() if args.keep_logs else \
+        Path(tempfile.mkdtemp(prefix="bench-"))
     logs.mkdir(parents=True, exist_ok=True)
     try:
         with interrupts_raise(), wanlib.EmulatedWan(topology) as wan, \

@@ -23,7 +23,7 @@ import psutil
 
 from netstorm.geoserver.model import checkpoint
 from netstorm.geoserver.config.exit_reasons import STOP_NOTE
-from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError
+from netstorm.geoserver.config.cluster import ClusterConfig, ClusterFileError, absolute_paths
 from netstorm.geoserver.config.cluster_toml import to_toml
 from netstorm.geoserver.config.keys import SCHEDULER_PRINCIPAL, generate_cluster_keys, key_file_name
 from netstorm.geoserver.core.van import MAX_IPC_PATH
@@ -202,7 +202,10 @@ def _run_once(config, command, part, wrap_dc, out: RunLog, python, as_dist_sync,
                             server_restarts=config.server_restarts,
                             scheduler_restarts=config.scheduler_restarts,
                             min_dcs=config.min_dcs, rejoins=config.rejoins)
-        config = with_keys(config, tmp, part == placement.whole(config))
+        # relative paths of a cluster built here name files here, not in the folder the
+        # file is written to (the processes read them relative to the file's folder)
+        config = with_keys(absolute_paths(config, Path.cwd()), tmp,
+                           part == placement.whole(config))
         cluster_file = Path(tmp) / "cluster.toml"
         cluster_file.write_text(to_toml(config))
         base = child_env({})

@@ -453,3 +453,14 @@ def test_a_sync_quorum_round_trips_and_is_at_most_the_cluster_s_dcs(tmp_path):
             f"[sync] quorum = {len(dcs) + 1} is more than the cluster's {len(dcs)} DCs")):
         parse_cluster(tomllib.loads(GOOD + f'[sync]\nmode = "hfa"\nquorum = {len(dcs) + 1}\n'),
                       source="c.toml")
+
+
+def test_relative_paths_of_a_cluster_built_in_code_are_taken_from_a_folder(tmp_path):
+    """The launcher writes a cluster built in code (``--dcs 2 --checkpoint ckpt.npz``, the
+    bench) to a temporary folder, and its processes read paths relative to the file's
+    folder: it makes them absolute from the folder it runs in first."""
+    from netstorm.geoserver.config.cluster import absolute_paths
+    config = pseudo_cluster(2, 1, 9000, checkpoint="ckpt.npz", resume="/abs/r.npz")
+    moved = absolute_paths(config, tmp_path)
+    assert moved.checkpoint == str(tmp_path / "ckpt.npz") and moved.resume == "/abs/r.npz"
+    assert absolute_paths(moved, "/elsewhere") == moved        # absolute ones stay
