@@ -114,8 +114,8 @@ class DcDeparting:
         if self.current is None:
             self._start((dc,))
         elif self.current.also_leaves(dc):      # folded into the departure under way
-            if self.current.reported:
-                self.replay_over_members(self.current, self.current.make_plan())
+            if self.planned(self.current, "leaving the run") is not None:
+                self.replay_over_members(self.current)
         else:                                   # it leaves once the current one is over
             self.next.append(dc)
         return True
@@ -157,9 +157,8 @@ class DcDeparting:
         policy over the members. False: no departure is under way (not ours)."""
         if self.current is None:
             return False
-        plan = self.reported_plan(self.current, dc, meta, "leaving the run")
-        if plan is not None:
-            self.replay_over_members(self.current, plan)
+        if self.reported_plan(self.current, dc, meta, "leaving the run") is not None:
+            self.replay_over_members(self.current)
         return True
 
     def reported_plan(self, change: ServerReplacement, dc: str, meta: dict, what: str):
@@ -167,6 +166,11 @@ class DcDeparting:
         plan (None before; :class:`ClusterAborted` naming the DC and ``what`` if there is
         none). O(keys)."""
         change.report(dc, meta["keys"])
+        return self.planned(change, what)
+
+    def planned(self, change: ServerReplacement, what: str):
+        """The plan of ``change`` once every member reported (None before;
+        :class:`ClusterAborted` naming the DC and ``what`` if there is none). O(keys)."""
         if not change.reported:
             return None
         try:
@@ -174,11 +178,11 @@ class DcDeparting:
         except RecoveryError as exc:
             raise ClusterAborted(f"{change.lost_dc} {what}: {exc}") from exc
 
-    def replay_over_members(self, change: ServerReplacement, plan=None) -> None:
+    def replay_over_members(self, change: ServerReplacement) -> None:
         """Every member's server gets the plan of ``change`` (a DC leaving, or one joining
         once :meth:`Membership.join` took it in) and a replay policy over the members, a
         new version from the first round replayed. O(members + keys)."""
-        plan, rounds = change.plan if plan is None else plan, self.policies.rounds
+        plan, rounds = change.plan, self.policies.rounds
         policy = member_policy(self.config, self.membership.members,
                                rounds.policy.version + 1, change.start_round,
                                self.policies.wan_topology)

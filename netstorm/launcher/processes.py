@@ -310,14 +310,7 @@ class Launcher:
             self._emit("launch", f"starting {dc} again: it rejoins the running cluster "
                                  f"({self.rejoins_left} rejoin(s) left)")
             for old in sorted(mine, key=lambda p: p.role != "server"):   # server first
-                with contextlib.suppress(OSError):
-                    os.unlink(old.reason_file)
-                self.procs.remove(old)
-                argv, env, wrap = old.start
-                new = self.start(old.name, old.role, argv, env, wrap,
-                                 reason_file=old.reason_file, joined_file=old.joined_file,
-                                 dc=dc)
-                new.restarts = old.restarts
+                new = self._start_again(old)
                 pending.add(new.name)
                 started += new.role == "worker"
         return started
@@ -343,13 +336,20 @@ class Launcher:
             proc.role, "replacing it from a peer DC's replica")
         self._emit("launch", f"{proc.name} {_exit_words(code)}; {how} "
                              f"({proc.restarts + 1} of {self.restarts[proc.role]})")
+        new = self._start_again(proc)
+        new.restarts = proc.restarts + 1
+        return new
+
+    def _start_again(self, proc: Proc) -> Proc:
+        """``proc``, ended, started anew as it was started (its restarts kept): its reason
+        file is cleared and the ended process forgotten."""
         with contextlib.suppress(OSError):
             os.unlink(proc.reason_file)
         self.procs.remove(proc)
         argv, env, wrap = proc.start
         new = self.start(proc.name, proc.role, argv, env, wrap, reason_file=proc.reason_file,
                          joined_file=proc.joined_file, dc=proc.dc)
-        new.restarts = proc.restarts + 1
+        new.restarts = proc.restarts
         return new
 
     def _never_joined(self, proc: Proc) -> int:

@@ -125,13 +125,20 @@ def test_reports_that_cannot_be_taken_over_end_the_rebuild_with_the_reason():
         Scheduler(config, ListVan(msgs)).rendezvous()
 
 
-def test_a_re_registration_while_running_is_welcomed_again_only_as_the_node_of_the_table():
+def taken_over():
+    """A new scheduler that took the running cluster over, its sends cleared:
+    ``(scheduler, van, table, first policy)``."""
     config, table = cluster()
     first, _ = initial_policy(config)
     van = ListVan(reports(table, first))
     scheduler = Scheduler(config, van)
     scheduler.rendezvous()
     van.sent.clear()
+    return scheduler, van, table, first
+
+
+def test_a_re_registration_while_running_is_welcomed_again_only_as_the_node_of_the_table():
+    scheduler, van, table, first = taken_over()
     again = reports(table, first)[2]            # worker rank 0, once more
     scheduler._dispatch(again)
     assert [(peer, m.kind) for peer, m in van.sent] == [(3, Kind.WELCOME)]
@@ -145,12 +152,7 @@ def test_a_re_registration_while_running_is_welcomed_again_only_as_the_node_of_t
 def test_a_node_of_a_dc_that_left_re_registering_is_told_its_dc_left():
     """A node cut off from the scheduler re-registers once its link is back; if its DC
     left the run meanwhile (elastic), it is not welcomed but told (ABORT with left)."""
-    config, table = cluster()
-    first, _ = initial_policy(config)
-    van = ListVan(reports(table, first))
-    scheduler = Scheduler(config, van)
-    scheduler.rendezvous()
-    van.sent.clear()
+    scheduler, van, table, first = taken_over()
     again = reports(table, first)[3]            # worker rank 1, dc1
     scheduler.departing.departed_nodes |= {again.meta["report"]["node"]["id"]}
     scheduler._dispatch(again)
