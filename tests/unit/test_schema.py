@@ -34,7 +34,7 @@ VALID = {
     Kind.BARRIER_DONE: Message(Kind.BARRIER_DONE, seq=3),
     Kind.HEARTBEAT: Message(Kind.HEARTBEAT, meta={"round": 4, "links": {"us": [12.5, 0.3]},
                                                   "stalled": ["us"]}),
-    Kind.ABORT: Message(Kind.ABORT, meta={"reason": "worker 1 died"}),
+    Kind.ABORT: Message(Kind.ABORT, meta={"reason": "dc1 left the run", "left": True}),
     Kind.BYE: Message(Kind.BYE, meta={"clean": True, "reason": ""}),
     Kind.SHUTDOWN: Message(Kind.SHUTDOWN),
     Kind.INIT: Message(Kind.INIT, key=1, seq=1, flags=Flag.HAS_VALUE,
@@ -198,6 +198,7 @@ def _drop(name):
     (Kind.REGISTER, _drop("address"), r"meta lacks required field 'address'"),
     (Kind.PROBE_REQUEST, _drop("timeout_s"), r"missing field 'timeout_s'"),
     (Kind.STATES, _drop("num_update"), r"STATES: meta lacks required field 'num_update'"),
+    (Kind.ABORT, _set(["left"], "yes"), r"ABORT: meta.left must be"),
     # constraints between meta, header and frames
     (Kind.INIT, _set(["shape"], [7]), r"INIT: frame of 24 bytes, meta.shape \[7\] of float32 "
                                       r"needs 28"),
